@@ -1,0 +1,190 @@
+// Package sqlstore implements segment.Store once for every SQL backend.
+// The backends differ only in their driver, their placeholders and their
+// row-lock syntax; those come in through the DB interface and a Dialect,
+// so the reservation logic, the part that must be right, exists once.
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/idgen/idgen/segment"
+)
+
+// Row is the part of *sql.Row and pgx.Row the store uses.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Rows is the part of *sql.Rows and pgx.Rows the store uses.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Querier runs statements, inside or outside a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, query string, args ...any) Row
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	Exec(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
+}
+
+// DB is a connection pool that can also run fn in one transaction. InTx
+// commits when fn returns nil and rolls back otherwise, including when
+// ctx is cancelled, so no row lock outlives the call.
+type DB interface {
+	Querier
+	InTx(ctx context.Context, fn func(q Querier) error) error
+}
+
+// Dialect is the SQL text of one database. Placeholders are in the
+// database's own style; argument order is given next to each statement.
+type Dialect struct {
+	// LockRow selects max_id, step of a tag under a row lock. Args: tag.
+	LockRow string
+	// Advance sets max_id. Args: new max_id, tag.
+	Advance string
+	// Insert creates a row. Args: tag, max_id, step, description.
+	Insert string
+	// Release sets max_id back if it is unchanged. Args: from, tag, to.
+	Release string
+	// List returns biz_tag, max_id, step, description, updated_at by tag.
+	List string
+	// SetStep changes the step. Args: step, tag.
+	SetStep string
+	// IsDuplicate reports a primary-key violation.
+	IsDuplicate func(error) bool
+	// NoRows is the driver's "no rows" error.
+	NoRows error
+}
+
+// Store is a segment.Store over any SQL backend.
+type Store struct {
+	db DB
+	d  Dialect
+}
+
+// New returns a Store that runs d's statements on db.
+func New(db DB, d Dialect) *Store { return &Store{db: db, d: d} }
+
+// Reserve implements segment.Store: SELECT … FOR UPDATE, then UPDATE, in
+// one short transaction.
+func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	var r segment.Range
+	err := s.db.InTx(ctx, func(q Querier) error {
+		var maxID, rowStep int64
+		if err := q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep); err != nil {
+			if errors.Is(err, s.d.NoRows) {
+				return fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
+			}
+			return err
+		}
+		step := max(step, rowStep)
+		if maxID > math.MaxInt64-step {
+			return fmt.Errorf("%w: tag %q at %d cannot grow by %d", segment.ErrExhausted, tag, maxID, step)
+		}
+		if _, err := q.Exec(ctx, s.d.Advance, maxID+step, tag); err != nil {
+			return err
+		}
+		r = segment.Range{Start: maxID, End: maxID + step, Step: rowStep}
+		return nil
+	})
+	if err != nil {
+		return segment.Range{}, wrap("reserve", tag, err)
+	}
+	return r, nil
+}
+
+// CreateTag implements segment.Store.
+func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
+	if err := validate(t); err != nil {
+		return err
+	}
+	_, err := s.db.Exec(ctx, s.d.Insert, t.Name, t.MaxID, t.Step, t.Description)
+	if err != nil && s.d.IsDuplicate(err) {
+		return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+	}
+	return wrap("create", t.Name, err)
+}
+
+// Release implements segment.Releaser with a compare-and-set on max_id.
+func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
+	n, err := s.db.Exec(ctx, s.d.Release, from, tag, to)
+	if err != nil {
+		return false, wrap("release", tag, err)
+	}
+	return n == 1, nil
+}
+
+// ListTags returns every tag, ordered by name.
+func (s *Store) ListTags(ctx context.Context) ([]segment.Tag, error) {
+	rows, err := s.db.Query(ctx, s.d.List)
+	if err != nil {
+		return nil, wrap("list", "", err)
+	}
+	defer rows.Close()
+	var out []segment.Tag
+	for rows.Next() {
+		var t segment.Tag
+		if err := rows.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &t.UpdatedAt); err != nil {
+			return nil, wrap("list", "", err)
+		}
+		out = append(out, t)
+	}
+	return out, wrap("list", "", rows.Err())
+}
+
+// SetStep changes a tag's configured step. Allocators pick it up at their
+// next reservation.
+func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
+	if step < 1 || step > math.MaxInt32 {
+		return fmt.Errorf("%w: step %d", segment.ErrInvalidStep, step)
+	}
+	n, err := s.db.Exec(ctx, s.d.SetStep, step, tag)
+	if err != nil {
+		return wrap("set step", tag, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
+	}
+	return nil
+}
+
+func validate(t segment.Tag) error {
+	if !segment.ValidTag(t.Name) {
+		return fmt.Errorf("%w: %q", segment.ErrInvalidTag, t.Name)
+	}
+	// step is an INT column in every dialect.
+	if t.Step < 1 || t.Step > math.MaxInt32 || t.MaxID < 0 {
+		return fmt.Errorf("%w: step %d, start %d", segment.ErrInvalidStep, t.Step, t.MaxID)
+	}
+	return nil
+}
+
+// wrap names the operation and tag, and leaves the segment sentinels and
+// the driver's error reachable with errors.Is and errors.As.
+func wrap(op, tag string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isSentinel(err) {
+		return err
+	}
+	if tag == "" {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	return fmt.Errorf("store: %s %q: %w", op, tag, err)
+}
+
+func isSentinel(err error) bool {
+	for _, s := range []error{segment.ErrTagNotFound, segment.ErrTagExists, segment.ErrExhausted, segment.ErrInvalidStep, segment.ErrInvalidTag} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,228 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Allocator hands out IDs for any number of tags from one Store. It is
+// safe for concurrent use. Create it with New and stop it with Close.
+type Allocator struct {
+	store Store
+	opts  Options
+
+	// tags maps a tag name to its *Sequence. Entries are only added for
+	// valid tags, so the hot path can skip validation on a hit.
+	tags sync.Map
+
+	// life guards closed against loads being started while Close waits
+	// for the ones in flight.
+	life   sync.RWMutex
+	closed bool
+	loads  sync.WaitGroup
+	ctx    context.Context // cancelled by Close; parent of every load
+	cancel context.CancelFunc
+
+	negMu sync.Mutex
+	neg   map[string]time.Time // unknown tag -> remembered until
+}
+
+// maxNegative bounds the negative cache so that a flood of distinct
+// unknown tags costs bounded memory.
+const maxNegative = 4096
+
+// New returns an Allocator that reserves segments from store. It checks
+// opts once and does no I/O: the first segment of a tag is reserved on
+// its first use.
+func New(store Store, opts *Options) (*Allocator, error) {
+	if store == nil {
+		return nil, errors.New("segment: New needs a Store")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Allocator{store: store, opts: o, ctx: ctx, cancel: cancel, neg: make(map[string]time.Time)}, nil
+}
+
+// Sequence returns the handle of tag, for callers that take many IDs of
+// one tag and want to skip the lookup. Handles are shared: two calls with
+// the same tag return the same *Sequence. It does no I/O.
+func (a *Allocator) Sequence(tag string) (*Sequence, error) {
+	if v, ok := a.tags.Load(tag); ok {
+		return v.(*Sequence), nil
+	}
+	if !ValidTag(tag) {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag))
+	}
+	v, _ := a.tags.LoadOrStore(tag, &Sequence{tag: tag, a: a})
+	return v.(*Sequence), nil
+}
+
+// Next returns the next ID of tag. See the package documentation for the
+// guarantees.
+func (a *Allocator) Next(ctx context.Context, tag string) (int64, error) {
+	s, err := a.sequenceFor(tag)
+	if err != nil {
+		return 0, err
+	}
+	id, err := s.Next(ctx)
+	if err != nil {
+		a.forgetIfUnknown(tag, s, err)
+	}
+	return id, err
+}
+
+// NextN returns n IDs of tag in increasing order. A batch may span
+// segments, so the IDs need not be contiguous.
+func (a *Allocator) NextN(ctx context.Context, tag string, n int) ([]int64, error) {
+	s, err := a.sequenceFor(tag)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := s.NextN(ctx, n)
+	if err != nil {
+		a.forgetIfUnknown(tag, s, err)
+	}
+	return ids, err
+}
+
+// sequenceFor is Sequence plus the negative cache, which only applies to
+// lookups by name: a handle someone holds is not dropped.
+func (a *Allocator) sequenceFor(tag string) (*Sequence, error) {
+	if v, ok := a.tags.Load(tag); ok {
+		return v.(*Sequence), nil
+	}
+	if !ValidTag(tag) {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag))
+	}
+	a.negMu.Lock()
+	until, known := a.neg[tag]
+	a.negMu.Unlock()
+	if known && a.opts.now().Before(until) {
+		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
+	}
+	return a.Sequence(tag)
+}
+
+// forgetIfUnknown drops the handle of a tag the store does not know, so
+// that unknown tags do not pile up in the map, and remembers the miss.
+func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
+	if !errors.Is(err, ErrTagNotFound) {
+		return
+	}
+	a.tags.CompareAndDelete(tag, s)
+	now := a.opts.now()
+	a.negMu.Lock()
+	defer a.negMu.Unlock()
+	if len(a.neg) >= maxNegative {
+		for k, until := range a.neg {
+			if !now.Before(until) {
+				delete(a.neg, k)
+			}
+		}
+		if len(a.neg) >= maxNegative {
+			clear(a.neg)
+		}
+	}
+	a.neg[tag] = now.Add(a.opts.NegativeTTL)
+}
+
+// Close stops background loads, refuses further calls with ErrClosed, and
+// hands the unused rest of each tag's segments back to the store when the
+// store supports it and nothing has reserved past them. It waits for loads
+// in flight and spends at most Options.ReleaseTimeout on hand-backs.
+func (a *Allocator) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.ReleaseTimeout)
+	defer cancel()
+	return a.Shutdown(ctx)
+}
+
+// Shutdown is Close with the hand-back bounded by ctx instead of
+// Options.ReleaseTimeout. Calling it more than once is harmless.
+func (a *Allocator) Shutdown(ctx context.Context) error {
+	a.life.Lock()
+	already := a.closed
+	a.closed = true
+	a.life.Unlock()
+	if already {
+		return nil
+	}
+	a.cancel()
+	a.loads.Wait()
+
+	rel, _ := a.store.(Releaser)
+	var errs []error
+	a.tags.Range(func(_, v any) bool {
+		for _, r := range v.(*Sequence).fence() {
+			if rel == nil || ctx.Err() != nil {
+				break
+			}
+			if ok, err := rel.Release(ctx, r.tag, r.from, r.to); err != nil {
+				errs = append(errs, fmt.Errorf("segment: hand back %s [%d,%d): %w", r.tag, r.from, r.to, err))
+				break
+			} else if !ok {
+				break // someone reserved past it; the earlier range cannot go back either
+			}
+		}
+		return true
+	})
+	return errors.Join(errs...)
+}
+
+// startLoad runs fn in a goroutine owned by the allocator, unless the
+// allocator is closed.
+func (a *Allocator) startLoad(fn func(ctx context.Context)) bool {
+	a.life.RLock()
+	defer a.life.RUnlock()
+	if a.closed {
+		return false
+	}
+	a.loads.Add(1)
+	go func() {
+		defer a.loads.Done()
+		fn(a.ctx)
+	}()
+	return true
+}
+
+func (a *Allocator) isClosed() bool {
+	a.life.RLock()
+	defer a.life.RUnlock()
+	return a.closed
+}
+
+// reserve reserves a segment, creating the tag first when allowed.
+func (a *Allocator) reserve(ctx context.Context, tag string, step int64) (Range, error) {
+	r, err := a.store.Reserve(ctx, tag, step)
+	if err == nil || !a.opts.AutoCreate || !errors.Is(err, ErrTagNotFound) {
+		return r, err
+	}
+	err = a.store.CreateTag(ctx, Tag{Name: tag, MaxID: a.opts.DefaultStart, Step: a.opts.DefaultStep})
+	if err != nil && !errors.Is(err, ErrTagExists) {
+		return Range{}, err
+	}
+	return a.store.Reserve(ctx, tag, step)
+}
+
+// Stats returns a snapshot of every tag the allocator has seen, sorted by
+// nothing in particular. It is meant for monitoring, not for control.
+func (a *Allocator) Stats() []SequenceStats {
+	var out []SequenceStats
+	a.tags.Range(func(_, v any) bool {
+		out = append(out, v.(*Sequence).Stats())
+		return true
+	})
+	return out
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,90 @@
+package segment_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idgen/idgen/segment"
+)
+
+// BenchmarkAtomicFloor is the floor the allocator's hot path is compared
+// against in the same run: one bare atomic add per ID.
+func BenchmarkAtomicFloor(b *testing.B) {
+	var n atomic.Int64
+	b.ReportAllocs()
+	for b.Loop() {
+		n.Add(1)
+	}
+}
+
+// benchAlloc uses a large step so that loads, which happen in the
+// background anyway, are rare.
+func benchAlloc(b *testing.B) (*segment.Allocator, string) {
+	a, _, tag := newAlloc(b, 1_000_000, nil)
+	if _, err := a.Next(context.Background(), tag); err != nil {
+		b.Fatal(err)
+	}
+	return a, tag
+}
+
+func BenchmarkNext(b *testing.B) {
+	a, tag := benchAlloc(b)
+	seq, err := a.Sequence(tag)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := seq.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkNextByTag(b *testing.B) {
+	a, tag := benchAlloc(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Next(ctx, tag); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkNextParallel(b *testing.B) {
+	a, tag := benchAlloc(b)
+	seq, err := a.Sequence(tag)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := seq.Next(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkNextN(b *testing.B) {
+	a, tag := benchAlloc(b)
+	seq, err := a.Sequence(tag)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	buf := make([]int64, 0, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		if buf, err = seq.AppendN(ctx, buf[:0], 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/id")
+}

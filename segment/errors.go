@@ -1,0 +1,39 @@
+package segment
+
+import "errors"
+
+// Errors a caller can cause; each maps to a 4xx answer in the server.
+var (
+	// ErrInvalidTag is returned when a tag is not 1 to 64 characters of
+	// [A-Za-z0-9_.:-]. It is checked before any I/O.
+	ErrInvalidTag = errors.New("segment: invalid tag: use 1 to 64 characters of A-Z a-z 0-9 _ . : -")
+
+	// ErrInvalidCount is returned when NextN is asked for fewer than one ID.
+	ErrInvalidCount = errors.New("segment: invalid count: ask for at least one ID")
+
+	// ErrTagNotFound is returned when a tag has no id_sequence row and the
+	// allocator does not create tags on first use.
+	ErrTagNotFound = errors.New("segment: tag not found: create it first (idgen tag add) or enable auto-create")
+
+	// ErrTagExists is returned by Store.CreateTag when the tag already exists.
+	ErrTagExists = errors.New("segment: tag already exists")
+
+	// ErrInvalidStep is returned when a step or start value is out of range.
+	ErrInvalidStep = errors.New("segment: invalid step or start: step must be at least 1 and start at least 0")
+)
+
+// Errors of the allocator's own state or of its store.
+var (
+	// ErrUnavailable is returned when no ID can be handed out because the
+	// store could not reserve a segment in time. It wraps the store's
+	// error. The allocator keeps retrying with backoff and recovers by
+	// itself once the store answers again.
+	ErrUnavailable = errors.New("segment: store unavailable")
+
+	// ErrExhausted is returned when a tag's max_id would pass the largest
+	// int64, so no further segment can be reserved.
+	ErrExhausted = errors.New("segment: tag exhausted: max_id reached the int64 limit")
+
+	// ErrClosed is returned by calls made after Close.
+	ErrClosed = errors.New("segment: allocator closed")
+)

@@ -1,0 +1,131 @@
+package segment
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Options configures an Allocator. A nil *Options, and every zero field,
+// means the default written next to the field.
+type Options struct {
+	// AutoCreate creates a tag's row on its first use, with DefaultStep
+	// and DefaultStart. When false, unknown tags get ErrTagNotFound.
+	AutoCreate bool
+	// DefaultStep is the step of auto-created tags. Default 1000.
+	DefaultStep int64
+	// DefaultStart is the first ID of auto-created tags. Default 1.
+	DefaultStart int64
+
+	// PrefetchRatio is the share of a segment handed out before the next
+	// segment is loaded in the background. Default 0.1, as in Leaf: the
+	// next segment then has 90% of the current one's lifetime to arrive.
+	PrefetchRatio float64
+
+	// WaitTimeout bounds how long a caller waits for a load in flight when
+	// both buffers are empty, on top of the caller's own context.
+	// Default 3s.
+	WaitTimeout time.Duration
+	// LoadTimeout bounds one reservation against the store. Default 5s.
+	LoadTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between failed loads.
+	// While backing off, callers that need a new segment get
+	// ErrUnavailable at once instead of queueing on a dead store.
+	// Defaults 100ms and 5s.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// NegativeTTL is how long an unknown tag is remembered as unknown, so
+	// that a flood of requests for it does not become a flood of queries.
+	// Default 2s.
+	NegativeTTL time.Duration
+
+	// FixedStep turns the dynamic step off: every load reserves the row's
+	// step.
+	FixedStep bool
+	// MaxStep caps the dynamic step. Default 1,000,000.
+	MaxStep int64
+	// GrowBelow doubles the step when a segment lasted less than this.
+	// Default 15 minutes.
+	GrowBelow time.Duration
+	// ShrinkAbove halves the step, but never below the row's step, when a
+	// segment lasted more than this. Default 30 minutes.
+	ShrinkAbove time.Duration
+
+	// ReleaseTimeout bounds how long Close spends handing unused ranges
+	// back to the store. Default 2s.
+	ReleaseTimeout time.Duration
+
+	// Observer, if set, is told about loads and waits, for metrics.
+	Observer Observer
+	// Logger receives load failures and recoveries. Default: discard.
+	Logger *slog.Logger
+
+	// now is the clock for step and backoff decisions; tests replace it.
+	now func() time.Time
+}
+
+// Observer is told about the allocator's slow-path events. Its methods
+// are called outside the allocator's locks and must not block.
+type Observer interface {
+	// SegmentLoaded is called after each reservation attempt.
+	SegmentLoaded(tag string, size int64, latency time.Duration, err error)
+	// WaitedForLoad is called when a caller found both buffers empty and
+	// had to wait for, or fail on, a load.
+	WaitedForLoad(tag string)
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.DefaultStep == 0 {
+		c.DefaultStep = 1000
+	}
+	if c.DefaultStart == 0 {
+		c.DefaultStart = 1
+	}
+	if c.PrefetchRatio == 0 {
+		c.PrefetchRatio = 0.1
+	}
+	def(&c.WaitTimeout, 3*time.Second)
+	def(&c.LoadTimeout, 5*time.Second)
+	def(&c.MinBackoff, 100*time.Millisecond)
+	def(&c.MaxBackoff, 5*time.Second)
+	def(&c.NegativeTTL, 2*time.Second)
+	def(&c.GrowBelow, 15*time.Minute)
+	def(&c.ShrinkAbove, 30*time.Minute)
+	def(&c.ReleaseTimeout, 2*time.Second)
+	if c.MaxStep == 0 {
+		c.MaxStep = 1_000_000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+
+	switch {
+	case c.DefaultStep < 1:
+		return c, fmt.Errorf("segment: DefaultStep must be at least 1, got %d", c.DefaultStep)
+	case c.DefaultStart < 0:
+		return c, fmt.Errorf("segment: DefaultStart must be at least 0, got %d", c.DefaultStart)
+	case c.PrefetchRatio < 0 || c.PrefetchRatio >= 1:
+		return c, fmt.Errorf("segment: PrefetchRatio must be in (0, 1), got %v", c.PrefetchRatio)
+	case c.WaitTimeout < 0 || c.LoadTimeout < 0 || c.NegativeTTL < 0 || c.ReleaseTimeout < 0:
+		return c, fmt.Errorf("segment: timeouts must not be negative")
+	case c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff:
+		return c, fmt.Errorf("segment: need 0 <= MinBackoff <= MaxBackoff, got %v and %v", c.MinBackoff, c.MaxBackoff)
+	case c.MaxStep < 1:
+		return c, fmt.Errorf("segment: MaxStep must be at least 1, got %d", c.MaxStep)
+	case c.ShrinkAbove < c.GrowBelow:
+		return c, fmt.Errorf("segment: ShrinkAbove (%v) must not be below GrowBelow (%v)", c.ShrinkAbove, c.GrowBelow)
+	}
+	return c, nil
+}

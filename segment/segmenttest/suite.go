@@ -1,0 +1,286 @@
+package segmenttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/segment"
+)
+
+// Admin is the tag administration a store may offer beside segment.Store.
+// Run checks it when the store has it.
+type Admin interface {
+	ListTags(ctx context.Context) ([]segment.Tag, error)
+	SetStep(ctx context.Context, tag string, step int64) error
+}
+
+var tagSeq atomic.Int64
+
+// UniqueTag returns a tag name no other test in this process uses, so
+// that suites can share one database.
+func UniqueTag(prefix string) string {
+	return fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano()%1e9, tagSeq.Add(1))
+}
+
+// Run is the conformance suite of segment.Store. Every backend calls it
+// with a function that returns a ready store (schema applied); the store
+// may be shared between subtests, which use distinct tags.
+func Run(t *testing.T, open func(t *testing.T) segment.Store) {
+	ctx := context.Background()
+	create := func(t *testing.T, s segment.Store, start, step int64) string {
+		t.Helper()
+		tag := UniqueTag("ct")
+		if err := s.CreateTag(ctx, segment.Tag{Name: tag, MaxID: start, Step: step, Description: "conformance"}); err != nil {
+			t.Fatalf("CreateTag: %v", err)
+		}
+		return tag
+	}
+	reserve := func(t *testing.T, s segment.Store, tag string, step int64) segment.Range {
+		t.Helper()
+		r, err := s.Reserve(ctx, tag, step)
+		if err != nil {
+			t.Fatalf("Reserve(%q, %d): %v", tag, step, err)
+		}
+		return r
+	}
+
+	t.Run("ReserveIsHalfOpenAndContiguous", func(t *testing.T) {
+		s := open(t)
+		tag := create(t, s, 100, 10)
+		if r := reserve(t, s, tag, 0); r != (segment.Range{Start: 100, End: 110, Step: 10}) {
+			t.Fatalf("first range = %+v, want [100,110) step 10", r)
+		}
+		if r := reserve(t, s, tag, 0); r != (segment.Range{Start: 110, End: 120, Step: 10}) {
+			t.Fatalf("second range = %+v, want [110,120) step 10", r)
+		}
+	})
+
+	t.Run("StepIsAtLeastTheRowStep", func(t *testing.T) {
+		s := open(t)
+		tag := create(t, s, 1, 10)
+		for _, tc := range []struct{ ask, want int64 }{{5, 10}, {0, 10}, {25, 25}} {
+			if got := reserve(t, s, tag, tc.ask).Size(); got != tc.want {
+				t.Errorf("Reserve(step %d) size = %d, want %d", tc.ask, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("UnknownTag", func(t *testing.T) {
+		s := open(t)
+		_, err := s.Reserve(ctx, UniqueTag("missing"), 0)
+		if !errors.Is(err, segment.ErrTagNotFound) {
+			t.Fatalf("Reserve of unknown tag: err = %v, want ErrTagNotFound", err)
+		}
+	})
+
+	t.Run("CreateTwice", func(t *testing.T) {
+		s := open(t)
+		tag := create(t, s, 1, 10)
+		err := s.CreateTag(ctx, segment.Tag{Name: tag, MaxID: 1, Step: 10})
+		if !errors.Is(err, segment.ErrTagExists) {
+			t.Fatalf("second CreateTag: err = %v, want ErrTagExists", err)
+		}
+	})
+
+	t.Run("CreateRejectsBadInput", func(t *testing.T) {
+		s := open(t)
+		for _, tc := range []struct {
+			name string
+			tag  segment.Tag
+			want error
+		}{
+			{"empty tag", segment.Tag{Name: "", MaxID: 1, Step: 1}, segment.ErrInvalidTag},
+			{"bad char", segment.Tag{Name: "a b", MaxID: 1, Step: 1}, segment.ErrInvalidTag},
+			{"zero step", segment.Tag{Name: UniqueTag("s"), MaxID: 1, Step: 0}, segment.ErrInvalidStep},
+			{"huge step", segment.Tag{Name: UniqueTag("s"), MaxID: 1, Step: math.MaxInt32 + 1}, segment.ErrInvalidStep},
+			{"negative start", segment.Tag{Name: UniqueTag("s"), MaxID: -1, Step: 1}, segment.ErrInvalidStep},
+		} {
+			if err := s.CreateTag(ctx, tc.tag); !errors.Is(err, tc.want) {
+				t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+			}
+		}
+	})
+
+	t.Run("Exhausted", func(t *testing.T) {
+		s := open(t)
+		tag := create(t, s, math.MaxInt64-5, 10)
+		if _, err := s.Reserve(ctx, tag, 0); !errors.Is(err, segment.ErrExhausted) {
+			t.Fatalf("Reserve past int64: err = %v, want ErrExhausted", err)
+		}
+	})
+
+	t.Run("ConcurrentReservesNeverOverlap", func(t *testing.T) {
+		s := open(t)
+		const start, step, workers, each = 1, 7, 8, 25
+		tag := create(t, s, start, step)
+		var mu sync.Mutex
+		var got []segment.Range
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for range each {
+					r, err := s.Reserve(ctx, tag, 0)
+					if err != nil {
+						t.Errorf("Reserve: %v", err)
+						return
+					}
+					mu.Lock()
+					got = append(got, r)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(got) != workers*each {
+			t.Fatalf("got %d ranges, want %d", len(got), workers*each)
+		}
+		sort.Slice(got, func(i, j int) bool { return got[i].Start < got[j].Start })
+		want := int64(start)
+		for _, r := range got {
+			if r.Start != want || r.Size() != step {
+				t.Fatalf("range %+v: want start %d size %d (ranges must tile without gaps or overlap)", r, want, step)
+			}
+			want = r.End
+		}
+	})
+
+	t.Run("CancelledContextLeavesNoLock", func(t *testing.T) {
+		s := open(t)
+		tag := create(t, s, 1, 10)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.Reserve(cctx, tag, 0); err == nil {
+			t.Fatal("Reserve with a cancelled context succeeded")
+		}
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := s.Reserve(tctx, tag, 0); err != nil {
+			t.Fatalf("Reserve after a cancelled one: %v (a lock was left behind?)", err)
+		}
+	})
+
+	t.Run("ReleaseIsCompareAndSet", func(t *testing.T) {
+		s := open(t)
+		rel, ok := s.(segment.Releaser)
+		if !ok {
+			t.Skip("store does not implement segment.Releaser")
+		}
+		tag := create(t, s, 1, 10)
+		r1 := reserve(t, s, tag, 0)
+		if ok, err := rel.Release(ctx, tag, r1.Start+3, r1.End); err != nil || !ok {
+			t.Fatalf("Release of the latest range = %v, %v; want true", ok, err)
+		}
+		if r := reserve(t, s, tag, 0); r.Start != r1.Start+3 {
+			t.Fatalf("after Release the next range starts at %d, want %d", r.Start, r1.Start+3)
+		}
+		r3 := reserve(t, s, tag, 0)
+		reserve(t, s, tag, 0)
+		if ok, err := rel.Release(ctx, tag, r3.Start, r3.End); err != nil || ok {
+			t.Fatalf("Release of a range someone reserved past = %v, %v; want false", ok, err)
+		}
+	})
+
+	t.Run("Admin", func(t *testing.T) {
+		s := open(t)
+		adm, ok := s.(Admin)
+		if !ok {
+			t.Skip("store does not implement segmenttest.Admin")
+		}
+		tag := create(t, s, 50, 10)
+		if err := adm.SetStep(ctx, tag, 40); err != nil {
+			t.Fatalf("SetStep: %v", err)
+		}
+		if r := reserve(t, s, tag, 0); r.Start != 50 || r.Size() != 40 {
+			t.Fatalf("range after SetStep = %+v, want [50,90)", r)
+		}
+		tags, err := adm.ListTags(ctx)
+		if err != nil {
+			t.Fatalf("ListTags: %v", err)
+		}
+		var found *segment.Tag
+		for i := range tags {
+			if tags[i].Name == tag {
+				found = &tags[i]
+			}
+		}
+		if found == nil || found.MaxID != 90 || found.Step != 40 || found.Description != "conformance" || found.UpdatedAt.IsZero() {
+			t.Fatalf("ListTags entry = %+v, want max_id 90, step 40, a description and a time", found)
+		}
+		if err := adm.SetStep(ctx, UniqueTag("missing"), 5); !errors.Is(err, segment.ErrTagNotFound) {
+			t.Fatalf("SetStep of unknown tag: err = %v, want ErrTagNotFound", err)
+		}
+		if err := adm.SetStep(ctx, tag, 0); !errors.Is(err, segment.ErrInvalidStep) {
+			t.Fatalf("SetStep 0: err = %v, want ErrInvalidStep", err)
+		}
+	})
+
+	t.Run("AllocatorIsUnique", func(t *testing.T) {
+		s := open(t)
+		tag := create(t, s, 1, 10)
+		a, err := segment.New(s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		CheckUnique(t, 8, 500, func() (int64, error) { return a.Next(ctx, tag) })
+	})
+}
+
+// CheckUnique calls next from workers goroutines, each times, and fails
+// the test on any error, any duplicate, or any goroutine whose own IDs do
+// not strictly increase. It returns every ID.
+func CheckUnique(t testing.TB, workers, each int, next func() (int64, error)) []int64 {
+	t.Helper()
+	out := make([][]int64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			ids := make([]int64, 0, each)
+			for range each {
+				id, err := next()
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				if n := len(ids); n > 0 && id <= ids[n-1] {
+					t.Errorf("worker %d: %d after %d, want strictly increasing", w, id, ids[n-1])
+					return
+				}
+				ids = append(ids, id)
+			}
+			out[w] = ids
+		})
+	}
+	wg.Wait()
+	var all []int64
+	for _, ids := range out {
+		all = append(all, ids...)
+	}
+	if d := Duplicates(all); d != 0 {
+		t.Errorf("%d duplicate IDs among %d", d, len(all))
+	}
+	if len(all) != workers*each {
+		t.Errorf("got %d IDs, want %d", len(all), workers*each)
+	}
+	return all
+}
+
+// Duplicates returns how many values of ids repeat an earlier one.
+func Duplicates(ids []int64) int {
+	seen := make(map[int64]struct{}, len(ids))
+	d := 0
+	for _, id := range ids {
+		if _, ok := seen[id]; ok {
+			d++
+		}
+		seen[id] = struct{}{}
+	}
+	return d
+}

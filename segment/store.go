@@ -1,0 +1,74 @@
+package segment
+
+import (
+	"context"
+	"time"
+)
+
+// Store reserves segments in the id_sequence table. Implementations live
+// in store/sqlite, store/postgres and store/mysql, so that this package
+// pulls in no database driver. The shared conformance suite in
+// segment/segmenttest defines the exact behaviour.
+type Store interface {
+	// Reserve advances the tag's max_id by step in one transaction and
+	// returns the reserved half-open range. A step below the row's own
+	// step is raised to it, so step 0 means "the row's step". It returns
+	// ErrTagNotFound when the tag has no row and ErrExhausted when the
+	// range would pass the largest int64.
+	Reserve(ctx context.Context, tag string, step int64) (Range, error)
+
+	// CreateTag inserts a new row. It returns ErrTagExists when the tag
+	// already has one.
+	CreateTag(ctx context.Context, t Tag) error
+}
+
+// Releaser is implemented by stores that can take back the unused end of
+// a segment. The allocator finds it by type assertion and uses it on
+// Close to avoid leaving gaps.
+type Releaser interface {
+	// Release moves the tag's max_id from to back to from, but only if
+	// max_id still equals to, that is, only if nobody reserved past the
+	// range since. It reports whether the range was taken back.
+	Release(ctx context.Context, tag string, from, to int64) (bool, error)
+}
+
+// Range is a reserved segment: the IDs Start, Start+1, …, End-1.
+type Range struct {
+	Start int64
+	End   int64
+	// Step is the row's configured step at the time of the reservation,
+	// the floor for the dynamic step.
+	Step int64
+}
+
+// Size returns the number of IDs in the range.
+func (r Range) Size() int64 { return r.End - r.Start }
+
+// Tag is one row of id_sequence.
+type Tag struct {
+	Name string
+	// MaxID is the first ID not reserved yet. When creating a tag it is the
+	// first ID the tag hands out.
+	MaxID       int64
+	Step        int64
+	Description string
+	UpdatedAt   time.Time
+}
+
+// ValidTag reports whether name is an acceptable tag: 1 to 64 characters
+// of [A-Za-z0-9_.:-].
+func ValidTag(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '_' || c == '.' || c == ':' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,97 @@
+// Package sqlite is idgen's embedded backend: the segment store in one
+// local SQLite file, with no server to run. It is the default of the
+// binary, so that `idgen serve` works with zero setup, and a good fit for
+// a single instance. Several processes may share the file on one host;
+// instances on different hosts need the postgres or mysql store.
+//
+// SQLite has no SELECT … FOR UPDATE. Every transaction here starts with
+// BEGIN IMMEDIATE, which takes the database's write lock up front and so
+// serialises reservations just as a row lock would.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/migrations"
+)
+
+// Store is a segment store in a SQLite file.
+type Store struct {
+	*sqlstore.Store
+	db *sql.DB
+}
+
+var dialect = sqlstore.Dialect{
+	LockRow: `SELECT max_id, step FROM id_sequence WHERE biz_tag = ?`,
+	Advance: `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE biz_tag = ?`,
+	Insert:  `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
+	Release: `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id = ?`,
+	List:    `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
+	SetStep: `UPDATE id_sequence SET step = ?, updated_at = CURRENT_TIMESTAMP WHERE biz_tag = ?`,
+	NoRows:  sql.ErrNoRows,
+	IsDuplicate: func(err error) bool {
+		var se *sqlite.Error
+		return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
+	},
+}
+
+// Open opens (creating if needed) the SQLite file named by dsn, which is
+// either a path or a URL of the form sqlite://PATH (sqlite://./idgen.db,
+// sqlite:///var/lib/idgen.db). It does not create the schema; call
+// Migrate.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	path, err := Path(dsn)
+	if err != nil {
+		return nil, err
+	}
+	// WAL lets readers run beside the writer; busy_timeout makes a second
+	// process wait for the write lock instead of failing at once.
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return &Store{Store: sqlstore.New(sqlstore.StdDB{DB: db}, dialect), db: db}, nil
+}
+
+// Path returns the file path of a sqlite DSN.
+func Path(dsn string) (string, error) {
+	path := strings.TrimPrefix(dsn, "sqlite://")
+	path, _, _ = strings.Cut(path, "?")
+	if path == "" {
+		return "", errors.New("sqlite: empty path: use sqlite://./idgen.db or a file path")
+	}
+	return path, nil
+}
+
+// Migrate creates or upgrades the schema.
+func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	return migrations.Up(ctx, s.db, migrations.SQLite, logger)
+}
+
+// Ping checks that the file can be read.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB returns the underlying pool, for tests and tools.
+func (s *Store) DB() *sql.DB { return s.db }

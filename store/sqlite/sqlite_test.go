@@ -1,0 +1,77 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/sqlite"
+)
+
+func open(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestStore_Conformance(t *testing.T) {
+	s := open(t, "sqlite://"+filepath.Join(t.TempDir(), "idgen.db"))
+	segmenttest.Run(t, func(t *testing.T) segment.Store { return s })
+}
+
+// Two processes may share one file: each opens its own pool, as a second
+// `idgen serve` on the same host would, and BEGIN IMMEDIATE must keep
+// their ranges apart.
+func TestStore_TwoPoolsOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	ctx := context.Background()
+	s1, s2 := open(t, path), open(t, path)
+	if err := s1.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var all []int64
+	var wg sync.WaitGroup
+	for _, s := range []*sqlite.Store{s1, s2} {
+		a, err := segment.New(s, &segment.Options{FixedStep: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		for range 4 {
+			wg.Go(func() {
+				ids, err := a.NextN(ctx, "order", 2000)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, ids...)
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	if d := segmenttest.Duplicates(all); d != 0 || len(all) != 16000 {
+		t.Fatalf("%d IDs, %d duplicates; want 16000 and 0", len(all), d)
+	}
+}
+
+func TestMigrate_IsIdempotent(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "m.db"))
+	v, err := s.Migrate(context.Background(), nil)
+	if err != nil || v < 1 {
+		t.Fatalf("second Migrate = %d, %v; want version >= 1 and no error", v, err)
+	}
+}
