@@ -1,0 +1,60 @@
+// Command idgen runs the ID service and administers its database.
+//
+//	idgen serve              serve IDs over HTTP
+//	idgen migrate            create or upgrade the schema
+//	idgen tag add|list|step  manage segment tags
+//
+// Every flag can also be set through the environment as IDGEN_<FLAG>,
+// upper-cased with dashes as underscores (--default-step is
+// IDGEN_DEFAULT_STEP). A flag given on the command line wins.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "idgen:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "idgen",
+		Short:         "Distributed 64-bit ID service: segment and snowflake modes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return flagsFromEnv(cmd)
+		},
+	}
+	root.PersistentFlags().String("store", "sqlite://./idgen.db",
+		"database DSN: sqlite://PATH, postgres://user:pass@host:5432/db, or mysql://user:pass@host:3306/db")
+	root.AddCommand(newServe(), newMigrate(), newTag())
+	return root
+}
+
+// flagsFromEnv fills every flag not set on the command line from
+// IDGEN_<FLAG>, so containers can be configured by environment alone.
+func flagsFromEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		name := "IDGEN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, e)
+			}
+		}
+	})
+	return err
+}

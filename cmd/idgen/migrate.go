@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+func newMigrate() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the database schema",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := openStore(ctx, storeDSN(cmd))
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			v, err := st.Migrate(ctx, slog.Default())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", v)
+			return nil
+		},
+	}
+}
+
+func storeDSN(cmd *cobra.Command) string {
+	dsn, _ := cmd.Flags().GetString("store")
+	return dsn
+}

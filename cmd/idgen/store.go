@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/sqlite"
+)
+
+// backend is what the binary needs from a store package.
+type backend interface {
+	segment.Store
+	ListTags(ctx context.Context) ([]segment.Tag, error)
+	SetStep(ctx context.Context, tag string, step int64) error
+	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// openStore picks the backend from the DSN's scheme. A DSN without a
+// scheme is a SQLite file path.
+func openStore(ctx context.Context, dsn string) (backend, error) {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok {
+		scheme = "sqlite"
+	}
+	switch scheme {
+	case "sqlite", "file":
+		return sqlite.Open(ctx, strings.TrimPrefix(dsn, "file://"))
+	default:
+		return nil, fmt.Errorf("unsupported store %q: use sqlite://PATH, postgres://… or mysql://…", scheme+"://")
+	}
+}

@@ -1,0 +1,11 @@
+// Package server is idgen's HTTP API, built on gin. It adapts the
+// generators of package idgen to HTTP and owns the one mapping from
+// errors to status codes and stable error codes (errors.go): handlers
+// return errors and never pick a status themselves.
+//
+// Every error answer has the shape
+//
+//	{"error":{"code":"invalid_tag","message":"…what to do…"}}
+//
+// and bad input always gets a 4xx, never a 500, a panic or a stack trace.
+package server

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen/segment"
+)
+
+// apiError is an error with its HTTP answer already decided.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+// Errors the HTTP layer itself detects.
+var (
+	errInvalidCount = &apiError{http.StatusBadRequest, "invalid_count",
+		"count must be a single whole number from 1 to the server's max batch"}
+	errNotFound         = &apiError{http.StatusNotFound, "not_found", "no such route; see the API document"}
+	errMethodNotAllowed = &apiError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not accept that method"}
+	errModeDisabled     = &apiError{http.StatusNotFound, "mode_disabled", "this server does not run that ID strategy; start it with the mode enabled"}
+	errInternal         = &apiError{http.StatusInternalServerError, "internal", "internal error; the server log has the details"}
+)
+
+// rule maps a sentinel error to its answer. The first match wins.
+type rule struct {
+	err        error
+	status     int
+	code       string
+	retryAfter bool
+}
+
+var rules = []rule{
+	{segment.ErrInvalidTag, http.StatusBadRequest, "invalid_tag", false},
+	{segment.ErrInvalidCount, http.StatusBadRequest, "invalid_count", false},
+	{segment.ErrInvalidStep, http.StatusBadRequest, "invalid_step", false},
+	{segment.ErrTagNotFound, http.StatusNotFound, "tag_not_found", false},
+	{segment.ErrTagExists, http.StatusConflict, "tag_exists", false},
+	{segment.ErrExhausted, http.StatusServiceUnavailable, "tag_exhausted", false},
+	{segment.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", true},
+	{segment.ErrClosed, http.StatusServiceUnavailable, "unavailable", true},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", true},
+	{context.Canceled, http.StatusServiceUnavailable, "unavailable", true},
+}
+
+// writeError answers err in the one JSON error shape. Unknown errors are
+// logged and answered without detail, so no internals leak.
+func (s *Server) writeError(c *gin.Context, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = nil
+		for _, r := range rules {
+			if errors.Is(err, r.err) {
+				ae = &apiError{r.status, r.code, err.Error()}
+				if r.retryAfter {
+					c.Header("Retry-After", "1")
+				}
+				break
+			}
+		}
+	}
+	if ae == nil {
+		s.log.Error("unexpected error", "path", c.Request.URL.Path, "err", err)
+		ae = errInternal
+	}
+	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message}})
+}

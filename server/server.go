@@ -1,0 +1,222 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gin-gonic/gin/binding"
+
+	"github.com/idgen/idgen"
+)
+
+// Modes a server can serve /id/{tag} with.
+const (
+	ModeSegment   = "segment"
+	ModeSnowflake = "snowflake"
+)
+
+// Config configures a Server. Zero fields take the defaults noted.
+type Config struct {
+	// Segment serves /segment/{tag}. Required.
+	Segment idgen.Generator
+	// Snowflake serves /snowflake/{tag}. Nil answers those routes with
+	// 404 mode_disabled.
+	Snowflake idgen.Generator
+	// Mode picks the generator behind /id/{tag}: ModeSegment (default)
+	// or ModeSnowflake.
+	Mode string
+	// MaxBatch bounds ?count=. Default 10000.
+	MaxBatch int
+	// Ready reports whether the server can issue IDs; /readyz answers 503
+	// while it returns an error. Nil means always ready.
+	Ready func(ctx context.Context) error
+	// Logger receives errors and access logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API. It is an http.Handler.
+type Server struct {
+	engine   *gin.Engine
+	gens     map[string]idgen.Generator
+	mode     string
+	maxBatch int
+	ready    func(ctx context.Context) error
+	log      *slog.Logger
+}
+
+// New checks cfg and builds the routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Segment == nil {
+		return nil, errors.New("server: Config.Segment is required")
+	}
+	s := &Server{
+		gens:     map[string]idgen.Generator{ModeSegment: cfg.Segment},
+		mode:     cfg.Mode,
+		maxBatch: cfg.MaxBatch,
+		ready:    cfg.Ready,
+		log:      cfg.Logger,
+	}
+	if cfg.Snowflake != nil {
+		s.gens[ModeSnowflake] = cfg.Snowflake
+	}
+	if s.mode == "" {
+		s.mode = ModeSegment
+	}
+	if s.mode != ModeSegment && s.mode != ModeSnowflake {
+		return nil, errors.New("server: Mode must be segment or snowflake, got " + strconv.Quote(s.mode))
+	}
+	if s.gens[s.mode] == nil {
+		return nil, errors.New("server: Mode " + s.mode + " needs its generator in Config")
+	}
+	if s.maxBatch == 0 {
+		s.maxBatch = 10000
+	}
+	if s.maxBatch < 1 {
+		return nil, errors.New("server: MaxBatch must be at least 1")
+	}
+	if s.ready == nil {
+		s.ready = func(context.Context) error { return nil }
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+func (s *Server) routes() {
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.Use(s.recover)
+	e.NoRoute(func(c *gin.Context) { s.writeError(c, errNotFound) })
+	e.NoMethod(func(c *gin.Context) { s.writeError(c, errMethodNotAllowed) })
+
+	e.GET("/id/:tag", s.ids(func() string { return s.mode }))
+	e.GET("/segment/:tag", s.ids(func() string { return ModeSegment }))
+	e.GET("/snowflake/:tag", s.ids(func() string { return ModeSnowflake }))
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	s.engine = e
+}
+
+// recover turns a panic into a logged 500 with the standard body, never
+// a stack trace in the response.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic in handler", "path", c.Request.URL.Path, "panic", v)
+			s.writeError(c, errInternal)
+		}
+	}()
+	c.Next()
+}
+
+// ids serves one or count IDs of the tag in the path, from the generator
+// mode() names, as JSON or, with Accept: text/plain, as bare decimals.
+func (s *Server) ids(mode func() string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		g := s.gens[mode()]
+		if g == nil {
+			s.writeError(c, errModeDisabled)
+			return
+		}
+		tag := c.Param("tag")
+		ctx := c.Request.Context()
+		text := c.NegotiateFormat(binding.MIMEJSON, binding.MIMEPlain) == binding.MIMEPlain
+
+		counts, many := c.Request.URL.Query()["count"]
+		if !many {
+			id, err := g.Next(ctx, tag)
+			if err != nil {
+				s.writeError(c, err)
+				return
+			}
+			if text {
+				c.Data(http.StatusOK, "text/plain; charset=utf-8", strconv.AppendInt(nil, id, 10))
+				return
+			}
+			// Written by hand: a valid tag needs no escaping, and this is
+			// the hottest path of the service.
+			b := make([]byte, 0, 32+len(tag))
+			b = append(b, `{"tag":"`...)
+			b = append(b, tag...)
+			b = append(b, `","id":"`...)
+			b = strconv.AppendInt(b, id, 10)
+			b = append(b, `"}`...)
+			c.Data(http.StatusOK, "application/json", b)
+			return
+		}
+		n, err := s.parseCount(counts)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		ids, err := g.NextN(ctx, tag, n)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if text {
+			b := make([]byte, 0, n*20)
+			for _, id := range ids {
+				b = strconv.AppendInt(b, id, 10)
+				b = append(b, '\n')
+			}
+			c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
+			return
+		}
+		b := make([]byte, 0, 32+len(tag)+n*22)
+		b = append(b, `{"tag":"`...)
+		b = append(b, tag...)
+		b = append(b, `","ids":[`...)
+		for i, id := range ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = strconv.AppendInt(b, id, 10)
+			b = append(b, '"')
+		}
+		b = append(b, "]}"...)
+		c.Data(http.StatusOK, "application/json", b)
+	}
+}
+
+// parseCount accepts exactly one count from 1 to MaxBatch. A repeated
+// parameter is refused rather than guessed at.
+func (s *Server) parseCount(vals []string) (int, error) {
+	if len(vals) != 1 || len(vals[0]) > 9 {
+		return 0, errInvalidCount
+	}
+	n, err := strconv.Atoi(vals[0])
+	if err != nil || n < 1 || n > s.maxBatch {
+		return 0, &apiError{http.StatusBadRequest, "invalid_count",
+			"count must be a whole number from 1 to " + strconv.Itoa(s.maxBatch)}
+	}
+	return n, nil
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		s.log.Warn("not ready", "err", err)
+		s.writeError(c, &apiError{http.StatusServiceUnavailable, "not_ready", "not ready: the store or the generator cannot issue IDs; the server log has the cause"})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
