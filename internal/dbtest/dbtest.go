@@ -1,0 +1,190 @@
+// Package dbtest gives integration tests a real PostgreSQL or MySQL
+// server. By default it starts one in a container through
+// testcontainers-go; IDGEN_TEST_POSTGRES_DSN or IDGEN_TEST_MYSQL_DSN point
+// the tests at an existing server instead.
+//
+// Images default to postgres:17-alpine and mysql:8.4 and are overridden by
+// IDGEN_TEST_POSTGRES_IMAGE and IDGEN_TEST_MYSQL_IMAGE (CI builds offline
+// stand-ins, see .ci/docker-images.sh). Readiness is checked with a real
+// SQL ping (wait.ForSQL), which works for any image that speaks the
+// protocol, unlike log-line waits.
+//
+// Without Docker the tests skip with one message, unless CI or
+// IDGEN_REQUIRE_DOCKER=1 is set: then a missing Docker fails them.
+package dbtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	// Drivers for wait.ForSQL.
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// Kind is a database product.
+type Kind struct {
+	Name         string // "postgres" or "mysql"
+	defaultImage string
+	imageEnv     string
+	dsnEnv       string
+	port         string
+	env          map[string]string
+	driver       string
+	sqlURL       func(host, port string) string // for wait.ForSQL
+	dsn          func(host, port string) string // for idgen
+}
+
+// The supported kinds.
+var (
+	Postgres = Kind{
+		Name: "postgres", defaultImage: "postgres:17-alpine",
+		imageEnv: "IDGEN_TEST_POSTGRES_IMAGE", dsnEnv: "IDGEN_TEST_POSTGRES_DSN",
+		port:   "5432/tcp",
+		env:    map[string]string{"POSTGRES_USER": "idgen", "POSTGRES_PASSWORD": "secret", "POSTGRES_DB": "idgen"},
+		driver: "pgx",
+		sqlURL: func(h, p string) string { return fmt.Sprintf("postgres://idgen:secret@%s/idgen?sslmode=disable", net.JoinHostPort(h, p)) },
+		dsn:    func(h, p string) string { return fmt.Sprintf("postgres://idgen:secret@%s/idgen?sslmode=disable", net.JoinHostPort(h, p)) },
+	}
+	MySQL = Kind{
+		Name: "mysql", defaultImage: "mysql:8.4",
+		imageEnv: "IDGEN_TEST_MYSQL_IMAGE", dsnEnv: "IDGEN_TEST_MYSQL_DSN",
+		port: "3306/tcp",
+		env: map[string]string{"MYSQL_ROOT_PASSWORD": "secret", "MYSQL_DATABASE": "idgen",
+			"MYSQL_USER": "idgen", "MYSQL_PASSWORD": "secret"},
+		driver: "mysql",
+		sqlURL: func(h, p string) string { return fmt.Sprintf("idgen:secret@tcp(%s)/idgen", net.JoinHostPort(h, p)) },
+		dsn:    func(h, p string) string { return fmt.Sprintf("mysql://idgen:secret@%s/idgen", net.JoinHostPort(h, p)) },
+	}
+)
+
+// Server is a database server for one test.
+type Server struct {
+	// DSN is the URL idgen's --store flag takes.
+	DSN       string
+	container testcontainers.Container // nil for an external server
+}
+
+// Start returns a server of kind k: the external one named by k's DSN
+// variable, or a new container that is removed when the test ends.
+func Start(t testing.TB, k Kind) *Server {
+	t.Helper()
+	if dsn := os.Getenv(k.dsnEnv); dsn != "" {
+		return &Server{DSN: dsn}
+	}
+	return StartContainer(t, k)
+}
+
+// StartContainer always starts a new container, for tests that must stop
+// and start the server. The container's port is published on a fixed
+// loopback port, so the DSN stays valid across a restart.
+func StartContainer(t testing.TB, k Kind) *Server {
+	t.Helper()
+	requireDocker(t)
+	image := k.defaultImage
+	if v := os.Getenv(k.imageEnv); v != "" {
+		image = v
+	}
+	hostPort := freePort(t)
+	ctx := context.Background()
+	req := testcontainers.ContainerRequest{
+		Image:        image,
+		Env:          k.env,
+		ExposedPorts: []string{k.port},
+		HostConfigModifier: func(hc *container.HostConfig) {
+			hc.PortBindings = network.PortMap{network.MustParsePort(k.port): {{
+				HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(hostPort),
+			}}}
+		},
+		WaitingFor: wait.ForSQL(k.port, k.driver, func(host string, p network.Port) string {
+			return k.sqlURL(host, p.Port())
+		}).WithStartupTimeout(2 * time.Minute).WithPollInterval(250 * time.Millisecond),
+	}
+	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
+	if c != nil {
+		t.Cleanup(func() { _ = testcontainers.TerminateContainer(c) })
+	}
+	if err != nil {
+		t.Fatalf("start %s container from image %s: %v (set %s to use another image, or %s to use an existing server)",
+			k.Name, image, err, k.imageEnv, k.dsnEnv)
+	}
+	return &Server{DSN: k.dsn("127.0.0.1", strconv.Itoa(hostPort)), container: c}
+}
+
+// Stop stops the server's container, as an outage would.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if s.container == nil {
+		t.Fatal("dbtest: Stop needs a container, not an external server")
+	}
+	d := 10 * time.Second
+	if err := s.container.Stop(context.Background(), &d); err != nil {
+		t.Fatalf("stop container: %v", err)
+	}
+}
+
+// Restart starts the stopped container again and waits until it answers
+// SQL.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.container.Start(context.Background()); err != nil {
+		t.Fatalf("start container: %v", err)
+	}
+}
+
+// Container returns the container, or nil for an external server.
+func (s *Server) Container() testcontainers.Container { return s.container }
+
+// requireDocker skips the test without a Docker engine, or fails it when
+// CI or IDGEN_REQUIRE_DOCKER=1 says Docker must be there.
+func requireDocker(t testing.TB) {
+	t.Helper()
+	err := dockerHealthy()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" || os.Getenv("IDGEN_REQUIRE_DOCKER") == "1" {
+		t.Fatalf("Docker is required here (CI or IDGEN_REQUIRE_DOCKER=1 is set) but not reachable: %v", err)
+	}
+	t.Skipf("integration test skipped: no Docker engine reachable (%v); start Docker, or set IDGEN_TEST_POSTGRES_DSN / IDGEN_TEST_MYSQL_DSN", err)
+}
+
+func dockerHealthy() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("docker client: %v", r)
+		}
+	}()
+	p, err := testcontainers.ProviderDefault.GetProvider()
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.Health(ctx)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// External reports whether tests of kind k use an existing server.
+func External(k Kind) bool { return os.Getenv(k.dsnEnv) != "" }

@@ -1,0 +1,282 @@
+// Package storetest is the integration suite every networked segment
+// store runs against a real server: the conformance suite, concurrent
+// migrations, many instances contending for one row, and an outage in
+// the middle of a run.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/segment/segmenttest"
+)
+
+// Store is what the suite needs from a backend.
+type Store interface {
+	segment.Store
+	segmenttest.Admin
+	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
+	Close() error
+}
+
+// Backend opens a store of one kind.
+type Backend struct {
+	Kind dbtest.Kind
+	Open func(ctx context.Context, dsn string) (Store, error)
+}
+
+func (b Backend) open(t testing.TB, dsn string) Store {
+	t.Helper()
+	s, err := b.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", b.Kind.Name, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, b Backend) {
+	srv := dbtest.Start(t, b.Kind)
+
+	// First, on a fresh database: instances that start together must
+	// apply the schema once, without errors.
+	t.Run("ConcurrentMigrate", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				s, err := b.Open(context.Background(), srv.DSN)
+				if err != nil {
+					t.Errorf("instance %d: open: %v", i, err)
+					return
+				}
+				defer s.Close()
+				if _, err := s.Migrate(context.Background(), nil); err != nil {
+					t.Errorf("instance %d: migrate: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+
+	shared := b.open(t, srv.DSN)
+	if _, err := shared.Migrate(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Conformance", func(t *testing.T) {
+		segmenttest.Run(t, func(t *testing.T) segment.Store { return shared })
+	})
+	t.Run("Contention", func(t *testing.T) { contention(t, b, srv.DSN, shared) })
+	t.Run("Outage", func(t *testing.T) { outage(t, b) })
+}
+
+// contention runs 8 allocators, each with its own pool as 8 instances
+// would have, with 8 goroutines each, on one row with step 10.
+func contention(t *testing.T, b Backend, dsn string, admin Store) {
+	const instances, workers = 8, 8
+	total := 200_000
+	if testing.Short() {
+		total = 20_000
+	}
+	each := total / (instances * workers)
+	ctx := context.Background()
+	tag := segmenttest.UniqueTag("contention")
+	const start = 1000
+	if err := admin.CreateTag(ctx, segment.Tag{Name: tag, MaxID: start, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		ids      []int64
+		reserved int64 // IDs reserved by this allocator's loads
+		loads    int64
+	}
+	results := make([]result, instances)
+	began := time.Now()
+	var wg sync.WaitGroup
+	for i := range instances {
+		s := b.open(t, dsn)
+		obs := &loadCounter{}
+		a, err := segment.New(s, &segment.Options{FixedStep: true, Observer: obs, WaitTimeout: 30 * time.Second, LoadTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer a.Close()
+			var mu sync.Mutex
+			var all []int64
+			var inner sync.WaitGroup
+			for range workers {
+				inner.Go(func() {
+					ids := make([]int64, 0, each)
+					for range each {
+						id, err := a.Next(ctx, tag)
+						if err != nil {
+							t.Errorf("instance %d: %v", i, err)
+							return
+						}
+						if n := len(ids); n > 0 && id <= ids[n-1] {
+							t.Errorf("instance %d: %d after %d, want strictly increasing", i, id, ids[n-1])
+						}
+						ids = append(ids, id)
+					}
+					mu.Lock()
+					all = append(all, ids...)
+					mu.Unlock()
+				})
+			}
+			inner.Wait()
+			// The allocator's own order: every ID it handed out, sorted,
+			// must be unique too (checked globally below).
+			results[i] = result{ids: all, reserved: obs.size.Load(), loads: obs.ok.Load()}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+
+	var all []int64
+	var reserved, loads int64
+	for _, r := range results {
+		all = append(all, r.ids...)
+		reserved += r.reserved
+		loads += r.loads
+	}
+	if d := segmenttest.Duplicates(all); d != 0 {
+		t.Fatalf("%d duplicates among %d IDs", d, len(all))
+	}
+	if len(all) != instances*workers*each {
+		t.Fatalf("%d IDs, want %d", len(all), instances*workers*each)
+	}
+	// Close handed unused ranges back where it could, so compare the row
+	// with what was reserved minus what came back: max_id must equal the
+	// start plus the IDs reserved and kept.
+	tags, err := admin.ListTags(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxID int64
+	for _, tg := range tags {
+		if tg.Name == tag {
+			maxID = tg.MaxID
+		}
+	}
+	if maxID < start+int64(len(all)) || maxID > start+reserved {
+		t.Fatalf("final max_id %d: want between start+issued %d and start+reserved %d", maxID, start+int64(len(all)), start+reserved)
+	}
+	slices.Sort(all)
+	if all[0] < start || all[len(all)-1] >= maxID {
+		t.Fatalf("IDs [%d, %d] outside the reserved span [%d, %d)", all[0], all[len(all)-1], start, maxID)
+	}
+	t.Logf("%s contention: %d IDs by %d instances x %d goroutines in %v (%.0f IDs/s), %d segments reserved (%d IDs), final max_id %d, 0 duplicates",
+		b.Kind.Name, len(all), instances, workers, elapsed.Round(time.Millisecond), float64(len(all))/elapsed.Seconds(), loads, reserved, maxID)
+}
+
+type loadCounter struct {
+	ok, size atomic.Int64
+}
+
+func (c *loadCounter) WaitedForLoad(string) {}
+func (c *loadCounter) SegmentLoaded(_ string, size int64, _ time.Duration, err error) {
+	if err == nil {
+		c.ok.Add(1)
+		c.size.Add(size)
+	}
+}
+
+// outage stops the database in the middle of a run: requests beyond the
+// buffered IDs must fail fast with ErrUnavailable, and the allocator must
+// recover by itself when the database is back.
+func outage(t *testing.T, b Backend) {
+	if dbtest.External(b.Kind) {
+		t.Skip("outage test needs its own container; unset " + b.Kind.Name + " DSN variable (IDGEN_TEST_*_DSN) to run it")
+	}
+	srv := dbtest.StartContainer(t, b.Kind)
+	s := b.open(t, srv.DSN)
+	ctx := context.Background()
+	if _, err := s.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTag(ctx, segment.Tag{Name: "outage", MaxID: 1, Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := segment.New(s, &segment.Options{FixedStep: true, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, WaitTimeout: 2 * time.Second, LoadTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var ids []int64
+	take := func() error {
+		id, err := a.Next(ctx, "outage")
+		if err == nil {
+			ids = append(ids, id)
+		}
+		return err
+	}
+	for range 150 { // into the second segment; the third is prefetched or not
+		if err := take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	srv.Stop(t)
+	var firstErr error
+	served := 0
+	for range 1000 {
+		t0 := time.Now()
+		err := take()
+		if d := time.Since(t0); d > 10*time.Second {
+			t.Fatalf("a request hung for %v while the database was down", d)
+		}
+		if err != nil {
+			firstErr = err
+			break
+		}
+		served++
+	}
+	if !errors.Is(firstErr, segment.ErrUnavailable) {
+		t.Fatalf("with the database down: err = %v, want ErrUnavailable", firstErr)
+	}
+	// Further requests keep failing fast while it is down.
+	for range 20 {
+		t0 := time.Now()
+		if err := take(); !errors.Is(err, segment.ErrUnavailable) {
+			t.Fatalf("err = %v, want ErrUnavailable", err)
+		}
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Fatalf("a request took %v while the database was down", d)
+		}
+	}
+
+	srv.Restart(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for take() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no recovery within 60s after the database came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 300 {
+		if err := take(); err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+	}
+	if d := segmenttest.Duplicates(ids); d != 0 {
+		t.Fatalf("%d duplicates", d)
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("IDs not increasing across the outage: %d then %d", ids[i-1], ids[i])
+		}
+	}
+	t.Logf("%s outage: %d IDs served from buffers after the stop, then %v; recovered; %d IDs in all, 0 duplicates",
+		b.Kind.Name, served, firstErr, len(ids))
+}
+

@@ -1,0 +1,48 @@
+// Package snowflake issues unique, roughly time-ordered 64-bit IDs with no
+// coordination per ID: each running generator owns a worker ID, and an ID
+// is the millisecond it was issued in, that worker ID and a sequence number
+// within the millisecond. It is idgen's answer for callers that cannot
+// afford the database round trip that a segment reservation occasionally
+// costs, or that want IDs which sort by creation time.
+//
+// The scheme is old and simple; what is hard is keeping its one promise —
+// never the same ID twice — when time misbehaves, and that is why this
+// package exists rather than one of the many small implementations:
+//
+//   - The wall clock can be stepped backwards (by NTP, an operator, a VM
+//     migration). A Generator takes its time from the monotonic clock,
+//     anchored to the wall clock, and notices when the two disagree. A
+//     backward step of up to Config.MaxBackward is waited out; a larger one
+//     makes Next return ErrClockMovedBackwards until the clock has caught
+//     up again. It never issues IDs at a time it has already used.
+//   - A restarted process has no memory of the timestamps it issued before,
+//     so a clock that is now behind would let it reissue them (the restart
+//     hole, Leaf issue #97). Config.NotBefore, filled from the lease
+//     table's last_timestamp, carries that memory across restarts; the same
+//     waiting and refusing applies to it.
+//   - A worker ID must belong to one process at a time. Worker IDs are
+//     leased (see LeaseStore), and a Generator can be paused when its lease
+//     is lost and given a deadline past which it stops by itself, so that a
+//     stalled heartbeat cannot let two processes share a worker ID.
+//   - Time bits run out; Next then returns ErrTimeExhausted instead of a
+//     wrapped or negative ID.
+//
+// # Layout
+//
+// An ID is a non-negative int64. Below the sign bit, from high to low, are
+// the time (milliseconds since the layout's epoch), the worker ID and the
+// sequence. The default Layout uses 41, 10 and 12 bits from an epoch of
+// 2026-01-01 UTC: 69 years of timestamps, 1024 workers and 4096 IDs per
+// millisecond per worker. All generators sharing a keyspace must use the
+// same Layout.
+//
+// IDs from one Generator strictly increase, and IDs from different
+// generators are ordered by millisecond as far as their clocks agree.
+//
+// # Batches
+//
+// NextN and AppendN take as many sequence numbers of the current
+// millisecond as they need under one acquisition of the generator's lock,
+// so a batch of n IDs costs about one lock round per 4096 IDs rather than
+// n of them.
+package snowflake

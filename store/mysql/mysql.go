@@ -1,0 +1,120 @@
+// Package mysql is idgen's MySQL and MariaDB backend, for several
+// instances sharing one database, through go-sql-driver/mysql and
+// database/sql's pool, which reconnects by itself.
+//
+// A reservation is one short InnoDB transaction: SELECT … FOR UPDATE on
+// the tag's row, UPDATE, COMMIT, rolled back on any error or cancelled
+// context. The same SQL runs on engines that speak the MySQL protocol
+// and support row locks, such as TiDB.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/migrations"
+)
+
+// Store is a segment store in MySQL.
+type Store struct {
+	*sqlstore.Store
+	db *sql.DB
+}
+
+var dialect = sqlstore.Dialect{
+	LockRow: `SELECT max_id, step FROM id_sequence WHERE biz_tag = ? FOR UPDATE`,
+	Advance: `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
+	Insert:  `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
+	Release: `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ? AND max_id = ?`,
+	List:    `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
+	SetStep: `UPDATE id_sequence SET step = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
+	NoRows:  sql.ErrNoRows,
+	IsDuplicate: func(err error) bool {
+		var me *driver.MySQLError
+		return errors.As(err, &me) && me.Number == 1062
+	},
+}
+
+// Open connects to the database named by dsn: mysql://user:pass@host:3306/db
+// with optional driver parameters in the query string. It checks the
+// connection once; it does not create the schema (call Migrate).
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := driver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetConnMaxLifetime(5 * time.Minute)
+	db.SetMaxIdleConns(8)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mysql: connect to %s: %w", cfg.Addr, err)
+	}
+	return &Store{Store: sqlstore.New(sqlstore.StdDB{DB: db}, dialect), db: db}, nil
+}
+
+// ParseDSN turns a mysql:// URL into the driver's configuration. It
+// always sets parseTime, so timestamps scan into time.Time, and
+// clientFoundRows, so an UPDATE that changes nothing still reports the
+// row it matched.
+func ParseDSN(dsn string) (*driver.Config, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "mysql" || u.Host == "" {
+		return nil, fmt.Errorf("mysql: DSN must look like mysql://user:pass@host:3306/db, got %q", redacted(dsn))
+	}
+	cfg := driver.NewConfig()
+	cfg.Net = "tcp"
+	cfg.Addr = u.Host
+	if !strings.Contains(u.Host, ":") {
+		cfg.Addr += ":3306"
+	}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	cfg.ParseTime = true
+	cfg.ClientFoundRows = true
+	cfg.Timeout = 5 * time.Second
+	if q := u.Query(); len(q) > 0 {
+		cfg.Params = map[string]string{}
+		for k := range q {
+			cfg.Params[k] = q.Get(k)
+		}
+	}
+	return cfg, nil
+}
+
+func redacted(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return u.Redacted()
+}
+
+// Migrate creates or upgrades the schema under goose's MySQL lock, so
+// that instances starting together apply it once.
+func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	return migrations.Up(ctx, s.db, migrations.MySQL, logger)
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB returns the underlying pool, for tests and tools.
+func (s *Store) DB() *sql.DB { return s.db }

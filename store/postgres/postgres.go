@@ -1,0 +1,125 @@
+// Package postgres is idgen's PostgreSQL backend, for several instances
+// sharing one database. It uses a pgxpool, which reconnects by itself
+// after the server restarts or a connection drops.
+//
+// A reservation is one short transaction: SELECT … FOR UPDATE on the
+// tag's row, UPDATE, COMMIT. The transaction is rolled back on any error
+// or cancelled context, so no row lock outlives a failed call. The same
+// SQL runs on engines that speak the PostgreSQL protocol and support row
+// locks, such as CockroachDB and YugabyteDB.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/migrations"
+)
+
+// Store is a segment store in PostgreSQL.
+type Store struct {
+	*sqlstore.Store
+	pool *pgxpool.Pool
+}
+
+var dialect = sqlstore.Dialect{
+	LockRow: `SELECT max_id, step FROM id_sequence WHERE biz_tag = $1 FOR UPDATE`,
+	Advance: `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2`,
+	Insert:  `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES ($1, $2, $3, $4)`,
+	Release: `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2 AND max_id = $3`,
+	List:    `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
+	SetStep: `UPDATE id_sequence SET step = $1, updated_at = now() WHERE biz_tag = $2`,
+	NoRows:  pgx.ErrNoRows,
+	IsDuplicate: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505"
+	},
+}
+
+// Open connects to the database named by dsn, a postgres:// or
+// postgresql:// URL or a key=value string as pgx accepts. It checks the
+// connection once; it does not create the schema (call Migrate).
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	return &Store{Store: sqlstore.New(poolDB{pool}, dialect), pool: pool}, nil
+}
+
+// Migrate creates or upgrades the schema, holding a session advisory lock
+// so that instances starting together apply it once.
+func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	return migrations.Up(ctx, db, migrations.Postgres, logger)
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Pool returns the underlying pool, for tests and tools.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// DB returns a database/sql view of the pool; close it after use.
+func (s *Store) DB() *sql.DB { return stdlib.OpenDBFromPool(s.pool) }
+
+// poolDB adapts a pgxpool to sqlstore.DB.
+type poolDB struct{ p *pgxpool.Pool }
+
+func (d poolDB) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	return d.p.QueryRow(ctx, q, args...)
+}
+
+func (d poolDB) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	return d.p.Query(ctx, q, args...)
+}
+
+func (d poolDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := d.p.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+// InTx runs fn in a transaction; pgx.BeginFunc rolls back on any error,
+// including a cancelled context.
+func (d poolDB) InTx(ctx context.Context, fn func(q sqlstore.Querier) error) error {
+	return pgx.BeginFunc(ctx, d.p, func(tx pgx.Tx) error { return fn(txQ{tx}) })
+}
+
+type txQ struct{ tx pgx.Tx }
+
+func (t txQ) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	return t.tx.QueryRow(ctx, q, args...)
+}
+
+func (t txQ) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	return t.tx.Query(ctx, q, args...)
+}
+
+func (t txQ) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
