@@ -11,7 +11,10 @@
 // HTTP server in package server does the same.
 package idgen
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Generator hands out IDs for a tag. Both *segment.Allocator and the
 // snowflake adapter satisfy it. In segment mode the tag selects an
@@ -22,4 +25,33 @@ type Generator interface {
 	Next(ctx context.Context, tag string) (int64, error)
 	// NextN returns n IDs in increasing order.
 	NextN(ctx context.Context, tag string, n int) ([]int64, error)
+}
+
+// Errors of bad input shared by every strategy; the strategies' own
+// sentinels of the same meaning are these very values, so errors.Is
+// matches either name.
+var (
+	// ErrInvalidTag is returned when a tag is not 1 to 64 characters of
+	// [A-Za-z0-9_.:-]. It is checked before any I/O.
+	ErrInvalidTag = errors.New("idgen: invalid tag: use 1 to 64 characters of A-Z a-z 0-9 _ . : -")
+	// ErrInvalidCount is returned when fewer than one ID is asked for.
+	ErrInvalidCount = errors.New("idgen: invalid count: ask for at least one ID")
+)
+
+// ValidTag reports whether name is an acceptable tag: 1 to 64 characters
+// of [A-Za-z0-9_.:-], safe in URLs, logs, SQL and JSON without escaping.
+func ValidTag(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '_' || c == '.' || c == ':' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

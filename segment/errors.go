@@ -1,15 +1,21 @@
 package segment
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/idgen/idgen"
+)
 
 // Errors a caller can cause; each maps to a 4xx answer in the server.
 var (
 	// ErrInvalidTag is returned when a tag is not 1 to 64 characters of
-	// [A-Za-z0-9_.:-]. It is checked before any I/O.
-	ErrInvalidTag = errors.New("segment: invalid tag: use 1 to 64 characters of A-Z a-z 0-9 _ . : -")
+	// [A-Za-z0-9_.:-]. It is checked before any I/O. It is
+	// idgen.ErrInvalidTag.
+	ErrInvalidTag = idgen.ErrInvalidTag
 
-	// ErrInvalidCount is returned when NextN is asked for fewer than one ID.
-	ErrInvalidCount = errors.New("segment: invalid count: ask for at least one ID")
+	// ErrInvalidCount is returned when NextN is asked for fewer than one
+	// ID. It is idgen.ErrInvalidCount.
+	ErrInvalidCount = idgen.ErrInvalidCount
 
 	// ErrTagNotFound is returned when a tag has no id_sequence row and the
 	// allocator does not create tags on first use.

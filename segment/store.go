@@ -3,6 +3,8 @@ package segment
 import (
 	"context"
 	"time"
+
+	"github.com/idgen/idgen"
 )
 
 // Store reserves segments in the id_sequence table. Implementations live
@@ -55,20 +57,5 @@ type Tag struct {
 	UpdatedAt   time.Time
 }
 
-// ValidTag reports whether name is an acceptable tag: 1 to 64 characters
-// of [A-Za-z0-9_.:-].
-func ValidTag(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '_' || c == '.' || c == ':' || c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidTag reports whether name is an acceptable tag; see idgen.ValidTag.
+func ValidTag(name string) bool { return idgen.ValidTag(name) }
