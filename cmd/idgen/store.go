@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/mysql"
+	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/sqlite"
 )
 
@@ -30,6 +32,10 @@ func openStore(ctx context.Context, dsn string) (backend, error) {
 	switch scheme {
 	case "sqlite", "file":
 		return sqlite.Open(ctx, strings.TrimPrefix(dsn, "file://"))
+	case "postgres", "postgresql":
+		return postgres.Open(ctx, dsn)
+	case "mysql":
+		return mysql.Open(ctx, dsn)
 	default:
 		return nil, fmt.Errorf("unsupported store %q: use sqlite://PATH, postgres://… or mysql://…", scheme+"://")
 	}
