@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/snowflake"
 )
 
 // apiError is an error with its HTTP answer already decided.
@@ -43,8 +44,13 @@ var rules = []rule{
 	{segment.ErrInvalidStep, http.StatusBadRequest, "invalid_step", false},
 	{segment.ErrTagNotFound, http.StatusNotFound, "tag_not_found", false},
 	{segment.ErrTagExists, http.StatusConflict, "tag_exists", false},
+	{snowflake.ErrInvalidID, http.StatusBadRequest, "invalid_id", false},
 	{segment.ErrExhausted, http.StatusServiceUnavailable, "tag_exhausted", false},
 	{segment.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", true},
+	{snowflake.ErrClockMovedBackwards, http.StatusServiceUnavailable, "clock_moved_backwards", true},
+	{snowflake.ErrTimeExhausted, http.StatusServiceUnavailable, "time_exhausted", false},
+	{snowflake.ErrNoWorkerLease, http.StatusServiceUnavailable, "no_worker_lease", true},
+	{snowflake.ErrLeaseLost, http.StatusServiceUnavailable, "no_worker_lease", true},
 	{segment.ErrClosed, http.StatusServiceUnavailable, "unavailable", true},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", true},
 	{context.Canceled, http.StatusServiceUnavailable, "unavailable", true},
@@ -65,6 +71,9 @@ func (s *Server) writeError(c *gin.Context, err error) {
 				break
 			}
 		}
+	}
+	if ae != nil && ae.code == "clock_moved_backwards" && s.metrics != nil {
+		s.metrics.clockBack.Inc()
 	}
 	if ae == nil {
 		s.log.Error("unexpected error", "path", c.Request.URL.Path, "err", err)

@@ -37,6 +37,23 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// Logger receives errors and access logs. Default slog.Default().
 	Logger *slog.Logger
+	// AccessLog writes one log line per request.
+	AccessLog bool
+
+	// Admin enables the tag endpoints of the admin API.
+	Admin TagAdmin
+	// Stats feeds /admin/segments; usually the *segment.Allocator.
+	Stats SegmentStats
+	// Worker reports the snowflake worker for /admin/segments; nil when
+	// snowflake mode is off.
+	Worker func() WorkerStatus
+	// AdminToken guards /admin/*. Empty: /admin/* answers 403.
+	AdminToken string
+	// APITokens, when not empty, restrict the ID endpoints to the tags
+	// each token names.
+	APITokens APITokens
+	// Metrics, when set, is served at /metrics and fed by every request.
+	Metrics *Metrics
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -47,6 +64,12 @@ type Server struct {
 	maxBatch int
 	ready    func(ctx context.Context) error
 	log      *slog.Logger
+	auth     *authz
+	admin    TagAdmin
+	stats    SegmentStats
+	worker   func() WorkerStatus
+	metrics  *Metrics
+	access   bool
 }
 
 // New checks cfg and builds the routes.
@@ -60,6 +83,12 @@ func New(cfg Config) (*Server, error) {
 		maxBatch: cfg.MaxBatch,
 		ready:    cfg.Ready,
 		log:      cfg.Logger,
+		auth:     newAuthz(cfg.AdminToken, cfg.APITokens),
+		admin:    cfg.Admin,
+		stats:    cfg.Stats,
+		worker:   cfg.Worker,
+		metrics:  cfg.Metrics,
+		access:   cfg.AccessLog,
 	}
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake
@@ -97,15 +126,31 @@ func (s *Server) routes() {
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
+	e.Use(requestID)
+	if s.access {
+		e.Use(accessLog(s.log))
+	}
+	if s.metrics != nil {
+		e.Use(s.metrics.observe)
+	}
 	e.Use(s.recover)
 	e.NoRoute(func(c *gin.Context) { s.writeError(c, errNotFound) })
 	e.NoMethod(func(c *gin.Context) { s.writeError(c, errMethodNotAllowed) })
 
-	e.GET("/id/:tag", s.ids(func() string { return s.mode }))
-	e.GET("/segment/:tag", s.ids(func() string { return ModeSegment }))
-	e.GET("/snowflake/:tag", s.ids(func() string { return ModeSnowflake }))
+	e.GET("/id/:tag", s.requireTagToken, s.ids(s.mode))
+	e.GET("/segment/:tag", s.requireTagToken, s.ids(ModeSegment))
+	e.GET("/snowflake/:tag", s.requireTagToken, s.ids(ModeSnowflake))
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
+	if s.metrics != nil {
+		e.GET("/metrics", gin.WrapH(s.metrics.handler()))
+	}
+
+	admin := e.Group("/admin", s.requireAdmin)
+	admin.GET("/tags", s.listTags)
+	admin.POST("/tags", s.createTag)
+	admin.PATCH("/tags/:tag", s.patchTag)
+	admin.GET("/segments", s.segments)
 	s.engine = e
 }
 
@@ -125,10 +170,10 @@ func (s *Server) recover(c *gin.Context) {
 }
 
 // ids serves one or count IDs of the tag in the path, from the generator
-// mode() names, as JSON or, with Accept: text/plain, as bare decimals.
-func (s *Server) ids(mode func() string) gin.HandlerFunc {
+// of mode, as JSON or, with Accept: text/plain, as bare decimals.
+func (s *Server) ids(mode string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		g := s.gens[mode()]
+		g := s.gens[mode]
 		if g == nil {
 			s.writeError(c, errModeDisabled)
 			return
@@ -144,6 +189,7 @@ func (s *Server) ids(mode func() string) gin.HandlerFunc {
 				s.writeError(c, err)
 				return
 			}
+			s.issued(tag, mode, 1)
 			if text {
 				c.Data(http.StatusOK, "text/plain; charset=utf-8", strconv.AppendInt(nil, id, 10))
 				return
@@ -169,6 +215,7 @@ func (s *Server) ids(mode func() string) gin.HandlerFunc {
 			s.writeError(c, err)
 			return
 		}
+		s.issued(tag, mode, n)
 		if text {
 			b := make([]byte, 0, n*20)
 			for _, id := range ids {
@@ -220,3 +267,8 @@ func (s *Server) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
+func (s *Server) issued(tag, mode string, n int) {
+	if s.metrics != nil {
+		s.metrics.issued.WithLabelValues(tag, mode).Add(float64(n))
+	}
+}

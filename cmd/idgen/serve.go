@@ -35,6 +35,9 @@ func newServe() *cobra.Command {
 	f.String("mode", server.ModeSegment, "strategy behind /id/{tag}: segment or snowflake")
 	f.Duration("shutdown-timeout", 10*time.Second, "how long to drain requests and hand back ranges on SIGTERM")
 	f.String("log-format", "text", "log format: text or json")
+	f.Bool("access-log", true, "log every request")
+	f.String("admin-token", "", "bearer token for /admin/* (without it /admin/* answers 403)")
+	f.String("api-tokens", "", "client tokens for the ID endpoints: a file path, or inline TOKEN=tag1,tag2;TOKEN2=*")
 	return cmd
 }
 
@@ -48,8 +51,14 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	mode, _ := f.GetString("mode")
 	drain, _ := f.GetDuration("shutdown-timeout")
 	logFormat, _ := f.GetString("log-format")
+	accessLog, _ := f.GetBool("access-log")
+	adminToken, _ := f.GetString("admin-token")
 
 	log, err := newLogger(logFormat)
+	if err != nil {
+		return err
+	}
+	apiTokens, err := loadAPITokens(f.Lookup("api-tokens").Value.String())
 	if err != nil {
 		return err
 	}
@@ -69,17 +78,24 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		log.Info("schema ready", "version", v)
 	}
 
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: autoCreate, DefaultStep: defaultStep, Logger: log})
+	metrics := server.NewMetrics()
+	alloc, err := segment.New(st, &segment.Options{AutoCreate: autoCreate, DefaultStep: defaultStep, Logger: log, Observer: metrics})
 	if err != nil {
 		return err
 	}
 	gin.SetMode(gin.ReleaseMode)
 	h, err := server.New(server.Config{
-		Segment:  alloc,
-		Mode:     mode,
-		MaxBatch: maxBatch,
-		Ready:    st.Ping,
-		Logger:   log,
+		Segment:    alloc,
+		Mode:       mode,
+		MaxBatch:   maxBatch,
+		Ready:      st.Ping,
+		Logger:     log,
+		AccessLog:  accessLog,
+		Admin:      st,
+		Stats:      alloc,
+		AdminToken: adminToken,
+		APITokens:  apiTokens,
+		Metrics:    metrics,
 	})
 	if err != nil {
 		_ = alloc.Close()
@@ -125,4 +141,16 @@ func newLogger(format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// loadAPITokens reads --api-tokens: a file when the value names one,
+// otherwise the inline form.
+func loadAPITokens(v string) (server.APITokens, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if b, err := os.ReadFile(v); err == nil {
+		v = string(b)
+	}
+	return server.ParseAPITokens(v)
 }

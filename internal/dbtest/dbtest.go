@@ -54,8 +54,12 @@ var (
 		port:   "5432/tcp",
 		env:    map[string]string{"POSTGRES_USER": "idgen", "POSTGRES_PASSWORD": "secret", "POSTGRES_DB": "idgen"},
 		driver: "pgx",
-		sqlURL: func(h, p string) string { return fmt.Sprintf("postgres://idgen:secret@%s/idgen?sslmode=disable", net.JoinHostPort(h, p)) },
-		dsn:    func(h, p string) string { return fmt.Sprintf("postgres://idgen:secret@%s/idgen?sslmode=disable", net.JoinHostPort(h, p)) },
+		sqlURL: func(h, p string) string {
+			return fmt.Sprintf("postgres://idgen:secret@%s/idgen?sslmode=disable", net.JoinHostPort(h, p))
+		},
+		dsn: func(h, p string) string {
+			return fmt.Sprintf("postgres://idgen:secret@%s/idgen?sslmode=disable", net.JoinHostPort(h, p))
+		},
 	}
 	MySQL = Kind{
 		Name: "mysql", defaultImage: "mysql:8.4",

@@ -279,4 +279,3 @@ func outage(t *testing.T, b Backend) {
 	t.Logf("%s outage: %d IDs served from buffers after the stop, then %v; recovered; %d IDs in all, 0 duplicates",
 		b.Kind.Name, served, firstErr, len(ids))
 }
-

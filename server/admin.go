@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen/segment"
+)
+
+// TagAdmin is what the admin API needs from the store.
+type TagAdmin interface {
+	CreateTag(ctx context.Context, t segment.Tag) error
+	ListTags(ctx context.Context) ([]segment.Tag, error)
+	SetStep(ctx context.Context, tag string, step int64) error
+}
+
+// SegmentStats is what the monitoring endpoints read from the allocator.
+type SegmentStats interface {
+	Stats() []segment.SequenceStats
+}
+
+// WorkerStatus describes the snowflake worker lease for monitoring.
+type WorkerStatus struct {
+	WorkerID       int64
+	LeaseExpiresAt time.Time // zero for a static worker ID
+	LastTimestamp  time.Time
+	Err            error // why IDs cannot be issued now, or nil
+}
+
+// maxAdminBody bounds admin request bodies; a tag definition is tiny.
+const maxAdminBody = 16 << 10
+
+var (
+	errAdminOff = &apiError{http.StatusNotFound, "admin_unavailable", "this server has no tag store to administer"}
+	errBadBody  = &apiError{http.StatusBadRequest, "invalid_body",
+		`send a JSON object such as {"tag":"order","step":1000,"start":1,"description":"…"} (at most 16 KiB, no unknown fields)`}
+)
+
+type tagJSON struct {
+	Tag         string `json:"tag"`
+	NextID      string `json:"next_id"`
+	Step        int64  `json:"step"`
+	Description string `json:"description"`
+	UpdatedAt   string `json:"updated_at"`
+}
+
+func toTagJSON(t segment.Tag) tagJSON {
+	return tagJSON{Tag: t.Name, NextID: strconv.FormatInt(t.MaxID, 10), Step: t.Step,
+		Description: t.Description, UpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano)}
+}
+
+// decodeBody reads a small JSON body strictly into v.
+func decodeBody(c *gin.Context, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errBadBody
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errBadBody
+	}
+	return nil
+}
+
+func (s *Server) listTags(c *gin.Context) {
+	if s.admin == nil {
+		s.writeError(c, errAdminOff)
+		return
+	}
+	tags, err := s.admin.ListTags(c.Request.Context())
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	out := make([]tagJSON, 0, len(tags))
+	for _, t := range tags {
+		out = append(out, toTagJSON(t))
+	}
+	c.JSON(http.StatusOK, gin.H{"tags": out})
+}
+
+func (s *Server) createTag(c *gin.Context) {
+	if s.admin == nil {
+		s.writeError(c, errAdminOff)
+		return
+	}
+	var req struct {
+		Tag         string `json:"tag"`
+		Step        *int64 `json:"step"`
+		Start       *int64 `json:"start"`
+		Description string `json:"description"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	t := segment.Tag{Name: req.Tag, MaxID: 1, Step: 1000, Description: req.Description}
+	if req.Step != nil {
+		t.Step = *req.Step
+	}
+	if req.Start != nil {
+		t.MaxID = *req.Start
+	}
+	if len(t.Description) > 256 {
+		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_body", "description is limited to 256 characters"})
+		return
+	}
+	if err := s.admin.CreateTag(c.Request.Context(), t); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	t.UpdatedAt = time.Now()
+	c.JSON(http.StatusCreated, toTagJSON(t))
+}
+
+func (s *Server) patchTag(c *gin.Context) {
+	if s.admin == nil {
+		s.writeError(c, errAdminOff)
+		return
+	}
+	var req struct {
+		Step *int64 `json:"step"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if req.Step == nil {
+		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_body", `send {"step": N}`})
+		return
+	}
+	tag := c.Param("tag")
+	if !segment.ValidTag(tag) {
+		s.writeError(c, segment.ErrInvalidTag)
+		return
+	}
+	if err := s.admin.SetStep(c.Request.Context(), tag, *req.Step); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"tag": tag, "step": *req.Step})
+}
+
+type bufferJSON struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+	Pos   string `json:"pos"`
+}
+
+type segmentJSON struct {
+	Tag     string `json:"tag"`
+	Active  string `json:"active"`
+	Buffers struct {
+		Current *bufferJSON `json:"current"`
+		Next    *bufferJSON `json:"next"`
+	} `json:"buffers"`
+	Step       int64   `json:"step"`
+	RowStep    int64   `json:"row_step"`
+	Rate       float64 `json:"rate_per_sec"`
+	Loading    bool    `json:"loading"`
+	LastLoad   *string `json:"last_load"`
+	LastLoadMS float64 `json:"last_load_latency_ms"`
+	LastError  string  `json:"last_error"`
+}
+
+type workerJSON struct {
+	WorkerID       int64   `json:"worker_id"`
+	LeaseExpiresAt *string `json:"lease_expires_at"`
+	LastTimestamp  *string `json:"last_timestamp"`
+	Ready          bool    `json:"ready"`
+	Error          string  `json:"error"`
+}
+
+func bufJSON(b segment.BufferStats) *bufferJSON {
+	return &bufferJSON{strconv.FormatInt(b.Start, 10), strconv.FormatInt(b.End, 10), strconv.FormatInt(b.Pos, 10)}
+}
+
+func timeJSON(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	return &s
+}
+
+// segments is Leaf's /cache view: both buffers of every tag, plus the
+// snowflake worker.
+func (s *Server) segments(c *gin.Context) {
+	out := struct {
+		Mode      string        `json:"mode"`
+		Segments  []segmentJSON `json:"segments"`
+		Snowflake *workerJSON   `json:"snowflake"`
+	}{Mode: s.mode, Segments: []segmentJSON{}}
+	if s.stats != nil {
+		for _, st := range s.stats.Stats() {
+			j := segmentJSON{Tag: st.Tag, Active: "current", Step: st.Step, RowStep: st.RowStep, Rate: st.Rate,
+				Loading: st.Loading, LastLoad: timeJSON(st.LastLoad), LastError: st.LastError,
+				LastLoadMS: float64(st.LastLatency.Microseconds()) / 1000}
+			if st.Current != (segment.BufferStats{}) {
+				j.Buffers.Current = bufJSON(st.Current)
+			}
+			if st.Next != nil {
+				j.Buffers.Next = bufJSON(*st.Next)
+			}
+			out.Segments = append(out.Segments, j)
+		}
+	}
+	if s.worker != nil {
+		w := s.worker()
+		j := &workerJSON{WorkerID: w.WorkerID, LeaseExpiresAt: timeJSON(w.LeaseExpiresAt), LastTimestamp: timeJSON(w.LastTimestamp), Ready: w.Err == nil}
+		if w.Err != nil {
+			j.Error = w.Err.Error()
+		}
+		out.Snowflake = j
+	}
+	sort.Slice(out.Segments, func(i, j int) bool { return out.Segments[i].Tag < out.Segments[j].Tag })
+	c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,216 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store/sqlite"
+)
+
+// newAdminServer serves a real SQLite store with the admin API, client
+// tokens and metrics on.
+func newAdminServer(t *testing.T, adminToken string, api server.APITokens) *httptest.Server {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := server.NewMetrics()
+	alloc, err := segment.New(st, &segment.Options{AutoCreate: true, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alloc.Close() })
+	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: adminToken, APITokens: api, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func do(t *testing.T, method, url, token, body string, hdr ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+func errCode(t *testing.T, body string) string {
+	t.Helper()
+	var e struct{ Error struct{ Code, Message string } }
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Message == "" {
+		t.Fatalf("not an error body: %q", body)
+	}
+	return e.Error.Code
+}
+
+func TestAdmin_Auth(t *testing.T) {
+	open := newAdminServer(t, "", nil)
+	guarded := newAdminServer(t, "s3cret-admin", nil)
+	for _, tc := range []struct {
+		name   string
+		url    string
+		token  string
+		status int
+		code   string
+	}{
+		{"no admin token configured", open.URL, "anything", 403, "admin_disabled"},
+		{"missing token", guarded.URL, "", 401, "unauthorized"},
+		{"wrong token", guarded.URL, "s3cret-admiN", 403, "forbidden"},
+		{"right token", guarded.URL, "s3cret-admin", 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(t, "GET", tc.url+"/admin/tags", tc.token, "")
+			if a.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", a.status, tc.status, a.body)
+			}
+			if tc.code != "" && errCode(t, a.body) != tc.code {
+				t.Fatalf("code %s, want %s", errCode(t, a.body), tc.code)
+			}
+		})
+	}
+}
+
+func TestAdmin_Tags(t *testing.T) {
+	ts := newAdminServer(t, "tok-admin", nil)
+	const tok = "tok-admin"
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		want                     string // substring of the body, or error code
+	}{
+		{"create", "POST", "/admin/tags", `{"tag":"order","step":500,"start":1000,"description":"orders"}`, 201, `"next_id":"1000"`},
+		{"create again", "POST", "/admin/tags", `{"tag":"order","step":500}`, 409, "tag_exists"},
+		{"bad tag", "POST", "/admin/tags", `{"tag":"no way","step":5}`, 400, "invalid_tag"},
+		{"bad step", "POST", "/admin/tags", `{"tag":"x","step":0}`, 400, "invalid_step"},
+		{"unknown field", "POST", "/admin/tags", `{"tag":"x","stepp":5}`, 400, "invalid_body"},
+		{"not json", "POST", "/admin/tags", `tag=x`, 400, "invalid_body"},
+		{"trailing data", "POST", "/admin/tags", `{"tag":"y"} {}`, 400, "invalid_body"},
+		{"huge body", "POST", "/admin/tags", `{"tag":"x","description":"` + strings.Repeat("a", 20000) + `"}`, 400, "invalid_body"},
+		{"patch", "PATCH", "/admin/tags/order", `{"step":800}`, 200, `"step":800`},
+		{"patch unknown", "PATCH", "/admin/tags/ghost", `{"step":800}`, 404, "tag_not_found"},
+		{"patch no step", "PATCH", "/admin/tags/order", `{}`, 400, "invalid_body"},
+		{"patch bad step", "PATCH", "/admin/tags/order", `{"step":-1}`, 400, "invalid_step"},
+		{"list", "GET", "/admin/tags", "", 200, `"step":800`},
+		{"wrong method", "DELETE", "/admin/tags", "", 405, "method_not_allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(t, tc.method, ts.URL+tc.path, tok, tc.body, "Content-Type", "application/json")
+			if a.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", a.status, tc.status, a.body)
+			}
+			if a.status >= 400 {
+				if c := errCode(t, a.body); c != tc.want {
+					t.Fatalf("code %s, want %s", c, tc.want)
+				}
+			} else if !strings.Contains(a.body, tc.want) {
+				t.Fatalf("body %s lacks %s", a.body, tc.want)
+			}
+		})
+	}
+	// The created tag serves from its start, and the segments view shows it.
+	if a := do(t, "GET", ts.URL+"/id/order", "", ""); !strings.Contains(a.body, `"id":"1000"`) {
+		t.Fatalf("first ID of the created tag: %s", a.body)
+	}
+	a := do(t, "GET", ts.URL+"/admin/segments", tok, "")
+	var seg struct {
+		Mode     string
+		Segments []struct {
+			Tag     string
+			Active  string
+			Buffers struct{ Current *struct{ Start, End, Pos string } }
+			Step    int64
+		}
+	}
+	if err := json.Unmarshal([]byte(a.body), &seg); err != nil || len(seg.Segments) != 1 {
+		t.Fatalf("/admin/segments = %s (%v)", a.body, err)
+	}
+	s := seg.Segments[0]
+	if s.Tag != "order" || s.Active != "current" || s.Buffers.Current == nil || s.Buffers.Current.Start != "1000" || s.Buffers.Current.Pos != "1001" || s.Step != 800 {
+		t.Fatalf("segment view %+v, want order [1000, 1800) at 1001", s)
+	}
+}
+
+func TestAPITokens(t *testing.T) {
+	toks, err := server.ParseAPITokens("# clients\nshop-token-1=order,invoice;ops-token-2=*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newAdminServer(t, "", toks)
+	for _, tc := range []struct {
+		name, path, token string
+		status            int
+	}{
+		{"no token", "/id/order", "", 401},
+		{"unknown token", "/id/order", "nope-nope-nope", 403},
+		{"allowed tag", "/id/order", "shop-token-1", 200},
+		{"other tag", "/id/user", "shop-token-1", 403},
+		{"wildcard", "/segment/user", "ops-token-2", 200},
+		{"health is open", "/healthz", "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if a := do(t, "GET", ts.URL+tc.path, tc.token, ""); a.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", a.status, tc.status, a.body)
+			}
+		})
+	}
+	for _, bad := range []string{"short=*", "no-equals-sign", "longenough="} {
+		if _, err := server.ParseAPITokens(bad); err == nil {
+			t.Errorf("ParseAPITokens(%q) accepted a bad entry", bad)
+		}
+	}
+}
+
+func TestMetricsAndRequestID(t *testing.T) {
+	ts := newAdminServer(t, "", nil)
+	a := do(t, "GET", ts.URL+"/id/order?count=5", "", "", "X-Request-ID", "req-42")
+	if a.header.Get("X-Request-ID") != "req-42" {
+		t.Fatalf("X-Request-ID not echoed: %q", a.header.Get("X-Request-ID"))
+	}
+	if a := do(t, "GET", ts.URL+"/healthz", "", ""); len(a.header.Get("X-Request-ID")) != 16 {
+		t.Fatalf("no generated request ID: %q", a.header.Get("X-Request-ID"))
+	}
+	m := do(t, "GET", ts.URL+"/metrics", "", "")
+	for _, want := range []string{
+		`idgen_ids_issued_total{mode="segment",tag="order"} 5`,
+		`idgen_segment_loads_total{result="ok",tag="order"} 1`,
+		`idgen_segment_load_seconds_count{tag="order"} 1`,
+		`idgen_segment_empty_buffer_waits_total{tag="order"} 1`,
+		`idgen_http_request_duration_seconds_count{code="200",method="GET",route="/id/:tag"} 1`,
+		`idgen_clock_backward_events_total 0`,
+		`idgen_worker_lease_held 0`,
+	} {
+		if !strings.Contains(m.body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

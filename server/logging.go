@@ -1,0 +1,62 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+const requestIDHeader = "X-Request-ID"
+
+// requestID takes the caller's X-Request-ID when it is sane, or makes
+// one, and echoes it in the response, so one ID follows a request
+// through proxies, this server's log and the caller's log.
+func requestID(c *gin.Context) {
+	id := c.GetHeader(requestIDHeader)
+	if !saneRequestID(id) {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	c.Set(requestIDHeader, id)
+	c.Header(requestIDHeader, id)
+	c.Next()
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// accessLog writes one structured line per request.
+func accessLog(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		status := c.Writer.Status()
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelWarn
+		}
+		log.LogAttrs(c.Request.Context(), level, "request",
+			slog.String("request_id", c.GetString(requestIDHeader)),
+			slog.String("method", c.Request.Method),
+			slog.String("path", c.Request.URL.Path),
+			slog.String("route", c.FullPath()),
+			slog.Int("status", status),
+			slog.Int("bytes", c.Writer.Size()),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("remote", c.ClientIP()),
+		)
+	}
+}
