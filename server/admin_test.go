@@ -214,3 +214,35 @@ func TestMetricsAndRequestID(t *testing.T) {
 		}
 	}
 }
+
+// newFullServer is the server with every feature on, as `idgen serve`
+// wires it.
+func newFullServer(t *testing.T) *server.Server {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := server.NewMetrics()
+	alloc, err := segment.New(st, &segment.Options{AutoCreate: true, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alloc.Close() })
+	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: "admin-token-1", Metrics: m, Ready: st.Ping})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func newFullHTTPServer(t *testing.T) *httptest.Server {
+	ts := httptest.NewServer(newFullServer(t))
+	t.Cleanup(ts.Close)
+	return ts
+}

@@ -118,6 +118,16 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Routes lists the registered routes as method and gin path pattern, for
+// documentation checks.
+func (s *Server) Routes() [][2]string {
+	var out [][2]string
+	for _, r := range s.engine.Routes() {
+		out = append(out, [2]string{r.Method, r.Path})
+	}
+	return out
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
 
