@@ -66,7 +66,9 @@ func do(t *testing.T, method, url, token, body string, hdr ...string) answer {
 
 func errCode(t *testing.T, body string) string {
 	t.Helper()
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Message == "" {
 		t.Fatalf("not an error body: %q", body)
 	}
@@ -147,8 +149,10 @@ func TestAdmin_Tags(t *testing.T) {
 		Segments []struct {
 			Tag     string
 			Active  string
-			Buffers struct{ Current *struct{ Start, End, Pos string } }
-			Step    int64
+			Buffers struct {
+				Current *struct{ Start, End, Pos string }
+			}
+			Step int64
 		}
 	}
 	if err := json.Unmarshal([]byte(a.body), &seg); err != nil || len(seg.Segments) != 1 {
