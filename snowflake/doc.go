@@ -21,9 +21,10 @@
 //     table's last_timestamp, carries that memory across restarts; the same
 //     waiting and refusing applies to it.
 //   - A worker ID must belong to one process at a time. Worker IDs are
-//     leased (see LeaseStore), and a Generator can be paused when its lease
-//     is lost and given a deadline past which it stops by itself, so that a
-//     stalled heartbeat cannot let two processes share a worker ID.
+//     leased (see Leased and LeaseStore), and a Generator can be paused
+//     when its lease is lost and given a deadline past which it stops by
+//     itself, so that a stalled heartbeat cannot let two processes share a
+//     worker ID.
 //   - Time bits run out; Next then returns ErrTimeExhausted instead of a
 //     wrapped or negative ID.
 //
@@ -38,6 +39,44 @@
 //
 // IDs from one Generator strictly increase, and IDs from different
 // generators are ordered by millisecond as far as their clocks agree.
+//
+// # Leased worker IDs
+//
+// Leased runs a Generator on a worker ID leased from a database table
+// (LeaseStore; the SQL stores keep it in worker_node), so that instances
+// need no configured worker IDs and no ZooKeeper. A lease is claimed at
+// start, renewed by a heartbeat every TTL/3 and released on Close; a
+// process that dies without releasing it frees the worker ID when its TTL
+// has passed. Each renewal also records the generator's LastTimestamp.
+//
+// Reusing a worker ID is the dangerous moment: the new holder could issue
+// an ID its predecessor already issued. Two rules make it safe, without
+// trusting the clocks of the two processes to agree:
+//
+//   - The old holder stamps no ID at or after its lease's expiry, less a
+//     margin (Generator.SetDeadline). It stops on its own, whether or not
+//     its heartbeat runs, on its monotonic clock and in the timestamps it
+//     writes, so neither a stalled process nor a wall clock that jumps
+//     forward (a suspended VM waking up) carries it past the expiry.
+//   - The new holder issues only after the last timestamp the old one
+//     may have used: Claim returns as the lease's LastTimestamp the later
+//     of the recorded last_timestamp and, if the old lease expired rather
+//     than being released, its expiry. The generator takes it as its
+//     NotBefore floor.
+//
+// So the old holder's IDs are stamped before the expiry and the new
+// holder's after it, however far apart their clocks are. Clock skew costs
+// availability, not uniqueness: a new holder whose clock is behind the
+// floor waits (up to MaxBackward) or returns ErrClockMovedBackwards until
+// it catches up, which is also what protects a restarted process whose
+// clock was stepped back. A released lease's last_timestamp is exact,
+// because Close pauses the generator before reading it, so the worker ID
+// can be reused at once.
+//
+// When renewals fail, the generator keeps issuing until the deadline,
+// then is paused (ErrNoWorkerLease) while the heartbeat keeps trying to
+// renew or, once the lease has expired, to claim a worker ID again; it
+// resumes under whichever it gets, its IDs still increasing.
 //
 // # Batches
 //

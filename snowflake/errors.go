@@ -29,8 +29,13 @@ var (
 
 	// ErrNoWorkerLease is returned when a Generator is paused, or its lease
 	// deadline has passed: it may no longer hold its worker ID, so issuing
-	// could duplicate another process's IDs.
+	// could duplicate another process's IDs. A Leased generator recovers by
+	// itself once it holds a lease again.
 	ErrNoWorkerLease = errors.New("snowflake: no worker lease")
+
+	// ErrClosed is returned by a Leased generator after Close. It comes
+	// wrapped with ErrNoWorkerLease, since a closed Leased holds no lease.
+	ErrClosed = errors.New("snowflake: closed")
 )
 
 // multiError gives an error its own message while letting errors.Is match

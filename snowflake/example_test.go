@@ -1,12 +1,15 @@
 package snowflake_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
 	"time"
 
+	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/snowflake/snowflaketest"
 )
 
 func ExampleNew() {
@@ -137,4 +140,57 @@ func ExampleGenerator_AppendN() {
 	}
 	fmt.Println(len(buf), buf[0] < buf[99])
 	// Output: 100 true
+}
+
+// A generator on a leased worker ID. In a program the store is
+// store/postgres, store/mysql or store/sqlite; here it is in memory.
+func ExampleNewLeased() {
+	ctx := context.Background()
+	store := snowflaketest.NewMemLeaseStore()
+	a, err := snowflake.NewLeased(ctx, store, snowflake.LeasedConfig{Owner: "instance-a"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := snowflake.NewLeased(ctx, store, snowflake.LeasedConfig{Owner: "instance-b"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(a.WorkerID(), b.WorkerID(), a.Ready())
+
+	id, err := a.Next(ctx, "order")
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, _ := a.Layout().Decode(id)
+	fmt.Println(p.WorkerID)
+
+	// Close releases the worker ID for the next instance at once.
+	if err := a.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = a.Next(ctx, "order")
+	fmt.Println(errors.Is(err, snowflake.ErrClosed), errors.Is(err, snowflake.ErrNoWorkerLease))
+	c, err := snowflake.NewLeased(ctx, store, snowflake.LeasedConfig{Owner: "instance-c"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.WorkerID())
+	_ = b.Close(ctx)
+	_ = c.Close(ctx)
+	// Output:
+	// 0 1 <nil>
+	// 0
+	// true true
+	// 0
+}
+
+func ExampleNewTagged() {
+	g, err := snowflake.New(snowflake.Config{WorkerID: 7})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var gen idgen.Generator = snowflake.NewTagged(g) // what the server takes
+	_, err = gen.Next(context.Background(), "not a tag")
+	fmt.Println(errors.Is(err, idgen.ErrInvalidTag))
+	// Output: true
 }

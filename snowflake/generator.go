@@ -102,6 +102,7 @@ type Generator struct {
 	anchorMono time.Duration
 	paused     error         // returned by Next while non-nil
 	deadline   time.Duration // monotonic reading at which Next stops
+	ceilMs     int64         // first millisecond Next may not stamp (SetDeadline)
 	lockRounds uint64        // acquisitions of mu by Next and AppendN
 }
 
@@ -160,6 +161,7 @@ func New(cfg Config) (*Generator, error) {
 		anchorWall:  wall,
 		anchorMono:  mono,
 		deadline:    math.MaxInt64,
+		ceilMs:      math.MaxInt64,
 	}
 	g.nextSeq = g.maxSeq + 1
 	g.raiseFloor(cfg.NotBefore)
@@ -217,8 +219,8 @@ func (g *Generator) reserve(want int64) (span, error) {
 	}
 	for {
 		ms, sub, mono := g.now()
-		if mono >= g.deadline {
-			return span{}, fmt.Errorf("%w: the lease deadline has passed; renew the lease and call SetDeadline", ErrNoWorkerLease)
+		if mono >= g.deadline || ms >= g.ceilMs {
+			return span{}, errDeadline
 		}
 		if ms > g.lastMs {
 			if ms > g.maxTime {
@@ -246,6 +248,32 @@ func (g *Generator) reserve(want int64) (span, error) {
 		}
 		g.clock.Sleep(msDuration(target-ms) - sub)
 	}
+}
+
+var errDeadline = fmt.Errorf("%w: the lease deadline has passed; renew the lease and call SetDeadline", ErrNoWorkerLease)
+
+// check returns the error Next would return now, without issuing an ID or
+// waiting; nil if Next would issue one, possibly after a wait within
+// MaxBackward.
+func (g *Generator) check() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused != nil {
+		return g.paused
+	}
+	ms, sub, mono := g.now()
+	switch {
+	case mono >= g.deadline || ms >= g.ceilMs:
+		return errDeadline
+	case ms > g.maxTime || (ms == g.maxTime && g.lastMs == ms && g.nextSeq > g.maxSeq):
+		return g.errExhausted()
+	case ms < g.lastMs:
+		if behind := msDuration(g.lastMs-ms) - sub; behind > g.maxBackward {
+			return fmt.Errorf("%w by %v: the last timestamp issued (or the NotBefore floor) is %s; no IDs until the clock reaches it",
+				ErrClockMovedBackwards, behind, g.timeOf(g.lastMs).Format(time.RFC3339Nano))
+		}
+	}
+	return nil
 }
 
 func (g *Generator) errExhausted() error {
@@ -361,21 +389,42 @@ func (g *Generator) Resume(workerID int64, floor time.Time) error {
 }
 
 // SetDeadline makes Next return ErrNoWorkerLease from deadline on, until
-// a later SetDeadline; the zero Time removes the deadline. The deadline is
-// kept on the monotonic clock, so stepping the wall clock afterwards does
-// not move it.
+// a later SetDeadline; the zero Time removes the deadline. The deadline
+// holds on both clocks:
+//
+//   - on the monotonic clock, so that stepping the wall clock back
+//     afterwards does not give the lease more time;
+//   - on the time stamped into IDs: no ID carries a timestamp (the start
+//     of its millisecond) at or after deadline, so that stepping the wall
+//     clock forward, or resuming a machine that was suspended while the
+//     monotonic clock stood still, cannot stamp IDs past the lease.
 //
 // A lease manager sets it on every renewal to the lease's expiry less a
 // margin for clock skew. Then a heartbeat that stalls (a long GC pause, a
-// starved CPU, a hung database call) cannot let this process go on issuing
-// after another may have claimed the worker ID; pausing alone relies on the
-// heartbeat running.
+// starved CPU, a hung database call, a suspended VM) cannot let this
+// process go on issuing after another may have claimed the worker ID;
+// pausing alone relies on the heartbeat running. The second rule is what
+// makes a takeover safe: the next holder issues only after the expired
+// lease's expiry (see LeaseStore), and this holder only before it.
 func (g *Generator) SetDeadline(deadline time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if deadline.IsZero() {
-		g.deadline = math.MaxInt64
+		g.deadline, g.ceilMs = math.MaxInt64, math.MaxInt64
 		return
+	}
+	switch {
+	case deadline.After(g.layout.End()):
+		g.ceilMs = math.MaxInt64
+	case deadline.Before(g.layout.Epoch()):
+		g.ceilMs = math.MinInt64
+	default:
+		// A deadline inside a millisecond leaves that millisecond usable:
+		// its timestamp is before the deadline.
+		g.ceilMs = deadline.UnixMilli() - g.epochMs
+		if deadline.Nanosecond()%int(time.Millisecond) != 0 {
+			g.ceilMs++
+		}
 	}
 	// Sub uses the monotonic readings when deadline and wall both carry
 	// one, as they do when deadline came from time.Now.

@@ -559,8 +559,9 @@ func TestGenerator_SetDeadline_StopsOnTheMonotonicClock(t *testing.T) {
 	g.SetDeadline(t0.Add(10 * time.Millisecond))
 	mustNext(t, g)
 
-	// A wall step forward is adopted for IDs but does not use up the lease.
-	c.StepWall(time.Hour)
+	// A wall step forward within the deadline is adopted for IDs and does
+	// not use up the lease.
+	c.StepWall(5 * time.Millisecond)
 	mustNext(t, g)
 
 	c.Advance(10 * time.Millisecond)
@@ -586,6 +587,72 @@ func TestGenerator_SetDeadline_StopsOnTheMonotonicClock(t *testing.T) {
 	g.SetDeadline(time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC))
 	if _, err := g.Next(); !errors.Is(err, ErrNoWorkerLease) {
 		t.Fatalf("Next with a deadline in year 1 = %v, want ErrNoWorkerLease", err)
+	}
+}
+
+// A step forward of the wall clock, or a machine resumed after the
+// monotonic clock stood still, must not stamp IDs past the deadline: the
+// next holder of the worker ID starts after the lease's expiry.
+func TestGenerator_SetDeadline_BoundsTimestamps(t *testing.T) {
+	tests := []struct {
+		name     string
+		deadline time.Duration // after t0
+		step     time.Duration // wall step forward after the first ID
+		ok       bool
+	}{
+		{"step within the deadline", 10 * time.Millisecond, 9 * time.Millisecond, true},
+		{"step onto the deadline", 10 * time.Millisecond, 10 * time.Millisecond, false},
+		{"deadline inside a millisecond", 10*time.Millisecond + 500*time.Microsecond, 10 * time.Millisecond, true},
+		{"step past a deadline inside a millisecond", 10*time.Millisecond + 500*time.Microsecond, 11 * time.Millisecond, false},
+		{"resumed after an hour suspended", time.Minute, time.Hour, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, c := newTestGenerator(t, t0, Config{})
+			g.SetDeadline(t0.Add(tt.deadline))
+			first := mustNext(t, g)
+			c.StepWall(tt.step)
+			id, err := g.Next()
+			if !tt.ok {
+				if !errors.Is(err, ErrNoWorkerLease) {
+					t.Fatalf("Next after a %v step with the deadline at +%v = %d, %v; want ErrNoWorkerLease", tt.step, tt.deadline, id, err)
+				}
+				if err := g.check(); !errors.Is(err, ErrNoWorkerLease) {
+					t.Errorf("check = %v, want ErrNoWorkerLease", err)
+				}
+				return
+			}
+			if err != nil || id <= first {
+				t.Fatalf("Next after a %v step with the deadline at +%v = %d, %v; want an ID above %d", tt.step, tt.deadline, id, err, first)
+			}
+			if p := mustDecode(t, g, id); !p.Time.Before(t0.Add(tt.deadline)) {
+				t.Errorf("ID stamped %v, not before the deadline", p.Time)
+			}
+		})
+	}
+}
+
+func TestGenerator_check(t *testing.T) {
+	g, c := newTestGenerator(t, t0, Config{})
+	if err := g.check(); err != nil {
+		t.Fatalf("check on a fresh generator = %v", err)
+	}
+	mustNext(t, g)
+	c.StepWall(-5 * time.Millisecond)
+	if err := g.check(); err != nil {
+		t.Errorf("check 5ms behind (within MaxBackward) = %v, want nil", err)
+	}
+	c.StepWall(-time.Millisecond)
+	if err := g.check(); !errors.Is(err, ErrClockMovedBackwards) {
+		t.Errorf("check 6ms behind = %v, want ErrClockMovedBackwards", err)
+	}
+	c.StepWall(6 * time.Millisecond)
+	g.Pause(ErrLeaseLost)
+	if err := g.check(); !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ErrNoWorkerLease) {
+		t.Errorf("check while paused = %v, want ErrNoWorkerLease and the cause", err)
+	}
+	if c.Slept() != 0 {
+		t.Errorf("check slept %v", c.Slept())
 	}
 }
 

@@ -8,12 +8,13 @@ import (
 
 var (
 	// ErrLeaseLost is returned by LeaseStore.Renew and Release when the
-	// lease has expired and been claimed by another owner, or no longer
+	// lease has expired, has been claimed by another owner, or no longer
 	// exists. The holder must stop issuing at once (Generator.Pause).
 	ErrLeaseLost = errors.New("snowflake: worker lease lost")
 
-	// ErrNoFreeWorker is returned by LeaseStore.Claim when every worker ID
-	// in 0..maxWorkers-1 is held by an unexpired lease.
+	// ErrNoFreeWorker is returned by LeaseStore.Claim, and so by NewLeased,
+	// when every worker ID in 0..maxWorkers-1 is held by an unexpired
+	// lease.
 	ErrNoFreeWorker = errors.New("snowflake: no free worker ID")
 )
 
@@ -22,48 +23,65 @@ type Lease struct {
 	// WorkerID is the leased worker ID.
 	WorkerID int64
 	// Owner identifies the holding process, as given to Claim; Renew and
-	// Release succeed only for the owner.
+	// Release succeed only for the owner. It is empty for a worker ID that
+	// is free (LeaseStore implementations that list their worker IDs
+	// report free ones this way).
 	Owner string
-	// ExpiresAt is when the lease lapses unless renewed, on the store's
-	// clock.
+	// ExpiresAt is when the lease lapses unless renewed: the now passed to
+	// Claim or Renew plus the TTL, on the holder's clock, in whole
+	// milliseconds. The zero Time for a free worker ID.
 	ExpiresAt time.Time
 	// LastTimestamp is a time at or after every ID issued under this worker
-	// ID so far. A new holder passes it as Config.NotBefore (or to
-	// Generator.Resume).
+	// ID so far, in whole milliseconds; the zero Time if there is none. A
+	// new holder passes it as Config.NotBefore (or to Generator.Resume).
 	LastTimestamp time.Time
 }
 
 // LeaseStore hands out worker IDs so that no two live processes share one.
 // It is declared here, where it is used, and implemented over the database
-// elsewhere.
+// in package internal/sqlstore (for store/sqlite, store/postgres and
+// store/mysql); snowflaketest.MemLeaseStore is an in-memory one.
+//
+// Time comes from the caller, never from the store: every method that
+// compares or sets an expiry takes now. All holders of a table must
+// therefore have roughly synchronised clocks, but the uniqueness of IDs
+// does not depend on how well (see the package documentation).
 //
 // Implementations must be safe for concurrent use across processes, and
 // must keep this promise about LastTimestamp, on which the uniqueness of
-// IDs across restarts rests: the LastTimestamp Claim returns is at or after
-// the millisecond of every ID issued under the worker ID before. Renew and
-// Release record the holder's Generator.LastTimestamp, but a holder that
-// crashes may have issued IDs after its last renewal; so when Claim takes
-// over a lease that expired rather than one that was released, it returns
-// the later of the recorded LastTimestamp and the old lease's ExpiresAt.
-// That is sound because the old holder stops issuing at its lease deadline
+// IDs across restarts and takeovers rests: the LastTimestamp Claim returns
+// is at or after the millisecond of every ID issued under the worker ID
+// before. Renew and Release record the holder's Generator.LastTimestamp,
+// but a holder that crashes or is cut off may have issued IDs after its
+// last renewal; so when Claim takes over a lease that expired rather than
+// one that was released, it returns the later of the recorded
+// LastTimestamp and the old lease's ExpiresAt. That is sound because the
+// old holder stamps no ID at or after its lease deadline
 // (Generator.SetDeadline) even if it never hears that the lease was lost.
 //
-// A holder uses it like this: Claim a lease and pass its WorkerID and
-// LastTimestamp to New; renew well before ExpiresAt, each time calling
-// SetDeadline with the expiry less a skew margin; on ErrLeaseLost or
-// repeated failure call Pause; on shutdown call Pause, then Release with
+// A holder uses it like this, as Leased does: Claim a lease and pass its
+// WorkerID and LastTimestamp to New; renew well before ExpiresAt, each time
+// calling SetDeadline with the expiry less a skew margin; on ErrLeaseLost
+// or repeated failure call Pause; on shutdown call Pause, then Release with
 // the then-final LastTimestamp.
 type LeaseStore interface {
-	// Claim leases a free or expired worker ID in 0..maxWorkers-1 to owner
-	// for ttl, or returns ErrNoFreeWorker.
-	Claim(ctx context.Context, owner string, ttl time.Duration, maxWorkers int64) (Lease, error)
+	// Claim leases to owner, until now+ttl, the lowest worker ID in
+	// 0..maxWorkers-1 that is free: never leased, released, or expired at
+	// now (ExpiresAt <= now). It returns ErrNoFreeWorker if there is none.
+	// Concurrent claims, from any number of processes, never get the same
+	// worker ID. owner must be 1 to 128 bytes and unique to the process.
+	Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (Lease, error)
 
-	// Renew extends lease by ttl from now and records lastTimestamp (never
-	// moving the stored one backwards), returning the updated lease, or
-	// ErrLeaseLost if lease's owner no longer holds it.
-	Renew(ctx context.Context, lease Lease, lastTimestamp time.Time, ttl time.Duration) (Lease, error)
+	// Renew extends lease to now+ttl and records lastTimestamp, never
+	// moving the stored one backwards, if lease.Owner still holds
+	// lease.WorkerID and the lease has not expired at now. It returns the
+	// updated lease, or ErrLeaseLost.
+	Renew(ctx context.Context, lease Lease, now, lastTimestamp time.Time, ttl time.Duration) (Lease, error)
 
 	// Release records lastTimestamp and frees the worker ID for others at
-	// once, or returns ErrLeaseLost if lease's owner no longer holds it.
+	// once, if lease.Owner still holds it; otherwise it returns
+	// ErrLeaseLost. The holder must have stopped issuing (Generator.Pause)
+	// and pass its final LastTimestamp: the next Claim of the worker ID
+	// trusts it alone.
 	Release(ctx context.Context, lease Lease, lastTimestamp time.Time) error
 }

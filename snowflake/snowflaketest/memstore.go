@@ -1,0 +1,178 @@
+// Package snowflaketest helps test worker-lease stores and the code that
+// uses them: MemLeaseStore is an in-memory snowflake.LeaseStore that can be
+// made to fail on demand, Clock is a fake snowflake.Clock, and
+// RunLeaseStore is the conformance suite every LeaseStore backend must
+// pass, from single calls to Leased generators taking over each other's
+// worker IDs.
+package snowflaketest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idgen/idgen/snowflake"
+)
+
+// MemLeaseStore is an in-memory snowflake.LeaseStore for tests, and the
+// reference for what the SQL stores do. It is safe for concurrent use. The
+// zero value is not usable; call NewMemLeaseStore.
+type MemLeaseStore struct {
+	mu   sync.Mutex
+	rows map[int64]memRow
+
+	fail atomic.Pointer[error]
+}
+
+// memRow is one row of the worker_node table, times in Unix milliseconds.
+type memRow struct {
+	owner         string
+	expires, last int64
+}
+
+// NewMemLeaseStore returns a MemLeaseStore with no leases.
+func NewMemLeaseStore() *MemLeaseStore { return &MemLeaseStore{rows: make(map[int64]memRow)} }
+
+// SetError makes every later call fail with err; nil heals the store.
+func (m *MemLeaseStore) SetError(err error) {
+	if err == nil {
+		m.fail.Store(nil)
+		return
+	}
+	m.fail.Store(&err)
+}
+
+func (m *MemLeaseStore) failure() error {
+	if p := m.fail.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Claim implements snowflake.LeaseStore.
+func (m *MemLeaseStore) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
+	if err := checkClaim(owner, ttl, maxWorkers); err != nil {
+		return snowflake.Lease{}, err
+	}
+	if err := m.failure(); err != nil {
+		return snowflake.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return snowflake.Lease{}, err
+	}
+	nowMs := now.UnixMilli()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// A missing row is free, so the loop ends by len(m.rows).
+	for id := int64(0); id < min(maxWorkers, math.MaxInt32+1); id++ {
+		r := m.rows[id]
+		if r.owner != "" && r.expires > nowMs {
+			continue
+		}
+		r = memRow{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(r.last, r.expires)}
+		m.rows[id] = r
+		return r.lease(id), nil
+	}
+	return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs are leased", snowflake.ErrNoFreeWorker, maxWorkers)
+}
+
+// Renew implements snowflake.LeaseStore.
+func (m *MemLeaseStore) Renew(ctx context.Context, lease snowflake.Lease, now, lastTimestamp time.Time, ttl time.Duration) (snowflake.Lease, error) {
+	if err := m.failure(); err != nil {
+		return snowflake.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return snowflake.Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.rows[lease.WorkerID]
+	if !ok || lease.Owner == "" || r.owner != lease.Owner || r.expires <= now.UnixMilli() {
+		return snowflake.Lease{}, fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
+	}
+	r.expires = now.UnixMilli() + ttl.Milliseconds()
+	r.last = max(r.last, millis(lastTimestamp))
+	m.rows[lease.WorkerID] = r
+	return r.lease(lease.WorkerID), nil
+}
+
+// Release implements snowflake.LeaseStore.
+func (m *MemLeaseStore) Release(ctx context.Context, lease snowflake.Lease, lastTimestamp time.Time) error {
+	if err := m.failure(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.rows[lease.WorkerID]
+	if !ok || lease.Owner == "" || r.owner != lease.Owner {
+		return fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
+	}
+	m.rows[lease.WorkerID] = memRow{last: max(r.last, millis(lastTimestamp))}
+	return nil
+}
+
+// Workers returns every worker ID that has a row, ordered by worker ID,
+// as the SQL stores' Workers does.
+func (m *MemLeaseStore) Workers(ctx context.Context) ([]snowflake.Lease, error) {
+	if err := m.failure(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]snowflake.Lease, 0, len(m.rows))
+	for id, r := range m.rows {
+		out = append(out, r.lease(id))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].WorkerID < out[j].WorkerID })
+	return out, nil
+}
+
+func (r memRow) lease(id int64) snowflake.Lease {
+	return snowflake.Lease{WorkerID: id, Owner: r.owner, ExpiresAt: fromMillis(r.expires), LastTimestamp: fromMillis(r.last)}
+}
+
+// checkClaim returns an error if Claim's arguments are unusable: an owner
+// that is empty or longer than 128 bytes, a TTL under a millisecond, or
+// fewer than one worker ID.
+func checkClaim(owner string, ttl time.Duration, maxWorkers int64) error {
+	var errs []error
+	if owner == "" || len(owner) > 128 {
+		errs = append(errs, fmt.Errorf("owner must be 1 to 128 bytes, got %d", len(owner)))
+	}
+	if ttl < time.Millisecond {
+		errs = append(errs, fmt.Errorf("ttl must be at least 1ms, got %v", ttl))
+	}
+	if maxWorkers < 1 {
+		errs = append(errs, fmt.Errorf("maxWorkers must be at least 1, got %d", maxWorkers))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("snowflake: invalid claim: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// millis returns t as Unix milliseconds, the zero Time as 0: the encoding
+// of the lease table's times.
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMillis is the inverse of millis: 0 (or less) is the zero Time, any
+// other value a UTC time.
+func fromMillis(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}

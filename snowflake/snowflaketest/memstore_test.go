@@ -1,0 +1,15 @@
+package snowflaketest_test
+
+import (
+	"testing"
+
+	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/snowflake/snowflaketest"
+)
+
+var _ snowflake.LeaseStore = (*snowflaketest.MemLeaseStore)(nil)
+
+func TestMemLeaseStore_Conformance(t *testing.T) {
+	s := snowflaketest.NewMemLeaseStore()
+	snowflaketest.RunLeaseStore(t, func(*testing.T) snowflaketest.LeaseStore { return s })
+}
