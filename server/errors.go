@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen/readable"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
 )
@@ -45,6 +46,7 @@ var rules = []rule{
 	{segment.ErrTagNotFound, http.StatusNotFound, "tag_not_found", false},
 	{segment.ErrTagExists, http.StatusConflict, "tag_exists", false},
 	{snowflake.ErrInvalidID, http.StatusBadRequest, "invalid_id", false},
+	{readable.ErrInvalid, http.StatusBadRequest, "invalid_id", false},
 	{segment.ErrExhausted, http.StatusServiceUnavailable, "tag_exhausted", false},
 	{segment.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", true},
 	{snowflake.ErrClockMovedBackwards, http.StatusServiceUnavailable, "clock_moved_backwards", true},

@@ -78,6 +78,12 @@ func TestOpenAPI_ResponsesMatchSchemas(t *testing.T) {
 		{"PATCH", "/admin/tags/invoice", admin, `{"step":200}`, ""},
 		{"PATCH", "/admin/tags/nosuch", admin, `{"step":200}`, ""},
 		{"GET", "/admin/segments", admin, "", ""},
+		{"GET", "/id/order?format=prefixed", "", "", ""},
+		{"GET", "/id/order?format=nope", "", "", ""},
+		{"GET", "/id/decode/order_BukQL3x", "", "", ""},
+		{"GET", "/id/decode/order_BukQL3y", "", "", ""},
+		{"GET", "/snowflake/decode/123456789012", "", "", ""},
+		{"GET", "/snowflake/decode/x", "", "", ""},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin/binding"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/snowflake"
 )
 
 // Modes a server can serve /id/{tag} with.
@@ -54,6 +55,9 @@ type Config struct {
 	APITokens APITokens
 	// Metrics, when set, is served at /metrics and fed by every request.
 	Metrics *Metrics
+	// Layout decodes IDs at /snowflake/decode/{id}. The zero Layout is
+	// the default one.
+	Layout snowflake.Layout
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -70,6 +74,7 @@ type Server struct {
 	worker   func() WorkerStatus
 	metrics  *Metrics
 	access   bool
+	layout   snowflake.Layout
 }
 
 // New checks cfg and builds the routes.
@@ -89,6 +94,7 @@ func New(cfg Config) (*Server, error) {
 		worker:   cfg.Worker,
 		metrics:  cfg.Metrics,
 		access:   cfg.AccessLog,
+		layout:   cfg.Layout,
 	}
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake
@@ -150,6 +156,8 @@ func (s *Server) routes() {
 	e.GET("/id/:tag", s.requireTagToken, s.ids(s.mode))
 	e.GET("/segment/:tag", s.requireTagToken, s.ids(ModeSegment))
 	e.GET("/snowflake/:tag", s.requireTagToken, s.ids(ModeSnowflake))
+	e.GET("/id/decode/:value", s.decodeReadable)
+	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.metrics != nil {
@@ -191,6 +199,11 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 		tag := c.Param("tag")
 		ctx := c.Request.Context()
 		text := c.NegotiateFormat(binding.MIMEJSON, binding.MIMEPlain) == binding.MIMEPlain
+		format, err := parseFormat(c)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
 
 		counts, many := c.Request.URL.Query()["count"]
 		if !many {
@@ -200,19 +213,7 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 				return
 			}
 			s.issued(tag, mode, 1)
-			if text {
-				c.Data(http.StatusOK, "text/plain; charset=utf-8", strconv.AppendInt(nil, id, 10))
-				return
-			}
-			// Written by hand: a valid tag needs no escaping, and this is
-			// the hottest path of the service.
-			b := make([]byte, 0, 32+len(tag))
-			b = append(b, `{"tag":"`...)
-			b = append(b, tag...)
-			b = append(b, `","id":"`...)
-			b = strconv.AppendInt(b, id, 10)
-			b = append(b, `"}`...)
-			c.Data(http.StatusOK, "application/json", b)
+			s.writeIDs(c, tag, format, text, id)
 			return
 		}
 		n, err := s.parseCount(counts)
@@ -226,29 +227,59 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 			return
 		}
 		s.issued(tag, mode, n)
-		if text {
-			b := make([]byte, 0, n*20)
-			for _, id := range ids {
-				b = strconv.AppendInt(b, id, 10)
-				b = append(b, '\n')
-			}
-			c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
-			return
-		}
-		b := make([]byte, 0, 32+len(tag)+n*22)
+		s.writeIDs(c, tag, format, text, ids...)
+	}
+}
+
+// writeIDs answers one ID as {"tag":…,"id":…}, several as
+// {"tag":…,"ids":[…]}, or either as text, one per line. The JSON is
+// written by hand: a valid tag and both ID formats need no escaping, and
+// this is the hottest path of the service.
+func (s *Server) writeIDs(c *gin.Context, tag, format string, text bool, ids ...int64) {
+	single := c.Request.URL.Query().Get("count") == ""
+	per := 22
+	if format == formatPrefixed {
+		per += len(tag) + 4
+	}
+	b := make([]byte, 0, 32+len(tag)+len(ids)*per)
+	var err error
+	if !text {
 		b = append(b, `{"tag":"`...)
 		b = append(b, tag...)
-		b = append(b, `","ids":[`...)
-		for i, id := range ids {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '"')
-			b = strconv.AppendInt(b, id, 10)
+		if single {
+			b = append(b, `","id":`...)
+		} else {
+			b = append(b, `","ids":[`...)
+		}
+	}
+	for i, id := range ids {
+		switch {
+		case text && i > 0:
+			b = append(b, '\n')
+		case !text && i > 0:
+			b = append(b, ',')
+		}
+		if !text {
 			b = append(b, '"')
 		}
-		b = append(b, "]}"...)
-		c.Data(http.StatusOK, "application/json", b)
+		if b, err = appendID(b, tag, id, format); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if !text {
+			b = append(b, '"')
+		}
+	}
+	switch {
+	case text:
+		if !single {
+			b = append(b, '\n')
+		}
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
+	case single:
+		c.Data(http.StatusOK, "application/json", append(b, '}'))
+	default:
+		c.Data(http.StatusOK, "application/json", append(b, "]}"...))
 	}
 }
 

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen/readable"
+)
+
+// Output formats of the ID endpoints.
+const (
+	formatNumeric  = "numeric"
+	formatPrefixed = "prefixed"
+)
+
+var errInvalidFormat = &apiError{http.StatusBadRequest, "invalid_format", "format must be numeric (the default) or prefixed"}
+
+func parseFormat(c *gin.Context) (string, error) {
+	vals, ok := c.Request.URL.Query()["format"]
+	if !ok {
+		return formatNumeric, nil
+	}
+	if len(vals) != 1 || (vals[0] != formatNumeric && vals[0] != formatPrefixed) {
+		return "", errInvalidFormat
+	}
+	return vals[0], nil
+}
+
+// appendID writes id in the requested format: decimal, or the readable
+// <tag>_<base58><check> form.
+func appendID(b []byte, tag string, id int64, format string) ([]byte, error) {
+	if format != formatPrefixed {
+		return strconv.AppendInt(b, id, 10), nil
+	}
+	s, err := readable.Encode(tag, id)
+	if err != nil {
+		return b, err
+	}
+	return append(b, s...), nil
+}
+
+// decodeReadable turns a prefixed ID back into its tag and number.
+func (s *Server) decodeReadable(c *gin.Context) {
+	tag, id, err := readable.Decode(c.Param("value"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"tag": tag, "id": strconv.FormatInt(id, 10)})
+}
+
+// decodeSnowflake splits a snowflake ID with the server's layout.
+func (s *Server) decodeSnowflake(c *gin.Context) {
+	raw := c.Param("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 0 {
+		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_id", "a snowflake ID is a non-negative decimal 64-bit integer"})
+		return
+	}
+	p, err := s.layout.Decode(id)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{
+		"id":        strconv.FormatInt(id, 10),
+		"time":      p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		"unix_ms":   p.Time.UnixMilli(),
+		"worker_id": p.WorkerID,
+		"sequence":  p.Sequence,
+	})
+}

@@ -1,0 +1,74 @@
+package server_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/snowflake"
+)
+
+func TestServer_ReadableIDs(t *testing.T) {
+	ts := newServer(t, server.Config{})
+	a := get(t, "GET", ts.URL+"/id/order?format=prefixed", nil)
+	var one struct{ Tag, ID string }
+	if err := json.Unmarshal([]byte(a.body), &one); err != nil || a.status != 200 || !strings.HasPrefix(one.ID, "order_") {
+		t.Fatalf("prefixed ID: %d %s", a.status, a.body)
+	}
+	d := get(t, "GET", ts.URL+"/id/decode/"+one.ID, nil)
+	if d.status != 200 || d.body != `{"id":"1001","tag":"order"}` {
+		t.Fatalf("decode %s: %d %s, want tag order id 1001", one.ID, d.status, d.body)
+	}
+	batch := get(t, "GET", ts.URL+"/id/order?format=prefixed&count=2", map[string]string{"Accept": "text/plain"})
+	lines := strings.Split(strings.TrimSpace(batch.body), "\n")
+	if batch.status != 200 || len(lines) != 2 || !strings.HasPrefix(lines[1], "order_") {
+		t.Fatalf("prefixed text batch: %d %q", batch.status, batch.body)
+	}
+	// A typo: swap the last two characters (always different check chars or
+	// digits), or change one.
+	id := []byte(one.ID)
+	id[len(id)-1] ^= 0x01
+	for _, tc := range []struct{ path, code string }{
+		{"/id/decode/" + string(id), "invalid_id"},
+		{"/id/decode/order", "invalid_id"},
+		{"/id/decode/order_0OIl", "invalid_id"},
+		{"/id/order?format=hex", "invalid_format"},
+		{"/id/order?format=prefixed&format=numeric", "invalid_format"},
+	} {
+		a := get(t, "GET", ts.URL+tc.path, nil)
+		if a.status != 400 || !strings.Contains(a.body, `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: %d %s, want 400 %s", tc.path, a.status, a.body, tc.code)
+		}
+	}
+}
+
+func TestServer_DecodeSnowflake(t *testing.T) {
+	ts := newServer(t, server.Config{})
+	when := time.Date(2026, 11, 29, 12, 0, 0, 123e6, time.UTC)
+	id, err := snowflake.Layout{}.Encode(snowflake.Parts{Time: when, WorkerID: 7, Sequence: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := get(t, "GET", ts.URL+"/snowflake/decode/"+strconv.FormatInt(id, 10), nil)
+	var p struct {
+		ID       string `json:"id"`
+		Time     string `json:"time"`
+		UnixMS   int64  `json:"unix_ms"`
+		WorkerID int64  `json:"worker_id"`
+		Sequence int64  `json:"sequence"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &p); err != nil || a.status != 200 {
+		t.Fatalf("decode: %d %s", a.status, a.body)
+	}
+	if p.Time != "2026-11-29T12:00:00.123Z" || p.UnixMS != when.UnixMilli() || p.WorkerID != 7 || p.Sequence != 42 || p.ID != strconv.FormatInt(id, 10) {
+		t.Fatalf("decoded %+v", p)
+	}
+	for _, bad := range []string{"abc", "-5", "99999999999999999999", "1.5"} {
+		if a := get(t, "GET", ts.URL+"/snowflake/decode/"+bad, nil); a.status != 400 || !strings.Contains(a.body, "invalid_id") {
+			t.Errorf("decode %q: %d %s, want 400 invalid_id", bad, a.status, a.body)
+		}
+	}
+}
