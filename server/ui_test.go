@@ -5,6 +5,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,51 +21,135 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/sqlite"
 )
 
 const uiToken = "t0ken"
 
-// uiFixture stands in for the admin API until it lands: three tags in
-// three states and a snowflake worker.
+// uiTags are created, and IDs issued from them, before the page loads;
+// nextIsLoaded says whether the allocator has prefetched the next
+// segment by then (past 10 % of the current one, the default).
+var uiTags = []struct {
+	tag          string
+	start, step  int64
+	issue        int
+	nextIsLoaded bool
+}{
+	{"invoice", 5000, 200, 120, true},     // 60 %: past the 10 % prefetch point
+	{"order", 1, 1000, 57, false},         // 5.7 %: next not loaded yet
+	{"user", 1<<53 + 1, 5000, 4650, true}, // 93 %, IDs past 2^53 need BigInt
+}
+
+// newUIServer runs the real Server over a real SQLite store with the
+// admin API on, and issues IDs over HTTP so every tag has segments.
+func newUIServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range uiTags {
+		if err := st.CreateTag(ctx, segment.Tag{Name: tg.tag, MaxID: tg.start, Step: tg.step}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alloc, err := segment.New(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alloc.Close() })
+	started := time.Now()
+	s, err := New(Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: uiToken,
+		Worker: func() WorkerStatus {
+			return WorkerStatus{WorkerID: 3, LeaseExpiresAt: started.Add(30 * time.Second), LastTimestamp: time.Now()}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(withUI(t, s))
+	t.Cleanup(ts.Close)
+
+	// Ten batches 20 ms apart, so the allocator measures a plausible rate.
+	for i := range 10 {
+		for _, tg := range uiTags {
+			n := tg.issue/10 + tg.issue%10*(i/9)
+			resp, err := http.Get(fmt.Sprintf("%s/segment/%s?count=%d", ts.URL, tg.tag, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("issuing %d IDs of %s: %s", n, tg.tag, resp.Status)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Let the background prefetches finish, so the page and the test see
+	// the same, settled buffers.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		busy := false
+		for _, st := range alloc.Stats() {
+			busy = busy || st.Loading
+		}
+		if !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("segment prefetch still loading after 10 s")
+		}
+	}
+	return ts
+}
+
+// withUI returns h when its routes already include the page, and
+// otherwise serves the page beside it, until Server.routes calls
+// registerUI.
+func withUI(t *testing.T, h http.Handler) http.Handler {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/ui", nil))
+	if rec.Code == http.StatusOK {
+		return h
+	}
+	t.Log("Server.routes does not serve /ui yet; serving registerUI beside it")
+	e := gin.New()
+	registerUI(e)
+	e.NoRoute(gin.WrapH(h))
+	return e
+}
+
+// uiFixture stands for /admin/segments in the states a healthy local
+// store does not reach: a load in flight and a failing store.
 func uiFixture(now time.Time) gin.H {
 	ts := func(d time.Duration) string { return now.Add(d).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 	buf := func(start, end, pos string) gin.H { return gin.H{"start": start, "end": end, "pos": pos} }
 	return gin.H{
 		"mode": "segment",
 		"segments": []gin.H{
-			{"tag": "order", "active": "current",
-				"buffers": gin.H{"current": buf("1", "1001", "57"), "next": buf("1001", "3001", "1001")},
-				"step":    2000, "row_step": 1000, "rate_per_sec": 12.5, "loading": false,
-				"last_load": ts(-3 * time.Second), "last_load_latency_ms": 1.7, "last_error": ""},
-			{"tag": "user", "active": "current",
-				"buffers": gin.H{"current": buf("9007199254740993", "9007199254750993", "9007199254750293"), "next": nil},
-				"step":    10000, "row_step": 10000, "rate_per_sec": 840, "loading": true,
+			{"tag": "busy", "active": "current",
+				"buffers": gin.H{"current": buf("1", "1001", "950"), "next": nil},
+				"step":    2000, "row_step": 1000, "rate_per_sec": 840, "loading": true,
 				"last_load": ts(-95 * time.Second), "last_load_latency_ms": 3.25, "last_error": ""},
-			{"tag": "invoice", "active": "current",
+			{"tag": "down", "active": "current",
 				"buffers": gin.H{"current": buf("5000", "5500", "5200"), "next": nil},
 				"step":    500, "row_step": 500, "rate_per_sec": 0.4, "loading": false,
 				"last_load": nil, "last_load_latency_ms": 0, "last_error": "store: dial tcp 127.0.0.1:5432: connection refused"},
 		},
-		"snowflake": gin.H{"worker_id": 3, "lease_expires_at": ts(27 * time.Second),
-			"last_timestamp": ts(-1 * time.Second), "ready": true, "error": ""},
+		"snowflake": nil,
 	}
 }
 
-func newUIServer(t *testing.T) *httptest.Server {
+func newFixtureServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	registerUI(e)
-	e.GET("/admin/segments", func(c *gin.Context) {
-		switch c.GetHeader("Authorization") {
-		case "":
-			c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": gin.H{"code": "unauthorized", "message": "send Authorization: Bearer <token>"}})
-		case "Bearer " + uiToken:
-			c.JSON(http.StatusOK, uiFixture(time.Now()))
-		default:
-			c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": gin.H{"code": "forbidden", "message": "the token is wrong"}})
-		}
-	})
+	e.GET("/admin/segments", func(c *gin.Context) { c.JSON(http.StatusOK, uiFixture(time.Now())) })
 	ts := httptest.NewServer(e)
 	t.Cleanup(ts.Close)
 	return ts
@@ -138,53 +223,64 @@ func TestUI_Chromium(t *testing.T) {
 	}
 	ts := newUIServer(t)
 	page := ts.URL + "/ui"
-	tags := []string{"invoice", "order", "user"}
 
 	t.Run("segments", func(t *testing.T) {
 		dom := chromium(t, bin, "--dump-dom", page+"#token="+uiToken)
 		if strings.Contains(dom, uiToken) {
 			t.Fatal("the page echoes the token into the DOM")
 		}
-		for _, tag := range tags {
-			card := cardOf(t, dom, tag)
-			bars := map[string]float64{}
-			for _, a := range elements(card, "div") {
-				if !hasClass(a["class"], "bar") {
-					continue
-				}
-				used, err := strconv.ParseFloat(a["data-used"], 64)
-				if err != nil || used < 0 || used > 100 {
-					t.Fatalf("tag %s: bar %v has data-used %q, want a percentage", tag, a, a["data-used"])
-				}
-				bars[a["data-buffer"]] = used
-			}
-			if _, ok := bars["current"]; !ok || len(bars) != 2 {
-				t.Fatalf("tag %s: bars %v, want current and next", tag, bars)
+		// What the page should show, from the API it reads.
+		var api struct {
+			Segments []struct {
+				Tag     string
+				Buffers map[string]*struct{ Start, End, Pos string }
 			}
 		}
-		// Exact shares from the fixture, through BigInt for IDs past 2^53.
-		for _, tc := range []struct {
-			tag, buffer string
-			used        float64
-		}{{"order", "current", 5.6}, {"order", "next", 0}, {"user", "current", 93}, {"invoice", "current", 40}} {
-			if got := barUsed(t, cardOf(t, dom, tc.tag), tc.buffer); got != tc.used {
-				t.Errorf("%s %s: data-used %v, want %v", tc.tag, tc.buffer, got, tc.used)
+		body := get(t, ts.URL+"/admin/segments", uiToken)
+		if err := json.Unmarshal([]byte(body), &api); err != nil || len(api.Segments) != len(uiTags) {
+			t.Fatalf("/admin/segments: %v: %s", err, body)
+		}
+		for i, seg := range api.Segments {
+			card := cardOf(t, dom, seg.Tag)
+			for _, name := range []string{"current", "next"} {
+				bar := barOf(t, card, name)
+				want := 0.0
+				if b := seg.Buffers[name]; b != nil {
+					want = share(t, b.Start, b.End, b.Pos)
+				} else if !hasClass(bar["class"], "empty") {
+					t.Errorf("%s: next not loaded, but its bar is not drawn empty: %v", seg.Tag, bar)
+				}
+				got, err := strconv.ParseFloat(bar["data-used"], 64)
+				if err != nil || got != want {
+					t.Errorf("%s %s: data-used %q, want %.1f", seg.Tag, name, bar["data-used"], want)
+				}
+			}
+			if loaded := seg.Buffers["next"] != nil; loaded != uiTags[i].nextIsLoaded {
+				t.Errorf("%s: next loaded = %v, want %v", seg.Tag, loaded, uiTags[i].nextIsLoaded)
 			}
 		}
-		for _, want := range []string{"loading…", "connection refused", "×2", "s ago", "9,007,199,254,750,293"} {
+		for _, want := range []string{"9,007,199,254,740,993", "×2", "IDs/s", "s ago", "Worker ID"} {
 			if !strings.Contains(dom, want) {
 				t.Errorf("page lacks %q", want)
 			}
 		}
-		sf := elements(dom, "div")
-		found := false
-		for _, a := range sf {
-			if a["id"] == "snowflake" {
-				found = a["data-state"] == "ready"
+		if sf := elementByID(dom, "snowflake"); sf == nil || sf["data-state"] != "ready" {
+			t.Errorf("snowflake panel %v, want data-state=ready", sf)
+		}
+	})
+
+	t.Run("loading and failing tags", func(t *testing.T) {
+		dom := chromium(t, bin, "--dump-dom", newFixtureServer(t).URL+"/ui#token="+uiToken)
+		if got := barOf(t, cardOf(t, dom, "busy"), "next"); !hasClass(got["class"], "loading") {
+			t.Errorf("next bar of a loading tag: %v, want class loading", got)
+		}
+		for _, want := range []string{"loading…", "connection refused", "load failed", "Snowflake mode is off"} {
+			if !strings.Contains(dom, want) {
+				t.Errorf("page lacks %q", want)
 			}
 		}
-		if !found || !strings.Contains(dom, "Worker ID") {
-			t.Error("snowflake panel missing or not ready")
+		if sf := elementByID(dom, "snowflake"); sf == nil || sf["data-state"] != "off" {
+			t.Errorf("snowflake panel %v, want data-state=off", sf)
 		}
 	})
 
@@ -229,14 +325,15 @@ func TestUI_Chromium(t *testing.T) {
 }
 
 // chromium runs headless Chromium on one URL and returns its standard
-// output. It is killed, with its whole process group, after 60 s.
+// output. It is killed, with its whole process group, after 60 s. Script
+// errors and CSP refusals on the page's console fail the test.
 func chromium(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=8000"}
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=8000", "--enable-logging=stderr", "--v=0"}
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -252,6 +349,18 @@ func chromium(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("chromium: %v; stderr:\n%s", err, lastLines(stderr.String(), 20))
 	}
 	t.Logf("chromium %s took %v", args[0], time.Since(start).Round(time.Millisecond))
+	// The page logs nothing itself: any script error or refused load
+	// (a CSP violation) on its console fails the test.
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if !strings.Contains(line, ":CONSOLE") {
+			continue
+		}
+		if strings.Contains(line, "Uncaught") || strings.Contains(line, "Refused to") || strings.Contains(line, "Content Security Policy") {
+			t.Errorf("page console: %s", line)
+		} else {
+			t.Logf("page console: %s", line)
+		}
+	}
 	return stdout.String()
 }
 
@@ -305,17 +414,56 @@ func cardOf(t *testing.T, dom, tag string) string {
 	return rest
 }
 
-func barUsed(t *testing.T, card, buffer string) float64 {
+// barOf returns the attributes of the tag card's bar for buffer.
+func barOf(t *testing.T, card, buffer string) map[string]string {
 	t.Helper()
 	for _, a := range elements(card, "div") {
 		if hasClass(a["class"], "bar") && a["data-buffer"] == buffer {
-			v, err := strconv.ParseFloat(a["data-used"], 64)
-			if err != nil {
-				t.Fatalf("data-used %q: %v", a["data-used"], err)
-			}
-			return v
+			return a
 		}
 	}
-	t.Fatalf("no %s bar in %s", buffer, card)
-	return 0
+	t.Fatalf("no bar with data-buffer=%q in %s", buffer, card)
+	return nil
+}
+
+func elementByID(html, id string) map[string]string {
+	for _, a := range elements(html, "[a-z]+") {
+		if a["id"] == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// share is the used percentage the page must show: tenths, floored.
+func share(t *testing.T, start, end, pos string) float64 {
+	t.Helper()
+	var v [3]int64
+	for i, s := range []string{start, end, pos} {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ID %q: %v", s, err)
+		}
+		v[i] = n
+	}
+	return float64((v[2]-v[0])*1000/(v[1]-v[0])) / 10
+}
+
+func get(t *testing.T, url, token string) string {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b)
 }

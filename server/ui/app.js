@@ -276,7 +276,7 @@
     if (typeof r === 'number' && r > 0.01 && act) {
       const secs = Number(left) / r;
       short = secs < 10;
-      setText(c.runway.main, '≈ ' + fmtSpan(secs));
+      setText(c.runway.main, secs < 1 ? '< 1 s' : '≈ ' + fmtSpan(secs));
       setText(c.runway.sub, fmtBig(left) + ' IDs cached');
     } else {
       setText(c.runway.main, act ? 'idle' : '–');
