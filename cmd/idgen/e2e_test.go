@@ -105,6 +105,10 @@ func TestCLI_Tags(t *testing.T) {
 		{[]string{"tag", "step", "user", "70"}, false, "user: step 70"},
 		{[]string{"tag", "step", "ghost", "70"}, true, "tag not found"},
 		{[]string{"tag", "list"}, false, "user  1000"},
+		{[]string{"decode", "123456789012345"}, false, `"worker_id":221`},
+		{[]string{"decode", "order_BukQL3x"}, false, `"id":"123456789"`},
+		{[]string{"decode", "order_BukQL3y"}, true, "checksum"},
+		{[]string{"health", "--url", "http://127.0.0.1:1/readyz"}, true, "connection refused"},
 	} {
 		out, err := run(tc.args...)
 		if (err != nil) != tc.wantErr || !strings.Contains(out, tc.want) {

@@ -37,7 +37,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().String("store", "sqlite://./idgen.db",
 		"database DSN: sqlite://PATH, postgres://user:pass@host:5432/db, or mysql://user:pass@host:3306/db")
-	root.AddCommand(newServe(), newMigrate(), newTag())
+	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode())
 	return root
 }
 
