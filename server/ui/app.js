@@ -198,7 +198,7 @@
     return { start, end, pos, size, used, left, pct };
   }
 
-  function updateBuffer(v, info, active, loading) {
+  function updateBuffer(v, info, active, loading, failed) {
     v.row.classList.toggle('is-active', active);
     v.badge.hidden = !active;
     v.bar.classList.toggle('active', active);
@@ -211,7 +211,9 @@
       v.fill.style.width = '0%';
       setText(v.note, loading ? 'loading…' : 'not loaded');
       setText(v.pct, '');
-      nums(v.nums, [[loading ? 'fetching a segment from the store' : 'loaded once the active segment is partly used']]);
+      nums(v.nums, [[loading ? 'fetching a segment from the store'
+        : failed ? 'the last load failed; it is retried with backoff'
+          : 'loaded once the active segment is partly used']]);
       return;
     }
     const pct = info.pct.toFixed(1);
@@ -232,8 +234,9 @@
     const active = s.active || 'current';
     const infos = { current: bufferInfo(bufs.current), next: bufferInfo(bufs.next) };
     const other = active === 'current' ? 'next' : 'current';
-    updateBuffer(c.bufs.current, infos.current, active === 'current', !!s.loading && other === 'current');
-    updateBuffer(c.bufs.next, infos.next, active === 'next', !!s.loading && other === 'next');
+    const failed = !!s.last_error;
+    updateBuffer(c.bufs.current, infos.current, active === 'current', !!s.loading && other === 'current', failed);
+    updateBuffer(c.bufs.next, infos.next, active === 'next', !!s.loading && other === 'next', failed);
 
     const act = infos[active];
     const spare = infos[other];
