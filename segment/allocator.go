@@ -226,3 +226,24 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// ReserveRange reserves n IDs (or the tag's step, if larger) straight
+// from the store, bypassing the buffers, for callers that hand out IDs
+// themselves, such as remote clients that cache ranges. The tag is
+// created on first use when Options.AutoCreate is set.
+func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Range, error) {
+	if !ValidTag(tag) {
+		return Range{}, fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag))
+	}
+	if n < 1 {
+		return Range{}, ErrInvalidCount
+	}
+	if a.isClosed() {
+		return Range{}, ErrClosed
+	}
+	r, err := a.reserve(ctx, tag, n)
+	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && ctx.Err() == nil {
+		err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, err)
+	}
+	return r, err
+}

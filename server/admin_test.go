@@ -238,7 +238,7 @@ func newFullServer(t *testing.T) *server.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = alloc.Close() })
-	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: "admin-token-1", Metrics: m, Ready: st.Ping})
+	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, Ranges: alloc, MaxRange: 5000, AdminToken: "admin-token-1", Metrics: m, Ready: st.Ping})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,3 +72,44 @@ func TestServer_DecodeSnowflake(t *testing.T) {
 		}
 	}
 }
+
+func TestServer_ReserveRange(t *testing.T) {
+	ts := newFullHTTPServer(t)
+	var ranges [][2]int64
+	for _, tc := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/segment/order/range?size=100", 200, ""},
+		{"/segment/order/range?size=3000", 200, ""},
+		{"/segment/order/range?size=0", 400, "invalid_size"},
+		{"/segment/order/range?size=5001", 400, "invalid_size"},
+		{"/segment/order/range", 400, "invalid_size"},
+		{"/segment/order/range?size=1&size=2", 400, "invalid_size"},
+		{"/segment/bad%20tag/range?size=5", 400, "invalid_tag"},
+	} {
+		a := get(t, "POST", ts.URL+tc.path, nil)
+		if a.status != tc.status {
+			t.Fatalf("%s: %d %s", tc.path, a.status, a.body)
+		}
+		if tc.code != "" {
+			if c := errCode(t, a.body); c != tc.code {
+				t.Fatalf("%s: code %s, want %s", tc.path, c, tc.code)
+			}
+			continue
+		}
+		var r struct{ Tag, Start, End string }
+		if err := json.Unmarshal([]byte(a.body), &r); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := strconv.ParseInt(r.Start, 10, 64)
+		e, _ := strconv.ParseInt(r.End, 10, 64)
+		ranges = append(ranges, [2]int64{s, e})
+	}
+	// The tag was auto-created with step 1000: the first range is raised to
+	// the step, the second is as asked, and they do not overlap.
+	if ranges[0] != [2]int64{1, 1001} || ranges[1] != [2]int64{1001, 4001} {
+		t.Fatalf("ranges %v, want [1,1001) and [1001,4001)", ranges)
+	}
+}

@@ -84,6 +84,8 @@ func TestOpenAPI_ResponsesMatchSchemas(t *testing.T) {
 		{"GET", "/id/decode/order_BukQL3y", "", "", ""},
 		{"GET", "/snowflake/decode/123456789012", "", "", ""},
 		{"GET", "/snowflake/decode/x", "", "", ""},
+		{"POST", "/segment/order/range?size=100", "", "", ""},
+		{"POST", "/segment/order/range?size=0", "", "", ""},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))

@@ -55,6 +55,11 @@ type Config struct {
 	APITokens APITokens
 	// Metrics, when set, is served at /metrics and fed by every request.
 	Metrics *Metrics
+	// Ranges serves POST /segment/{tag}/range; usually the
+	// *segment.Allocator. Nil disables the route.
+	Ranges RangeReserver
+	// MaxRange bounds ?size= of range requests. Default 1,000,000.
+	MaxRange int64
 	// Layout decodes IDs at /snowflake/decode/{id}. The zero Layout is
 	// the default one.
 	Layout snowflake.Layout
@@ -75,6 +80,8 @@ type Server struct {
 	metrics  *Metrics
 	access   bool
 	layout   snowflake.Layout
+	ranges   RangeReserver
+	maxRange int64
 }
 
 // New checks cfg and builds the routes.
@@ -95,6 +102,11 @@ func New(cfg Config) (*Server, error) {
 		metrics:  cfg.Metrics,
 		access:   cfg.AccessLog,
 		layout:   cfg.Layout,
+		ranges:   cfg.Ranges,
+		maxRange: cfg.MaxRange,
+	}
+	if s.maxRange == 0 {
+		s.maxRange = 1_000_000
 	}
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake
@@ -156,6 +168,7 @@ func (s *Server) routes() {
 	e.GET("/id/:tag", s.requireTagToken, s.ids(s.mode))
 	e.GET("/segment/:tag", s.requireTagToken, s.ids(ModeSegment))
 	e.GET("/snowflake/:tag", s.requireTagToken, s.ids(ModeSnowflake))
+	e.POST("/segment/:tag/range", s.requireTagToken, s.reserveRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })

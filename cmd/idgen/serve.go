@@ -31,6 +31,7 @@ func newServe() *cobra.Command {
 	f.Bool("auto-create-tags", true, "create a tag on its first use (turn off in production to refuse typos)")
 	f.Int64("default-step", 1000, "step of auto-created tags")
 	f.Int("max-batch", 10000, "largest ?count= accepted")
+	f.Int64("max-range", 1_000_000, "largest ?size= of POST /segment/{tag}/range")
 	f.Bool("migrate", true, "apply schema migrations at start")
 	f.String("mode", server.ModeSegment, "strategy behind /id/{tag}: segment or snowflake")
 	f.Duration("shutdown-timeout", 10*time.Second, "how long to drain requests and hand back ranges on SIGTERM")
@@ -47,6 +48,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	autoCreate, _ := f.GetBool("auto-create-tags")
 	defaultStep, _ := f.GetInt64("default-step")
 	maxBatch, _ := f.GetInt("max-batch")
+	maxRange, _ := f.GetInt64("max-range")
 	migrate, _ := f.GetBool("migrate")
 	mode, _ := f.GetString("mode")
 	drain, _ := f.GetDuration("shutdown-timeout")
@@ -93,6 +95,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		AccessLog:  accessLog,
 		Admin:      st,
 		Stats:      alloc,
+		Ranges:     alloc,
+		MaxRange:   maxRange,
 		AdminToken: adminToken,
 		APITokens:  apiTokens,
 		Metrics:    metrics,

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen/segment"
+)
+
+// RangeReserver hands out whole ranges, for clients that cache them;
+// *segment.Allocator implements it.
+type RangeReserver interface {
+	ReserveRange(ctx context.Context, tag string, n int64) (segment.Range, error)
+}
+
+// reserveRange answers POST /segment/{tag}/range?size=N with a contiguous
+// range reserved straight from the store. The range holds at least size
+// IDs: more when the tag's step is larger.
+func (s *Server) reserveRange(c *gin.Context) {
+	if s.ranges == nil {
+		s.writeError(c, errModeDisabled)
+		return
+	}
+	vals := c.Request.URL.Query()["size"]
+	size, err := strconv.ParseInt(firstOrEmpty(vals), 10, 64)
+	if len(vals) != 1 || err != nil || size < 1 || size > s.maxRange {
+		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_size",
+			"size must be a single whole number from 1 to " + strconv.FormatInt(s.maxRange, 10)})
+		return
+	}
+	tag := c.Param("tag")
+	r, err := s.ranges.ReserveRange(c.Request.Context(), tag, size)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	s.issued(tag, "range", int(r.Size()))
+	c.JSON(http.StatusOK, gin.H{"tag": tag, "start": strconv.FormatInt(r.Start, 10), "end": strconv.FormatInt(r.End, 10)})
+}
+
+func firstOrEmpty(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
