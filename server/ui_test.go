@@ -332,7 +332,7 @@ func chromium(t *testing.T, bin string, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
 		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=8000", "--enable-logging=stderr", "--v=0"}
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
