@@ -1,0 +1,288 @@
+// Package client is the Go client of an idgen server.
+//
+// In segment mode it caches ranges locally: Segment returns a
+// *segment.Allocator, the same dual-buffer allocator the server uses,
+// over a segment.Store that reserves ranges with POST
+// /segment/{tag}/range. A remote program then makes one HTTP call per
+// range instead of one per ID, and the next range is fetched in the
+// background before the current one runs out. Next and NextN ask the
+// server for each ID, which is what snowflake IDs need.
+//
+// Calls time out, retry 503 answers and network errors with backoff
+// (honouring Retry-After), and return errors that errors.Is matches
+// against this package's sentinels and segment's.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/segment"
+)
+
+// Errors a call can return besides segment's sentinels.
+var (
+	// ErrUnauthorized is returned on 401: the server wants a token.
+	ErrUnauthorized = errors.New("client: unauthorized: configure a token with WithToken")
+	// ErrForbidden is returned on 403: the token is wrong or not allowed
+	// for the tag.
+	ErrForbidden = errors.New("client: forbidden")
+	// ErrBadRequest is returned on any other 4xx.
+	ErrBadRequest = errors.New("client: bad request")
+	// ErrServer is returned on a 5xx that retries did not cure.
+	ErrServer = errors.New("client: server error")
+)
+
+// Error is an error answer of the server.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("client: server answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Is lets errors.Is match the sentinel that the code or status means.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case "tag_not_found":
+		return target == segment.ErrTagNotFound
+	case "invalid_tag":
+		return target == idgen.ErrInvalidTag
+	case "invalid_count", "invalid_size":
+		return target == idgen.ErrInvalidCount
+	case "tag_exhausted":
+		return target == segment.ErrExhausted
+	}
+	switch {
+	case e.Status == http.StatusUnauthorized:
+		return target == ErrUnauthorized
+	case e.Status == http.StatusForbidden:
+		return target == ErrForbidden
+	case e.Status == http.StatusServiceUnavailable:
+		return target == segment.ErrUnavailable
+	case e.Status >= 500:
+		return target == ErrServer
+	case e.Status >= 400:
+		return target == ErrBadRequest
+	}
+	return false
+}
+
+// Client talks to one idgen server (or a load balancer in front of
+// several). It is safe for concurrent use.
+type Client struct {
+	base       *url.URL
+	http       *http.Client
+	token      string
+	mode       string
+	retries    int
+	minBackoff time.Duration
+	maxBackoff time.Duration
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends Authorization: Bearer token.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient uses hc instead of a client with a 5 s timeout.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// WithTimeout bounds each HTTP attempt. Default 5s.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) { c.http = &http.Client{Timeout: d, Transport: c.http.Transport} }
+}
+
+// WithRetries sets how many times a 503 or network error is retried.
+// Default 3.
+func WithRetries(n int) Option { return func(c *Client) { c.retries = n } }
+
+// WithBackoff bounds the wait between retries when the server sends no
+// Retry-After. Defaults 50ms and 2s.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *Client) { c.minBackoff, c.maxBackoff = min, max }
+}
+
+// WithMode picks the route behind Next and NextN: "snowflake" (default),
+// "segment", or "" for the server's default mode (/id/{tag}).
+func WithMode(mode string) Option { return func(c *Client) { c.mode = mode } }
+
+// New returns a client of the server at baseURL (http://host:port).
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: base URL must look like http://host:port, got %q", baseURL)
+	}
+	c := &Client{base: u, http: &http.Client{Timeout: 5 * time.Second}, mode: "snowflake",
+		retries: 3, minBackoff: 50 * time.Millisecond, maxBackoff: 2 * time.Second}
+	for _, o := range opts {
+		o(c)
+	}
+	switch {
+	case c.mode != "" && c.mode != "snowflake" && c.mode != "segment":
+		return nil, fmt.Errorf("client: mode must be snowflake, segment or empty, got %q", c.mode)
+	case c.retries < 0 || c.minBackoff <= 0 || c.maxBackoff < c.minBackoff:
+		return nil, errors.New("client: need retries >= 0 and 0 < min backoff <= max backoff")
+	}
+	return c, nil
+}
+
+// Next asks the server for one ID.
+func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
+	var out struct{ ID string }
+	if err := c.do(ctx, http.MethodGet, c.idPath(tag), nil, &out); err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(out.ID, 10, 64)
+}
+
+// NextN asks the server for n IDs in one call.
+func (c *Client) NextN(ctx context.Context, tag string, n int) ([]int64, error) {
+	if n < 1 {
+		return nil, idgen.ErrInvalidCount
+	}
+	var out struct{ IDs []string }
+	if err := c.do(ctx, http.MethodGet, c.idPath(tag), url.Values{"count": {strconv.Itoa(n)}}, &out); err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(out.IDs))
+	for i, s := range out.IDs {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("client: server sent a bad ID %q: %w", s, err)
+		}
+		ids[i] = v
+	}
+	return ids, nil
+}
+
+func (c *Client) idPath(tag string) string {
+	route := "id"
+	if c.mode != "" {
+		route = c.mode
+	}
+	return "/" + route + "/" + url.PathEscape(tag)
+}
+
+// Segment returns an allocator that caches ranges of the server's
+// segment mode locally. opts configure it as for segment.New; its
+// AutoCreate is ignored, since the server decides whether unknown tags
+// are created. Close it to stop background loads.
+func (c *Client) Segment(opts *segment.Options) (*segment.Allocator, error) {
+	var o segment.Options
+	if opts != nil {
+		o = *opts
+	}
+	o.AutoCreate = false
+	return segment.New(rangeStore{c}, &o)
+}
+
+// rangeStore is a segment.Store that reserves ranges over HTTP.
+type rangeStore struct{ c *Client }
+
+func (r rangeStore) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	var out struct{ Start, End string }
+	q := url.Values{"size": {strconv.FormatInt(max(step, 1), 10)}}
+	if err := r.c.do(ctx, http.MethodPost, "/segment/"+url.PathEscape(tag)+"/range", q, &out); err != nil {
+		return segment.Range{}, err
+	}
+	start, err1 := strconv.ParseInt(out.Start, 10, 64)
+	end, err2 := strconv.ParseInt(out.End, 10, 64)
+	if err := errors.Join(err1, err2); err != nil || end <= start {
+		return segment.Range{}, fmt.Errorf("client: server sent a bad range [%s, %s)", out.Start, out.End)
+	}
+	// The server raises a small size to the tag's step, so the size it
+	// returned is the floor to ask for next time.
+	return segment.Range{Start: start, End: end, Step: max(step, 1)}, nil
+}
+
+func (r rangeStore) CreateTag(context.Context, segment.Tag) error {
+	return errors.New("client: tags are created on the server (idgen tag add or POST /admin/tags)")
+}
+
+// do runs one API call with retries and decodes a 200 answer into out.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + path
+	u.RawQuery = q.Encode()
+	backoff := c.minBackoff
+	for attempt := 0; ; attempt++ {
+		err, wait := c.once(ctx, method, u.String(), out)
+		if err == nil || wait < 0 || attempt >= c.retries {
+			return err
+		}
+		if wait == 0 {
+			wait = backoff + rand.N(backoff/2+1)
+			backoff = min(2*backoff, c.maxBackoff)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("client: %w (last error: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// once makes one attempt. wait is -1 when the error is final, 0 for the
+// default backoff, or the server's Retry-After.
+func (c *Client) once(ctx context.Context, method, u string, out any) (err error, wait time.Duration) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return fmt.Errorf("client: %w", err), -1
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("client: %w", err), -1
+		}
+		return fmt.Errorf("%w: %w", segment.ErrUnavailable, err), 0
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("%w: reading answer: %w", segment.ErrUnavailable, err), 0
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, out); err != nil {
+			return fmt.Errorf("client: server sent bad JSON: %w", err), -1
+		}
+		return nil, -1
+	}
+	apiErr := &Error{Status: resp.StatusCode}
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
+	} else {
+		apiErr.Code, apiErr.Message = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(body))
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			return apiErr, min(time.Duration(s)*time.Second, c.maxBackoff)
+		}
+		return apiErr, 0
+	}
+	return apiErr, -1
+}

@@ -1,0 +1,219 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/goleak"
+
+	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/client"
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store/sqlite"
+)
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.ReleaseMode)
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+}
+
+var _ idgen.Generator = (*client.Client)(nil)
+
+// startServer runs a real idgen server over a store on the SQLite file at
+// path, as one instance of a deployment would.
+func startServer(t testing.TB, path string, cfg server.Config) *httptest.Server {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := segment.New(st, &segment.Options{AutoCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alloc.Close() })
+	cfg.Segment, cfg.Ranges = alloc, alloc
+	h, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// Four clients, two per server, two servers on one database: caching
+// ranges locally must never hand out an ID twice.
+func TestClient_SegmentUniqueAcrossClientsAndServers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	s1 := startServer(t, path, server.Config{})
+	s2 := startServer(t, path, server.Config{})
+	ctx := context.Background()
+	var mu sync.Mutex
+	var all []int64
+	var wg sync.WaitGroup
+	for _, base := range []string{s1.URL, s2.URL, s1.URL, s2.URL} {
+		c, err := client.New(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc, err := c.Segment(&segment.Options{FixedStep: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer alloc.Close()
+			ids := segmenttest.CheckUnique(t, 4, 2500, func() (int64, error) { return alloc.Next(ctx, "order") })
+			mu.Lock()
+			all = append(all, ids...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if d := segmenttest.Duplicates(all); d != 0 || len(all) != 4*4*2500 {
+		t.Fatalf("%d IDs, %d duplicates; want %d and 0", len(all), d, 4*4*2500)
+	}
+}
+
+func TestClient_PerIDCalls(t *testing.T) {
+	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{})
+	c, err := client.New(ts.URL, client.WithMode("segment"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := c.Next(ctx, "order")
+	if err != nil || id != 1 {
+		t.Fatalf("Next = %d, %v; want 1", id, err)
+	}
+	ids, err := c.NextN(ctx, "order", 3)
+	if err != nil || len(ids) != 3 || ids[0] != 2 || ids[2] != 4 {
+		t.Fatalf("NextN = %v, %v; want [2 3 4]", ids, err)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"invalid tag", func() error { _, err := c.Next(ctx, "bad tag"); return err }, idgen.ErrInvalidTag},
+		{"invalid count", func() error { _, err := c.NextN(ctx, "order", 0); return err }, idgen.ErrInvalidCount},
+		{"count over the server's max", func() error { _, err := c.NextN(ctx, "order", 1_000_000); return err }, idgen.ErrInvalidCount},
+	} {
+		if err := tc.call(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestClient_Auth(t *testing.T) {
+	toks, _ := server.ParseAPITokens("client-token-1=order")
+	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{APITokens: toks})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, token, tag string
+		want             error
+	}{
+		{"no token", "", "order", client.ErrUnauthorized},
+		{"wrong token", "client-token-2", "order", client.ErrForbidden},
+		{"other tag", "client-token-1", "invoice", client.ErrForbidden},
+		{"allowed", "client-token-1", "order", nil},
+	} {
+		c, _ := client.New(ts.URL, client.WithToken(tc.token), client.WithMode("segment"))
+		alloc, err := c.Segment(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = alloc.Next(ctx, tc.tag)
+		alloc.Close()
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// flaky answers 503 with Retry-After a given number of times before
+// passing requests on.
+type flaky struct {
+	h        http.Handler
+	failures atomic.Int64
+	calls    atomic.Int64
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.calls.Add(1)
+	if f.failures.Add(-1) >= 0 {
+		w.Header().Set("Retry-After", "0")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"store down"}}`))
+		return
+	}
+	f.h.ServeHTTP(w, r)
+}
+
+func TestClient_RetriesUnavailable(t *testing.T) {
+	ctx := context.Background()
+	st := segmenttest.NewMemStore()
+	alloc, _ := segment.New(st, &segment.Options{AutoCreate: true})
+	defer alloc.Close()
+	h, _ := server.New(server.Config{Segment: alloc, Ranges: alloc})
+	f := &flaky{h: h}
+	ts := httptest.NewServer(f)
+	defer ts.Close()
+	c, _ := client.New(ts.URL, client.WithMode("segment"), client.WithRetries(3), client.WithBackoff(time.Millisecond, 5*time.Millisecond))
+
+	f.failures.Store(2) // two 503s, then success: the retries hide them
+	if _, err := c.Next(ctx, "order"); err != nil {
+		t.Fatalf("Next after two 503s: %v", err)
+	}
+	if n := f.calls.Load(); n != 3 {
+		t.Fatalf("%d calls, want 3", n)
+	}
+	f.failures.Store(10) // more than the retries: the caller learns why
+	f.calls.Store(0)
+	_, err := c.Next(ctx, "order")
+	var apiErr *client.Error
+	if !errors.Is(err, segment.ErrUnavailable) || !errors.As(err, &apiErr) || apiErr.Code != "unavailable" {
+		t.Fatalf("err = %v, want ErrUnavailable with code unavailable", err)
+	}
+	if n := f.calls.Load(); n != 4 {
+		t.Fatalf("%d calls, want 4 (1 + 3 retries)", n)
+	}
+	// A dead server is a network error, retried, then ErrUnavailable.
+	dead, _ := client.New("http://127.0.0.1:1", client.WithRetries(1), client.WithBackoff(time.Millisecond, time.Millisecond))
+	if _, err := dead.Next(ctx, "order"); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("dead server: err = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestNew_RejectsBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		opts []client.Option
+	}{
+		{"localhost:8080", nil},
+		{"ftp://x", nil},
+		{"http://x", []client.Option{client.WithMode("bogus")}},
+		{"http://x", []client.Option{client.WithRetries(-1)}},
+	} {
+		if _, err := client.New(tc.url, tc.opts...); err == nil {
+			t.Errorf("New(%q) accepted bad input", tc.url)
+		}
+	}
+}
