@@ -1,39 +1,24 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
-	"github.com/idgen/idgen/store/sqlite"
 )
 
 // newAdminServer serves a real SQLite store with the admin API, client
 // tokens and metrics on.
 func newAdminServer(t *testing.T, adminToken string, api server.APITokens) *httptest.Server {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
 	m := server.NewMetrics()
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: true, Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = alloc.Close() })
+	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, Observer: m})
 	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: adminToken, APITokens: api, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -223,21 +208,9 @@ func TestMetricsAndRequestID(t *testing.T) {
 // wires it.
 func newFullServer(t *testing.T) *server.Server {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
 	m := server.NewMetrics()
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: true, Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = alloc.Close() })
+	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, Observer: m})
 	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, Ranges: alloc, MaxRange: 5000, AdminToken: "admin-token-1", Metrics: m, Ready: st.Ping})
 	if err != nil {
 		t.Fatal(err)

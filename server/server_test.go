@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -23,8 +22,8 @@ func TestMain(m *testing.M) {
 	m.Run()
 }
 
-// newServer serves a segment allocator on a real SQLite file.
-func newServer(t *testing.T, cfg server.Config) *httptest.Server {
+// openStore opens a migrated SQLite store in a temporary folder.
+func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
@@ -35,14 +34,29 @@ func newServer(t *testing.T, cfg server.Config) *httptest.Server {
 	if _, err := st.Migrate(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1001, Step: 100}); err != nil {
-		t.Fatal(err)
-	}
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: false})
+	return st
+}
+
+// newAllocator returns an allocator over st, closed when the test ends.
+func newAllocator(t testing.TB, st segment.Store, opts *segment.Options) *segment.Allocator {
+	t.Helper()
+	alloc, err := segment.New(st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = alloc.Close() })
+	return alloc
+}
+
+// newServer serves a segment allocator on a real SQLite file.
+func newServer(t *testing.T, cfg server.Config) *httptest.Server {
+	t.Helper()
+	ctx := context.Background()
+	st := openStore(t)
+	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1001, Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := newAllocator(t, st, &segment.Options{AutoCreate: false})
 	cfg.Segment = alloc
 	if cfg.Ready == nil {
 		cfg.Ready = st.Ping
@@ -64,20 +78,11 @@ type answer struct {
 
 func get(t *testing.T, method, url string, header map[string]string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var hdr []string
 	for k, v := range header {
-		req.Header.Set(k, v)
+		hdr = append(hdr, k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	return do(t, method, url, "", "", hdr...)
 }
 
 func TestServer_IDs(t *testing.T) {
