@@ -1,7 +1,8 @@
-// Package sqlstore implements segment.Store once for every SQL backend.
-// The backends differ only in their driver, their placeholders and their
-// row-lock syntax; those come in through the DB interface and a Dialect,
-// so the reservation logic, the part that must be right, exists once.
+// Package sqlstore implements segment.Store (Store) and
+// snowflake.LeaseStore (Leases) once for every SQL backend. The backends
+// differ only in their driver, their placeholders and their row-lock
+// syntax; those come in through the DB interface and a Dialect, so the
+// reservation and lease logic, the part that must be right, exists once.
 package sqlstore
 
 import (
@@ -60,6 +61,37 @@ type Dialect struct {
 	IsDuplicate func(error) bool
 	// NoRows is the driver's "no rows" error.
 	NoRows error
+
+	// The worker_node statements of Leases. Times are Unix milliseconds.
+
+	// WorkerSelectFree selects worker_id, lease_expires_at and
+	// last_timestamp of the lowest row with worker_id <= max whose owner is
+	// '' or whose lease_expires_at <= now, locking it and skipping rows
+	// other transactions have locked. Args: max, now.
+	WorkerSelectFree string
+	// WorkerTake leases a row. Args: owner, lease_expires_at,
+	// last_timestamp, worker_id.
+	WorkerTake string
+	// WorkerLowestMissing selects the lowest worker ID from 0 to max that
+	// has no row, or -1 if there is none. Args: max, max.
+	WorkerLowestMissing string
+	// WorkerSeed inserts rows with only worker_id set, skipping those that
+	// exist. Its one %s is replaced by "(id),(id),…", written by the store.
+	WorkerSeed string
+	// WorkerRenew sets lease_expires_at and raises last_timestamp to at
+	// least the argument, if worker_id, owner match and lease_expires_at >
+	// now. Args: lease_expires_at, last_timestamp, worker_id, owner, now.
+	WorkerRenew string
+	// WorkerRelease clears owner and lease_expires_at and raises
+	// last_timestamp, if worker_id and owner match. Args: last_timestamp,
+	// worker_id, owner.
+	WorkerRelease string
+	// WorkerList selects worker_id, owner, lease_expires_at,
+	// last_timestamp of every row, by worker_id.
+	WorkerList string
+	// IsRetryable reports a deadlock or serialization failure, after which
+	// a claim is tried again. Nil means never retry.
+	IsRetryable func(error) bool
 }
 
 // Store is a segment.Store over any SQL backend.

@@ -1,7 +1,8 @@
-// Package storetest is the integration suite every networked segment
-// store runs against a real server: the conformance suite, concurrent
-// migrations, many instances contending for one row, and an outage in
-// the middle of a run.
+// Package storetest is the integration suite every networked store runs
+// against a real server: the segment conformance suite, concurrent
+// migrations, many instances contending for one row, an outage in the
+// middle of a run, and the worker-lease conformance suite of snowflake
+// mode (snowflaketest.RunLeaseStore), with each handle on its own pool.
 package storetest
 
 import (
@@ -15,8 +16,10 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/snowflake/snowflaketest"
 )
 
 // Store is what the suite needs from a backend.
@@ -24,6 +27,7 @@ type Store interface {
 	segment.Store
 	segmenttest.Admin
 	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
+	Leases() *sqlstore.Leases
 	Close() error
 }
 
@@ -75,6 +79,9 @@ func Run(t *testing.T, b Backend) {
 		segmenttest.Run(t, func(t *testing.T) segment.Store { return shared })
 	})
 	t.Run("Contention", func(t *testing.T) { contention(t, b, srv.DSN, shared) })
+	t.Run("Leases", func(t *testing.T) {
+		snowflaketest.RunLeaseStore(t, func(t *testing.T) snowflaketest.LeaseStore { return b.open(t, srv.DSN).Leases() })
+	})
 	t.Run("Outage", func(t *testing.T) { outage(t, b) })
 }
 

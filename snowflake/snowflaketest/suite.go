@@ -121,21 +121,26 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 		}
 	})
 
+	// 16 claimers, each with its own pool, claim 5 worker IDs each at the
+	// same time: 80, more than a store may have created rows for yet.
 	t.Run("Claim/ConcurrentClaimsAreDistinct", func(t *testing.T) {
-		const claimers = 16
+		const claimers, each = 16, 5
 		now := phase()
 		stores := make([]LeaseStore, claimers)
 		for i := range stores {
 			stores[i] = open(t)
 		}
-		leases := make([]snowflake.Lease, claimers)
-		errs := make([]error, claimers)
+		name := func(i int) string { return fmt.Sprintf("c%03d", i) }
+		leases := make([]snowflake.Lease, claimers*each)
+		errs := make([]error, claimers*each)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
-		for i, s := range stores {
+		for c, s := range stores {
 			wg.Go(func() {
 				<-start
-				leases[i], errs[i] = s.Claim(ctx, owner(fmt.Sprintf("c%02d", i)), now, suiteTTL, 1024)
+				for i := c * each; i < (c+1)*each; i++ {
+					leases[i], errs[i] = s.Claim(ctx, owner(name(i)), now, suiteTTL, 1024)
+				}
 			})
 		}
 		close(start)
@@ -143,15 +148,15 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 		seen := map[int64]int{}
 		for i, l := range leases {
 			if errs[i] != nil {
-				t.Errorf("claimer %d: %v", i, errs[i])
+				t.Errorf("claim %d: %v", i, errs[i])
 				continue
 			}
 			if j, dup := seen[l.WorkerID]; dup {
-				t.Errorf("claimers %d and %d both got worker %d", j, i, l.WorkerID)
+				t.Errorf("claims %d and %d both got worker %d", j, i, l.WorkerID)
 			}
 			seen[l.WorkerID] = i
 			if l.WorkerID < 0 || l.WorkerID >= 1024 {
-				t.Errorf("claimer %d got worker %d, outside 0..1023", i, l.WorkerID)
+				t.Errorf("claim %d got worker %d, outside 0..1023", i, l.WorkerID)
 			}
 		}
 		// The table agrees about who holds what.
@@ -164,8 +169,8 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 			held[w.WorkerID] = w.Owner
 		}
 		for i, l := range leases {
-			if errs[i] == nil && held[l.WorkerID] != owner(fmt.Sprintf("c%02d", i)) {
-				t.Errorf("Workers says worker %d is held by %q, want claimer %d", l.WorkerID, held[l.WorkerID], i)
+			if errs[i] == nil && held[l.WorkerID] != owner(name(i)) {
+				t.Errorf("Workers says worker %d is held by %q, want claim %d's owner", l.WorkerID, held[l.WorkerID], i)
 			}
 		}
 	})

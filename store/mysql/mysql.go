@@ -24,10 +24,12 @@ import (
 	"github.com/idgen/idgen/migrations"
 )
 
-// Store is a segment store in MySQL.
+// Store is a segment store in MySQL. Leases returns the worker leases of
+// snowflake mode in the same database.
 type Store struct {
 	*sqlstore.Store
-	db *sql.DB
+	db     *sql.DB
+	leases *sqlstore.Leases
 }
 
 var dialect = sqlstore.Dialect{
@@ -41,6 +43,24 @@ var dialect = sqlstore.Dialect{
 	IsDuplicate: func(err error) bool {
 		var me *driver.MySQLError
 		return errors.As(err, &me) && me.Number == 1062
+	},
+
+	// SKIP LOCKED needs MySQL 8.0 or MariaDB 10.6.
+	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
+		WHERE worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	WorkerTake: `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE worker_id = ?`,
+	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < ?) c
+		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
+	WorkerSeed: `INSERT IGNORE INTO worker_node (worker_id) VALUES %s`,
+	WorkerRenew: `UPDATE worker_node SET lease_expires_at = ?, last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
+		WHERE worker_id = ? AND owner = ? AND lease_expires_at > ?`,
+	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
+		WHERE worker_id = ? AND owner = ?`,
+	WorkerList: `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
+	IsRetryable: func(err error) bool {
+		var me *driver.MySQLError
+		// ER_LOCK_DEADLOCK: concurrent INSERT IGNOREs of the same rows.
+		return errors.As(err, &me) && me.Number == 1213
 	},
 }
 
@@ -63,8 +83,16 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: connect to %s: %w", cfg.Addr, err)
 	}
-	return &Store{Store: sqlstore.New(sqlstore.StdDB{DB: db}, dialect), db: db}, nil
+	sdb := sqlstore.StdDB{DB: db}
+	return &Store{Store: sqlstore.New(sdb, dialect), db: db, leases: sqlstore.NewLeases(sdb, dialect)}, nil
 }
+
+// Leases returns the snowflake.LeaseStore of this database's worker_node
+// table, for snowflake.NewLeased. Claims lock rows with FOR UPDATE SKIP
+// LOCKED (MySQL 8.0+, MariaDB 10.6+), so instances starting together
+// never wait for each other. It shares the Store's pool; close the Store
+// after the Leased generators that use it.
+func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 
 // ParseDSN turns a mysql:// URL into the driver's configuration. It
 // always sets parseTime, so timestamps scan into time.Time, and

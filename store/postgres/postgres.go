@@ -25,10 +25,12 @@ import (
 	"github.com/idgen/idgen/migrations"
 )
 
-// Store is a segment store in PostgreSQL.
+// Store is a segment store in PostgreSQL. Leases returns the worker
+// leases of snowflake mode in the same database.
 type Store struct {
 	*sqlstore.Store
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	leases *sqlstore.Leases
 }
 
 var dialect = sqlstore.Dialect{
@@ -42,6 +44,23 @@ var dialect = sqlstore.Dialect{
 	IsDuplicate: func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505"
+	},
+
+	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
+		WHERE worker_id <= $1 AND (owner = '' OR lease_expires_at <= $2) ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	WorkerTake: `UPDATE worker_node SET owner = $1, lease_expires_at = $2, last_timestamp = $3, updated_at = now() WHERE worker_id = $4`,
+	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < $1) c
+		WHERE c.w <= $2 AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
+	WorkerSeed: `INSERT INTO worker_node (worker_id) VALUES %s ON CONFLICT (worker_id) DO NOTHING`,
+	WorkerRenew: `UPDATE worker_node SET lease_expires_at = $1, last_timestamp = GREATEST(last_timestamp, $2), updated_at = now()
+		WHERE worker_id = $3 AND owner = $4 AND lease_expires_at > $5`,
+	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = GREATEST(last_timestamp, $1), updated_at = now()
+		WHERE worker_id = $2 AND owner = $3`,
+	WorkerList: `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
+	IsRetryable: func(err error) bool {
+		var pe *pgconn.PgError
+		// deadlock_detected, serialization_failure
+		return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 	},
 }
 
@@ -61,8 +80,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	return &Store{Store: sqlstore.New(poolDB{pool}, dialect), pool: pool}, nil
+	return &Store{Store: sqlstore.New(poolDB{pool}, dialect), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect)}, nil
 }
+
+// Leases returns the snowflake.LeaseStore of this database's worker_node
+// table, for snowflake.NewLeased. Claims lock rows with FOR UPDATE SKIP
+// LOCKED, so instances starting together never wait for each other. It
+// shares the Store's pool; close the Store after the Leased generators
+// that use it.
+func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 
 // Migrate creates or upgrades the schema, holding a session advisory lock
 // so that instances starting together apply it once.

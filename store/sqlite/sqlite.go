@@ -6,7 +6,7 @@
 //
 // SQLite has no SELECT … FOR UPDATE. Every transaction here starts with
 // BEGIN IMMEDIATE, which takes the database's write lock up front and so
-// serialises reservations just as a row lock would.
+// serialises reservations, and worker-ID claims, just as a row lock would.
 package sqlite
 
 import (
@@ -25,10 +25,12 @@ import (
 	"github.com/idgen/idgen/migrations"
 )
 
-// Store is a segment store in a SQLite file.
+// Store is a segment store in a SQLite file. Leases returns the worker
+// leases of snowflake mode in the same file.
 type Store struct {
 	*sqlstore.Store
-	db *sql.DB
+	db     *sql.DB
+	leases *sqlstore.Leases
 }
 
 var dialect = sqlstore.Dialect{
@@ -43,6 +45,20 @@ var dialect = sqlstore.Dialect{
 		var se *sqlite.Error
 		return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
 	},
+
+	// No FOR UPDATE: the transaction's BEGIN IMMEDIATE holds the write
+	// lock, so claims run one at a time.
+	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
+		WHERE worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) ORDER BY worker_id LIMIT 1`,
+	WorkerTake: `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, updated_at = CURRENT_TIMESTAMP WHERE worker_id = ?`,
+	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < ?) c
+		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
+	WorkerSeed: `INSERT INTO worker_node (worker_id) VALUES %s ON CONFLICT (worker_id) DO NOTHING`,
+	WorkerRenew: `UPDATE worker_node SET lease_expires_at = ?, last_timestamp = MAX(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP
+		WHERE worker_id = ? AND owner = ? AND lease_expires_at > ?`,
+	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = MAX(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP
+		WHERE worker_id = ? AND owner = ?`,
+	WorkerList: `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
 }
 
 // Open opens (creating if needed) the SQLite file named by dsn, which is
@@ -69,8 +85,14 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{Store: sqlstore.New(sqlstore.StdDB{DB: db}, dialect), db: db}, nil
+	sdb := sqlstore.StdDB{DB: db}
+	return &Store{Store: sqlstore.New(sdb, dialect), db: db, leases: sqlstore.NewLeases(sdb, dialect)}, nil
 }
+
+// Leases returns the snowflake.LeaseStore of this file's worker_node
+// table, for snowflake.NewLeased. It shares the Store's pool; close the
+// Store after the Leased generators that use it.
+func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 
 // Path returns the file path of a sqlite DSN.
 func Path(dsn string) (string, error) {

@@ -1,0 +1,244 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idgen/idgen/snowflake"
+)
+
+const (
+	// seedBatch is how many worker_node rows a claim creates when it finds
+	// none free: enough that 16 instances starting together need one
+	// round, few enough that the table stays short for a small fleet.
+	seedBatch = 64
+
+	// maxWorkerID bounds the worker IDs a claim considers. worker_id is an
+	// INT column, and a layout cannot use more than 27 worker bits anyway
+	// (New requires 35 time bits).
+	maxWorkerID = 1<<30 - 1
+
+	// retries is how often a claim is retried after a deadlock or
+	// serialization failure (Dialect.IsRetryable). On MariaDB, claims that
+	// create rows at the same time deadlock now and then (INSERT IGNORE of
+	// the same keys); a retry always got through in tests.
+	retries = 10
+)
+
+var _ snowflake.LeaseStore = (*Leases)(nil)
+
+// Leases is a snowflake.LeaseStore over any SQL backend: the worker_node
+// table, whose times are Unix milliseconds from the callers' clocks.
+//
+// A claim is one short transaction: select the lowest free row under a
+// row lock, skipping rows other claims have locked (FOR UPDATE SKIP
+// LOCKED; SQLite's BEGIN IMMEDIATE serialises instead), and take it. So
+// concurrent claims lock different rows and never wait for each other.
+// Rows are created lazily: when no existing row is free, the claim inserts
+// the next seedBatch missing worker IDs as free rows, ignoring any that a
+// concurrent claim inserted first, and tries again.
+type Leases struct {
+	db DB
+	d  Dialect
+}
+
+// NewLeases returns a Leases that runs d's worker statements on db.
+func NewLeases(db DB, d Dialect) *Leases { return &Leases{db: db, d: d} }
+
+// Claim implements snowflake.LeaseStore.
+func (s *Leases) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
+	if err := checkClaim(owner, ttl, maxWorkers); err != nil {
+		return snowflake.Lease{}, err
+	}
+	maxID := min(maxWorkers-1, maxWorkerID)
+	nowMs := now.UnixMilli()
+	for failures := 0; ; {
+		lease, found, err := s.claimFree(ctx, owner, nowMs, ttl, maxID)
+		if err == nil && found {
+			return lease, nil
+		}
+		if err == nil {
+			var seeded bool
+			if seeded, err = s.seed(ctx, maxID); err == nil && !seeded {
+				return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs are leased", snowflake.ErrNoFreeWorker, maxID+1)
+			}
+		}
+		if err != nil {
+			if failures++; failures > retries || s.d.IsRetryable == nil || !s.d.IsRetryable(err) {
+				return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
+			}
+			// Claimers that deadlocked together should not retry together.
+			if err := sleep(ctx, time.Duration(failures)*rand.N(2*time.Millisecond)); err != nil {
+				return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// claimFree takes the lowest free existing row, if there is one.
+func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, maxID int64) (snowflake.Lease, bool, error) {
+	var lease snowflake.Lease
+	found := false
+	err := s.db.InTx(ctx, func(q Querier) error {
+		var id, expires, last int64
+		err := q.QueryRow(ctx, s.d.WorkerSelectFree, maxID, nowMs).Scan(&id, &expires, &last)
+		if errors.Is(err, s.d.NoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// The old holder may have issued IDs up to its expiry after its
+		// last renewal; a released row has expiry 0.
+		floor := max(last, expires)
+		newExpiry := nowMs + ttl.Milliseconds()
+		n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, id)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("worker %d changed under its row lock (%d rows updated)", id, n)
+		}
+		lease = snowflake.Lease{WorkerID: id, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
+		found = true
+		return nil
+	})
+	return lease, found, err
+}
+
+// seed inserts free rows for the lowest missing worker IDs up to maxID.
+// It reports false if none are missing.
+func (s *Leases) seed(ctx context.Context, maxID int64) (bool, error) {
+	var lo int64
+	if err := s.db.QueryRow(ctx, s.d.WorkerLowestMissing, maxID, maxID).Scan(&lo); err != nil {
+		return false, err
+	}
+	if lo < 0 || lo > maxID {
+		return false, nil
+	}
+	hi := min(lo+seedBatch-1, maxID)
+	var b strings.Builder
+	for id := lo; id <= hi; id++ {
+		if id > lo {
+			b.WriteByte(',')
+		}
+		b.WriteByte('(')
+		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteByte(')')
+	}
+	// Literal integers the store wrote itself: nothing to escape.
+	_, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, b.String()))
+	return err == nil, err
+}
+
+// Renew implements snowflake.LeaseStore with a compare-and-set on the
+// worker ID, the owner and the expiry.
+func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTimestamp time.Time, ttl time.Duration) (snowflake.Lease, error) {
+	if lease.Owner == "" {
+		return snowflake.Lease{}, errLost(lease)
+	}
+	newExpiry := now.UnixMilli() + ttl.Milliseconds()
+	n, err := s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+	if err != nil {
+		return snowflake.Lease{}, fmt.Errorf("store: renew the lease on worker %d: %w", lease.WorkerID, err)
+	}
+	if n == 0 {
+		return snowflake.Lease{}, errLost(lease)
+	}
+	lease.ExpiresAt = fromMillis(newExpiry)
+	if lastTimestamp.After(lease.LastTimestamp) {
+		lease.LastTimestamp = fromMillis(millis(lastTimestamp))
+	}
+	return lease, nil
+}
+
+// Release implements snowflake.LeaseStore. It clears the owner and the
+// expiry, so the next claim's floor is lastTimestamp alone.
+func (s *Leases) Release(ctx context.Context, lease snowflake.Lease, lastTimestamp time.Time) error {
+	if lease.Owner == "" {
+		return errLost(lease)
+	}
+	n, err := s.db.Exec(ctx, s.d.WorkerRelease, millis(lastTimestamp), lease.WorkerID, lease.Owner)
+	if err != nil {
+		return fmt.Errorf("store: release the lease on worker %d: %w", lease.WorkerID, err)
+	}
+	if n == 0 {
+		return errLost(lease)
+	}
+	return nil
+}
+
+// Workers returns every row of worker_node, free or leased, ordered by
+// worker ID, for monitoring. A free row has no Owner; a lease whose
+// ExpiresAt has passed is free to claim too.
+func (s *Leases) Workers(ctx context.Context) ([]snowflake.Lease, error) {
+	rows, err := s.db.Query(ctx, s.d.WorkerList)
+	if err != nil {
+		return nil, fmt.Errorf("store: list worker leases: %w", err)
+	}
+	defer rows.Close()
+	var out []snowflake.Lease
+	for rows.Next() {
+		var l snowflake.Lease
+		var expires, last int64
+		if err := rows.Scan(&l.WorkerID, &l.Owner, &expires, &last); err != nil {
+			return nil, fmt.Errorf("store: list worker leases: %w", err)
+		}
+		l.ExpiresAt, l.LastTimestamp = fromMillis(expires), fromMillis(last)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list worker leases: %w", err)
+	}
+	return out, nil
+}
+
+func errLost(l snowflake.Lease) error {
+	return fmt.Errorf("%w: worker %d is not held by %q any more (expired, taken over or released)", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)
+}
+
+// checkClaim refuses arguments the table cannot hold, before any I/O.
+func checkClaim(owner string, ttl time.Duration, maxWorkers int64) error {
+	switch {
+	case owner == "" || len(owner) > 128:
+		return fmt.Errorf("store: claim a worker ID: owner must be 1 to 128 bytes, got %d", len(owner))
+	case ttl < time.Millisecond || ttl > math.MaxInt32*time.Millisecond:
+		return fmt.Errorf("store: claim a worker ID: ttl must be from 1ms to about 24 days, got %v", ttl)
+	case maxWorkers < 1:
+		return fmt.Errorf("store: claim a worker ID: maxWorkers must be at least 1, got %d", maxWorkers)
+	}
+	return nil
+}
+
+// millis encodes t for the table: Unix milliseconds, the zero Time as 0.
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMillis decodes a time from the table: 0 is the zero Time.
+func fromMillis(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}

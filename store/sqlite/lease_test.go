@@ -1,0 +1,15 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/idgen/idgen/snowflake/snowflaketest"
+)
+
+// Each open is another pool on one file, as another `idgen serve` on the
+// same host would have.
+func TestLeases_Conformance(t *testing.T) {
+	path := "sqlite://" + filepath.Join(t.TempDir(), "leases.db")
+	snowflaketest.RunLeaseStore(t, func(t *testing.T) snowflaketest.LeaseStore { return open(t, path).Leases() })
+}
