@@ -393,6 +393,9 @@ func (l *Leased) Close(ctx context.Context) error {
 		return fmt.Errorf("snowflake: release the worker lease: %w", err)
 	}
 	defer l.unlock()
+	// Again: a heartbeat that was under way may have paused it with a
+	// lease error since.
+	l.g.Pause(ErrClosed)
 	l.mu.Lock()
 	lease := l.lease
 	l.lease, l.held = Lease{WorkerID: -1}, false

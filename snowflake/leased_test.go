@@ -170,31 +170,52 @@ func TestLeased_BackgroundHeartbeat(t *testing.T) {
 // Close racing heartbeats must leave the generator stopped and the lease
 // released, whichever runs first.
 func TestLeased_CloseDuringHeartbeats(t *testing.T) {
-	for range 20 {
-		store := snowflaketest.NewMemLeaseStore()
-		clock := snowflaketest.NewClock(start)
-		l := newLeased(t, store, snowflake.LeasedConfig{Generator: snowflake.Config{Clock: clock}, RenewInterval: -1})
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				for range 10 {
-					_ = l.Heartbeat(context.Background())
+	errDown := errors.New("database down")
+	tests := []struct {
+		name     string
+		storeErr error // from every call once the heartbeats start
+	}{
+		{"store up", nil},
+		// Heartbeats past the deadline pause the generator with the
+		// store's error, racing Close's ErrClosed.
+		{"store down past the deadline", errDown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 {
+				store := snowflaketest.NewMemLeaseStore()
+				clock := snowflaketest.NewClock(start)
+				l := newLeased(t, store, snowflake.LeasedConfig{Generator: snowflake.Config{Clock: clock}, RenewInterval: -1})
+				if tt.storeErr != nil {
+					store.SetError(tt.storeErr)
+					clock.Advance(28 * time.Second) // past TTL less Margin
 				}
-			})
-		}
-		if err := l.Close(context.Background()); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		wg.Wait()
-		if _, err := l.Next(context.Background(), "t"); !errors.Is(err, snowflake.ErrClosed) {
-			t.Fatalf("Next after Close = %v, want ErrClosed", err)
-		}
-		ws, _ := store.Workers(context.Background())
-		for _, w := range ws {
-			if w.Owner != "" {
-				t.Fatalf("worker %d still held by %q after Close", w.WorkerID, w.Owner)
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Go(func() {
+						for range 10 {
+							_ = l.Heartbeat(context.Background())
+						}
+					})
+				}
+				if err := l.Close(context.Background()); !errors.Is(err, tt.storeErr) {
+					t.Fatalf("Close = %v, want %v", err, tt.storeErr)
+				}
+				wg.Wait()
+				if _, err := l.Next(context.Background(), "t"); !errors.Is(err, snowflake.ErrClosed) {
+					t.Fatalf("Next after Close = %v, want ErrClosed", err)
+				}
+				if tt.storeErr != nil {
+					continue
+				}
+				ws, _ := store.Workers(context.Background())
+				for _, w := range ws {
+					if w.Owner != "" {
+						t.Fatalf("worker %d still held by %q after Close", w.WorkerID, w.Owner)
+					}
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -271,5 +292,53 @@ func TestTagged_NextNZero(t *testing.T) {
 	}
 	if ids, err := snowflake.NewTagged(g).NextN(context.Background(), "order", 0); !errors.Is(err, idgen.ErrInvalidCount) || ids != nil {
 		t.Fatalf("NextN(0) = %v, %v; want ErrInvalidCount", ids, err)
+	}
+}
+
+// blockingStore's Renew waits to be let go, then fails.
+type blockingStore struct {
+	*snowflaketest.MemLeaseStore
+	entered, release chan struct{}
+	err              error
+}
+
+func (b *blockingStore) Renew(context.Context, snowflake.Lease, time.Time, time.Time, time.Duration) (snowflake.Lease, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return snowflake.Lease{}, b.err
+}
+
+// A heartbeat already in its store call when Close starts must not leave
+// the generator paused with its own cause instead of ErrClosed.
+func TestLeased_Close_WinsOverHeartbeatInFlight(t *testing.T) {
+	store := &blockingStore{MemLeaseStore: snowflaketest.NewMemLeaseStore(),
+		entered: make(chan struct{}), release: make(chan struct{}), err: errors.New("database down")}
+	clock := snowflaketest.NewClock(start)
+	l := newLeased(t, store, snowflake.LeasedConfig{Generator: snowflake.Config{Clock: clock}, RenewInterval: -1})
+	clock.Advance(28 * time.Second) // past TTL less Margin: a failed renewal pauses
+
+	hb := make(chan error, 1)
+	go func() { hb <- l.Heartbeat(context.Background()) }()
+	<-store.entered
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close(context.Background()) }()
+	// Close has paused the generator and waits for the heartbeat.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := l.Next(context.Background(), "t"); errors.Is(err, snowflake.ErrClosed) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("Close did not pause the generator within 10s")
+		}
+	}
+	close(store.release)
+	if err := <-hb; !errors.Is(err, store.err) {
+		t.Errorf("Heartbeat = %v, want the store's error", err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	if _, err := l.Next(context.Background(), "t"); !errors.Is(err, snowflake.ErrClosed) {
+		t.Fatalf("Next after Close = %v, want ErrClosed", err)
 	}
 }

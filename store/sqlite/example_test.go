@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store/sqlite"
 )
 
@@ -40,4 +41,41 @@ func Example() {
 	// 1000
 	// 1001
 	// 1002
+}
+
+// Snowflake mode: worker IDs leased from the same file.
+func ExampleStore_Leases() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "idgen-example")
+	defer os.RemoveAll(dir)
+
+	store, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "idgen.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close() // after the generator's Close, which needs the store
+	if _, err := store.Migrate(ctx, nil); err != nil {
+		panic(err)
+	}
+
+	gen, err := snowflake.NewLeased(ctx, store.Leases(), snowflake.LeasedConfig{})
+	if err != nil {
+		panic(err)
+	}
+	id, err := gen.Next(ctx, "order")
+	if err != nil {
+		panic(err)
+	}
+	p, _ := gen.Layout().Decode(id)
+	fmt.Println(gen.WorkerID(), p.WorkerID, gen.Ready())
+
+	// Close releases the worker ID, recording the last timestamp used.
+	if err := gen.Close(ctx); err != nil {
+		panic(err)
+	}
+	workers, _ := store.Leases().Workers(ctx)
+	fmt.Printf("worker %d: owner %q, last timestamp recorded: %v\n", workers[0].WorkerID, workers[0].Owner, !workers[0].LastTimestamp.IsZero())
+	// Output:
+	// 0 0 <nil>
+	// worker 0: owner "", last timestamp recorded: true
 }
