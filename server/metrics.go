@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -18,16 +19,14 @@ import (
 type Metrics struct {
 	reg *prometheus.Registry
 
-	issued       *prometheus.CounterVec
-	loads        *prometheus.CounterVec
-	loadLatency  *prometheus.HistogramVec
-	waits        *prometheus.CounterVec
-	storeErrors  *prometheus.CounterVec
-	clockBack    prometheus.Counter
-	requests     *prometheus.HistogramVec
-	leaseHeld    prometheus.Gauge
-	leaseExpires prometheus.Gauge
-	workerID     prometheus.Gauge
+	issued      *prometheus.CounterVec
+	loads       *prometheus.CounterVec
+	loadLatency *prometheus.HistogramVec
+	waits       *prometheus.CounterVec
+	storeErrors *prometheus.CounterVec
+	clockBack   prometheus.Counter
+	requests    *prometheus.HistogramVec
+	worker      atomic.Pointer[func() WorkerStatus]
 }
 
 // NewMetrics creates the collectors on a registry of their own, with the
@@ -53,16 +52,33 @@ func NewMetrics() *Metrics {
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "http_request_duration_seconds",
 			Help:    "HTTP requests, by route, method and status code.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14)}, []string{"route", "method", "code"}),
-		leaseHeld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_lease_held",
-			Help: "1 while this instance holds a snowflake worker lease and may issue IDs, else 0."}),
-		leaseExpires: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_lease_expiry_timestamp_seconds",
-			Help: "Unix time at which the held worker lease expires."}),
-		workerID: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_id",
-			Help: "The snowflake worker ID in use, or -1."}),
 	}
-	m.workerID.Set(-1)
+	leaseHeld := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_lease_held",
+		Help: "1 while this instance's snowflake generator may issue IDs (lease held, clock sane), else 0."},
+		func() float64 {
+			if w, ok := m.workerStatus(); ok && w.Err == nil {
+				return 1
+			}
+			return 0
+		})
+	leaseExpires := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_lease_expiry_timestamp_seconds",
+		Help: "Unix time at which the snowflake worker lease expires; 0 without a lease."},
+		func() float64 {
+			if w, ok := m.workerStatus(); ok && !w.LeaseExpiresAt.IsZero() {
+				return float64(w.LeaseExpiresAt.UnixMilli()) / 1000
+			}
+			return 0
+		})
+	workerID := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_id",
+		Help: "The snowflake worker ID in use, or -1."},
+		func() float64 {
+			if w, ok := m.workerStatus(); ok {
+				return float64(w.WorkerID)
+			}
+			return -1
+		})
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.loadLatency, m.waits, m.storeErrors, m.clockBack,
-		m.requests, m.leaseHeld, m.leaseExpires, m.workerID,
+		m.requests, leaseHeld, leaseExpires, workerID,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -83,15 +99,16 @@ func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err 
 // WaitedForLoad implements segment.Observer.
 func (m *Metrics) WaitedForLoad(tag string) { m.waits.WithLabelValues(tag).Inc() }
 
-// WorkerLease records the snowflake lease state.
-func (m *Metrics) WorkerLease(workerID int64, held bool, expires time.Time) {
-	if !held {
-		m.leaseHeld.Set(0)
-		return
+// WatchWorker makes the worker gauges read the snowflake generator's
+// state at each scrape.
+func (m *Metrics) WatchWorker(status func() WorkerStatus) { m.worker.Store(&status) }
+
+func (m *Metrics) workerStatus() (WorkerStatus, bool) {
+	f := m.worker.Load()
+	if f == nil {
+		return WorkerStatus{}, false
 	}
-	m.leaseHeld.Set(1)
-	m.workerID.Set(float64(workerID))
-	m.leaseExpires.Set(float64(expires.UnixMilli()) / 1000)
+	return (*f)(), true
 }
 
 func (m *Metrics) handler() http.Handler {

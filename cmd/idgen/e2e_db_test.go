@@ -14,6 +14,7 @@ import (
 	"github.com/idgen/idgen/internal/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/snowflake"
 )
 
 // Two real `idgen serve` processes share one database and are asked for
@@ -64,6 +65,35 @@ func TestServe_TwoInstancesShareADatabase(t *testing.T) {
 			if d := segmenttest.Duplicates(all); d != 0 || len(all) != 1800 {
 				t.Fatalf("%d IDs with %d duplicates; want 1800 and 0", len(all), d)
 			}
+			// Both strategies from one binary: each instance leased its own
+			// snowflake worker ID from the same database.
+			workers := map[int64]bool{}
+			var sf []int64
+			for _, p := range []*proctest.Proc{a, b} {
+				status, body, err := p.Get(ctx, client, "/snowflake/"+tag+"?count=500")
+				if err != nil || status != 200 {
+					t.Fatalf("snowflake IDs: %d %q %v", status, body, err)
+				}
+				var r struct{ IDs []string }
+				if err := json.Unmarshal([]byte(body), &r); err != nil {
+					t.Fatal(err)
+				}
+				var worker int64 = -1
+				for _, v := range r.IDs {
+					id, _ := strconv.ParseInt(v, 10, 64)
+					sf = append(sf, id)
+					p, err := snowflake.Decode(id)
+					if err != nil || (worker >= 0 && p.WorkerID != worker) {
+						t.Fatalf("ID %d decodes to %+v, %v", id, p, err)
+					}
+					worker = p.WorkerID
+				}
+				workers[worker] = true
+			}
+			if len(workers) != 2 || segmenttest.Duplicates(sf) != 0 {
+				t.Fatalf("worker IDs %v and %d duplicates among %d snowflake IDs; want 2 distinct workers, 0 duplicates", workers, segmenttest.Duplicates(sf), len(sf))
+			}
+
 			// The CLI administers the same database.
 			out, err := exec.Command(bin, "tag", "list", "--store", srv.DSN).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), tag) {
@@ -74,7 +104,7 @@ func TestServe_TwoInstancesShareADatabase(t *testing.T) {
 					t.Errorf("stop: %v\n%s", err, p.Log())
 				}
 			}
-			t.Logf("%s: 2 instances, 6 concurrent HTTP clients, %d IDs, 0 duplicates", k.Name, len(all))
+			t.Logf("%s: 2 instances, 6 concurrent HTTP clients, %d segment IDs and %d snowflake IDs from workers %v, 0 duplicates", k.Name, len(all), len(sf), workers)
 		})
 	}
 }

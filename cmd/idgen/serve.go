@@ -28,12 +28,15 @@ func newServe() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.String("addr", ":8080", "listen address")
+	f.String("mode", server.ModeSegment, "strategy behind /id/{tag}: segment or snowflake")
 	f.Bool("auto-create-tags", true, "create a tag on its first use (turn off in production to refuse typos)")
 	f.Int64("default-step", 1000, "step of auto-created tags")
 	f.Int("max-batch", 10000, "largest ?count= accepted")
 	f.Int64("max-range", 1_000_000, "largest ?size= of POST /segment/{tag}/range")
 	f.Bool("migrate", true, "apply schema migrations at start")
-	f.String("mode", server.ModeSegment, "strategy behind /id/{tag}: segment or snowflake")
+	f.Bool("snowflake", true, "serve /snowflake/{tag} too (leases a worker ID); --mode snowflake needs it")
+	f.Int64("worker-id", -1, "static snowflake worker ID (0-1023); -1 leases one from the store")
+	f.Duration("lease-ttl", 30*time.Second, "snowflake worker lease time to live; renewed every third of it")
 	f.Duration("shutdown-timeout", 10*time.Second, "how long to drain requests and hand back ranges on SIGTERM")
 	f.String("log-format", "text", "log format: text or json")
 	f.Bool("access-log", true, "log every request")
@@ -42,27 +45,48 @@ func newServe() *cobra.Command {
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, _ []string) error {
-	f := cmd.Flags()
-	addr, _ := f.GetString("addr")
-	autoCreate, _ := f.GetBool("auto-create-tags")
-	defaultStep, _ := f.GetInt64("default-step")
-	maxBatch, _ := f.GetInt("max-batch")
-	maxRange, _ := f.GetInt64("max-range")
-	migrate, _ := f.GetBool("migrate")
-	mode, _ := f.GetString("mode")
-	drain, _ := f.GetDuration("shutdown-timeout")
-	logFormat, _ := f.GetString("log-format")
-	accessLog, _ := f.GetBool("access-log")
-	adminToken, _ := f.GetString("admin-token")
+// serveConfig is the flags of serve, read once.
+type serveConfig struct {
+	addr, mode, logFormat, adminToken, apiTokens string
+	autoCreate, migrate, snowflake, accessLog    bool
+	defaultStep, maxRange, workerID              int64
+	maxBatch                                     int
+	leaseTTL, drain                              time.Duration
+}
 
-	log, err := newLogger(logFormat)
+func readServeFlags(cmd *cobra.Command) serveConfig {
+	f := cmd.Flags()
+	var c serveConfig
+	c.addr, _ = f.GetString("addr")
+	c.mode, _ = f.GetString("mode")
+	c.autoCreate, _ = f.GetBool("auto-create-tags")
+	c.defaultStep, _ = f.GetInt64("default-step")
+	c.maxBatch, _ = f.GetInt("max-batch")
+	c.maxRange, _ = f.GetInt64("max-range")
+	c.migrate, _ = f.GetBool("migrate")
+	c.snowflake, _ = f.GetBool("snowflake")
+	c.workerID, _ = f.GetInt64("worker-id")
+	c.leaseTTL, _ = f.GetDuration("lease-ttl")
+	c.drain, _ = f.GetDuration("shutdown-timeout")
+	c.logFormat, _ = f.GetString("log-format")
+	c.accessLog, _ = f.GetBool("access-log")
+	c.adminToken, _ = f.GetString("admin-token")
+	c.apiTokens, _ = f.GetString("api-tokens")
+	return c
+}
+
+func runServe(cmd *cobra.Command, _ []string) error {
+	c := readServeFlags(cmd)
+	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
 	}
-	apiTokens, err := loadAPITokens(f.Lookup("api-tokens").Value.String())
+	apiTokens, err := loadAPITokens(c.apiTokens)
 	if err != nil {
 		return err
+	}
+	if c.mode == server.ModeSnowflake && !c.snowflake {
+		return errors.New("--mode snowflake needs --snowflake=true")
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,7 +96,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	defer st.Close()
-	if migrate {
+	if c.migrate {
 		v, err := st.Migrate(ctx, nil)
 		if err != nil {
 			return err
@@ -81,59 +105,81 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 
 	metrics := server.NewMetrics()
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: autoCreate, DefaultStep: defaultStep, Logger: log, Observer: metrics})
+	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep, Logger: log, Observer: metrics})
 	if err != nil {
 		return err
 	}
-	gin.SetMode(gin.ReleaseMode)
-	h, err := server.New(server.Config{
+	cfg := server.Config{
 		Segment:    alloc,
-		Mode:       mode,
-		MaxBatch:   maxBatch,
+		Mode:       c.mode,
+		MaxBatch:   c.maxBatch,
 		Ready:      st.Ping,
 		Logger:     log,
-		AccessLog:  accessLog,
+		AccessLog:  c.accessLog,
 		Admin:      st,
 		Stats:      alloc,
 		Ranges:     alloc,
-		MaxRange:   maxRange,
-		AdminToken: adminToken,
+		MaxRange:   c.maxRange,
+		AdminToken: c.adminToken,
 		APITokens:  apiTokens,
 		Metrics:    metrics,
-	})
-	if err != nil {
-		_ = alloc.Close()
-		return err
+	}
+	var sf *snowflakeMode
+	if c.snowflake {
+		if sf, err = startSnowflake(ctx, st, c, log); err != nil {
+			_ = alloc.Close()
+			return err
+		}
+		sf.wire(&cfg, metrics)
 	}
 
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		_ = alloc.Close()
-		return fmt.Errorf("listen on %s: %w", addr, err)
+	gin.SetMode(gin.ReleaseMode)
+	h, err := server.New(cfg)
+	if err == nil {
+		err = serveUntilDone(ctx, c, h, log)
 	}
-	srv := server.NewHTTPServer(addr, h)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "store", redact(storeDSN(cmd)), "mode", mode)
-
-	select {
-	case err = <-errc:
-	case <-ctx.Done():
-		log.Info("shutting down", "timeout", drain)
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	// Drained: release the worker lease, then hand back unused ranges,
+	// while the store is still open.
+	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
 	defer cancel()
-	// Drain requests first, then hand back what they did not use.
-	if e := srv.Shutdown(sctx); e != nil {
-		log.Warn("drain incomplete", "err", e)
+	if sf != nil {
+		if e := sf.close(sctx); e != nil {
+			log.Warn("worker lease release incomplete", "err", e)
+		}
 	}
 	if e := alloc.Shutdown(sctx); e != nil {
 		log.Warn("hand-back incomplete", "err", e)
 	}
+	if err == nil {
+		log.Info("stopped")
+	}
+	return err
+}
+
+// serveUntilDone serves h until ctx ends, then drains in-flight requests.
+func serveUntilDone(ctx context.Context, c serveConfig, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.addr, err)
+	}
+	srv := server.NewHTTPServer(c.addr, h)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "mode", c.mode)
+
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", c.drain)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	defer cancel()
+	if e := srv.Shutdown(sctx); e != nil {
+		log.Warn("drain incomplete", "err", e)
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	log.Info("stopped")
 	return nil
 }
 

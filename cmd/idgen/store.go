@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/postgres"
@@ -20,6 +21,8 @@ type backend interface {
 	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 	Ping(ctx context.Context) error
 	Close() error
+	// Leases is the snowflake worker lease table in the same database.
+	Leases() *sqlstore.Leases
 }
 
 // openStore picks the backend from the DSN's scheme. A DSN without a
