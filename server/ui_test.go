@@ -236,7 +236,7 @@ func TestUI_Chromium(t *testing.T) {
 				Buffers map[string]*struct{ Start, End, Pos string }
 			}
 		}
-		body := get(t, ts.URL+"/admin/segments", uiToken)
+		body := adminGet(t, ts.URL+"/admin/segments", uiToken)
 		if err := json.Unmarshal([]byte(body), &api); err != nil || len(api.Segments) != len(uiTags) {
 			t.Fatalf("/admin/segments: %v: %s", err, body)
 		}
@@ -449,7 +449,7 @@ func share(t *testing.T, start, end, pos string) float64 {
 	return float64((v[2]-v[0])*1000/(v[1]-v[0])) / 10
 }
 
-func get(t *testing.T, url, token string) string {
+func adminGet(t *testing.T, url, token string) string {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
