@@ -221,6 +221,28 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		}
 	})
 
+	t.Run("AllocatorCloseHandsBackTheRest", func(t *testing.T) {
+		s := open(t)
+		if _, ok := s.(segment.Releaser); !ok {
+			t.Skip("store does not implement segment.Releaser")
+		}
+		tag := create(t, s, 1, 100)
+		for want := int64(1); want <= 7; want += 3 {
+			a, err := segment.New(s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range int64(3) {
+				if id, err := a.Next(ctx, tag); err != nil || id != want+i {
+					t.Fatalf("id %d, %v; want %d: the previous allocator's rest was not handed back", id, err, want+i)
+				}
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
 	t.Run("AllocatorIsUnique", func(t *testing.T) {
 		s := open(t)
 		tag := create(t, s, 1, 10)
