@@ -70,11 +70,13 @@ func run(ctx context.Context, count int, benchtime, docs string) error {
 		return err
 	}
 
-	// The raw output goes to stderr as it comes, to show progress.
+	// Only the module's root package holds the in-process benchmarks;
+	// other packages of the module (HTTP benchmarks) have reports of their
+	// own. The raw output goes to stderr as it comes, to show progress.
 	start := time.Now()
 	var raw bytes.Buffer
 	test := exec.CommandContext(ctx, "go", "test", "-run=^$", "-bench=.", "-benchmem",
-		"-count="+strconv.Itoa(count), "-benchtime="+benchtime, "-timeout=1h", "./...")
+		"-count="+strconv.Itoa(count), "-benchtime="+benchtime, "-timeout=1h", modulePath)
 	test.Dir = dir
 	test.Stdout = io.MultiWriter(&raw, os.Stderr)
 	test.Stderr = os.Stderr
