@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# .ci/compose-image.sh [TAG]: build the image TAG (default idgen:ci) that
+# .ci/compose.override.yml gives the idgen services, without a registry:
+# the Dockerfile's golang and distroless base images cannot be pulled here,
+# so the static binary is built on the host and copied FROM scratch by the
+# classic builder, which pulls nothing. Like the real image it runs as the
+# non-root user 65532 and starts `idgen serve`; it has no /data, so it
+# cannot use the SQLite default (the compose stack uses PostgreSQL/MySQL).
+# Prints TAG on stdout. Needs go and a Docker engine.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tag="${1:-idgen:ci}"
+label=org.idgen.compose-ci-image
+
+ctx="$(mktemp -d)"
+trap 'rm -rf "$ctx"' EXIT
+# The same build as internal/proctest's, so that CI compiles it once.
+(cd "$root" && CGO_ENABLED=0 go build -o "$ctx/idgen" ./cmd/idgen)
+printf '%s\n' \
+	'FROM scratch' \
+	'COPY idgen /idgen' \
+	'USER 65532:65532' \
+	'EXPOSE 8080' \
+	'ENTRYPOINT ["/idgen"]' \
+	'CMD ["serve"]' \
+	"LABEL $label=1" >"$ctx/Dockerfile"
+if ! DOCKER_BUILDKIT=0 docker build -q -t "$tag" "$ctx" >"$ctx/build.log" 2>&1; then
+	cat "$ctx/build.log" >&2
+	echo "compose-image.sh: docker build of $tag failed" >&2
+	exit 1
+fi
+# Earlier builds of this script that lost their tag to this one.
+docker image prune -f --filter "label=$label" >/dev/null 2>&1 || true
+printf '%s\n' "$tag"
