@@ -247,3 +247,19 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 	}
 	return r, err
 }
+
+// Buffered returns how many IDs the allocator holds in memory across all
+// tags: what it can still hand out if the store stops answering now.
+func (a *Allocator) Buffered() int64 {
+	var n int64
+	a.tags.Range(func(_, v any) bool {
+		s := v.(*Sequence)
+		for _, b := range []*buffer{s.cur.Load(), s.nextBuffer()} {
+			if b != nil {
+				n += b.end - min(b.pos.Load(), b.end)
+			}
+		}
+		return true
+	})
+	return n
+}

@@ -385,3 +385,19 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 		t.Error("New(nil store) succeeded")
 	}
 }
+
+func TestAllocator_Buffered(t *testing.T) {
+	a, _, tag := newAlloc(t, 100, &segment.Options{FixedStep: true})
+	if n := a.Buffered(); n != 0 {
+		t.Fatalf("Buffered before any use = %d, want 0", n)
+	}
+	for range 5 {
+		if _, err := a.Next(context.Background(), tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 95 left in the first segment, and maybe a prefetched second one.
+	if n := a.Buffered(); n != 95 && n != 195 {
+		t.Fatalf("Buffered = %d, want 95 or 195", n)
+	}
+}

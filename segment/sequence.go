@@ -288,6 +288,12 @@ func (s *Sequence) fence() []span {
 	return out
 }
 
+func (s *Sequence) nextBuffer() *buffer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next
+}
+
 // SequenceStats is a snapshot of one tag's buffers for monitoring.
 type SequenceStats struct {
 	Tag         string

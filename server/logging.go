@@ -38,12 +38,19 @@ func saneRequestID(id string) bool {
 	return true
 }
 
-// accessLog writes one structured line per request.
+// accessLog writes one structured line per request, except successful
+// probes and scrapes, which would drown the rest every few seconds.
 func accessLog(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
 		status := c.Writer.Status()
+		switch c.FullPath() {
+		case "/healthz", "/readyz", "/metrics":
+			if status == 200 {
+				return
+			}
+		}
 		level := slog.LevelInfo
 		if status >= 500 {
 			level = slog.LevelWarn

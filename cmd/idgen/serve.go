@@ -113,7 +113,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		Segment:    alloc,
 		Mode:       c.mode,
 		MaxBatch:   c.maxBatch,
-		Ready:      st.Ping,
+		Ready:      segmentReady(st, alloc, log),
 		Logger:     log,
 		AccessLog:  c.accessLog,
 		Admin:      st,
@@ -154,6 +154,21 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		log.Info("stopped")
 	}
 	return err
+}
+
+// segmentReady reports ready while the store answers, and also while it
+// does not but IDs are still buffered: taking every instance out of the
+// load balancer during a database outage would throw away exactly the
+// ride-through that the buffers exist for.
+func segmentReady(st backend, alloc *segment.Allocator, log *slog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := st.Ping(ctx)
+		if err != nil && alloc.Buffered() > 0 {
+			log.Warn("store unreachable; serving from buffered IDs", "buffered", alloc.Buffered(), "err", err)
+			return nil
+		}
+		return err
+	}
 }
 
 // serveUntilDone serves h until ctx ends, then drains in-flight requests.
