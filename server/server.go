@@ -182,6 +182,7 @@ func (s *Server) routes() {
 	admin.POST("/tags", s.createTag)
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
+	registerUI(e)
 	s.engine = e
 }
 

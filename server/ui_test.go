@@ -1,6 +1,6 @@
 //go:build unix
 
-package server
+package server_test
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/store/sqlite"
 )
 
@@ -66,14 +67,14 @@ func newUIServer(t *testing.T) *httptest.Server {
 	}
 	t.Cleanup(func() { _ = alloc.Close() })
 	started := time.Now()
-	s, err := New(Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: uiToken,
-		Worker: func() WorkerStatus {
-			return WorkerStatus{WorkerID: 3, LeaseExpiresAt: started.Add(30 * time.Second), LastTimestamp: time.Now()}
+	s, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: uiToken,
+		Worker: func() server.WorkerStatus {
+			return server.WorkerStatus{WorkerID: 3, LeaseExpiresAt: started.Add(30 * time.Second), LastTimestamp: time.Now()}
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(withUI(t, s))
+	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 
 	// Ten batches 20 ms apart, so the allocator measures a plausible rate.
@@ -108,22 +109,6 @@ func newUIServer(t *testing.T) *httptest.Server {
 	return ts
 }
 
-// withUI returns h when its routes already include the page, and
-// otherwise serves the page beside it, until Server.routes calls
-// registerUI.
-func withUI(t *testing.T, h http.Handler) http.Handler {
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/ui", nil))
-	if rec.Code == http.StatusOK {
-		return h
-	}
-	t.Log("Server.routes does not serve /ui yet; serving registerUI beside it")
-	e := gin.New()
-	registerUI(e)
-	e.NoRoute(gin.WrapH(h))
-	return e
-}
-
 // uiFixture stands for /admin/segments in the states a healthy local
 // store does not reach: a load in flight and a failing store.
 func uiFixture(now time.Time) gin.H {
@@ -145,12 +130,17 @@ func uiFixture(now time.Time) gin.H {
 	}
 }
 
-func newFixtureServer(t *testing.T) *httptest.Server {
+// newFixtureServer answers /admin/segments with uiFixture and everything
+// else, the page included, with the real server.
+func newFixtureServer(t *testing.T, real http.Handler) *httptest.Server {
 	t.Helper()
-	e := gin.New()
-	registerUI(e)
-	e.GET("/admin/segments", func(c *gin.Context) { c.JSON(http.StatusOK, uiFixture(time.Now())) })
-	ts := httptest.NewServer(e)
+	mux := http.NewServeMux()
+	mux.Handle("/", real)
+	mux.HandleFunc("GET /admin/segments", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(uiFixture(time.Now()))
+	})
+	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	return ts
 }
@@ -270,7 +260,7 @@ func TestUI_Chromium(t *testing.T) {
 	})
 
 	t.Run("loading and failing tags", func(t *testing.T) {
-		dom := chromium(t, bin, "--dump-dom", newFixtureServer(t).URL+"/ui#token="+uiToken)
+		dom := chromium(t, bin, "--dump-dom", newFixtureServer(t, ts.Config.Handler).URL+"/ui#token="+uiToken)
 		if got := barOf(t, cardOf(t, dom, "busy"), "next"); !hasClass(got["class"], "loading") {
 			t.Errorf("next bar of a loading tag: %v, want class loading", got)
 		}
