@@ -47,11 +47,18 @@ func main() {
 	count := flag.Int("count", 6, "runs of each benchmark; benchstat wants at least 6 for confidence intervals")
 	benchtime := flag.String("benchtime", "200ms", "go test -benchtime for each run")
 	docs := flag.String("docs", "", "optional Markdown file whose "+beginMarker+" … "+endMarker+" section is replaced")
+	live := registerLiveFlags() // -all, -quick: see live.go
 	flag.Parse()
+	live.adjust(count, benchtime)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	m := newMeta(*live.quick)
 	if err := run(ctx, *count, *benchtime, *docs); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	if err := live.run(ctx, m, *docs); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
