@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -17,8 +18,8 @@ const (
 
 var errInvalidFormat = &apiError{http.StatusBadRequest, "invalid_format", "format must be numeric (the default) or prefixed"}
 
-func parseFormat(c *gin.Context) (string, error) {
-	vals, ok := c.Request.URL.Query()["format"]
+func parseFormat(q url.Values) (string, error) {
+	vals, ok := q["format"]
 	if !ok {
 		return formatNumeric, nil
 	}

@@ -213,13 +213,14 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 		tag := c.Param("tag")
 		ctx := c.Request.Context()
 		text := c.NegotiateFormat(binding.MIMEJSON, binding.MIMEPlain) == binding.MIMEPlain
-		format, err := parseFormat(c)
+		q := c.Request.URL.Query() // parsed once: count and format both live here
+		format, err := parseFormat(q)
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
 
-		counts, many := c.Request.URL.Query()["count"]
+		counts, many := q["count"]
 		if !many {
 			id, err := g.Next(ctx, tag)
 			if err != nil {
@@ -227,7 +228,7 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 				return
 			}
 			s.issued(tag, mode, 1)
-			s.writeIDs(c, tag, format, text, id)
+			s.writeIDs(c, tag, format, text, true, id)
 			return
 		}
 		n, err := s.parseCount(counts)
@@ -241,7 +242,7 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 			return
 		}
 		s.issued(tag, mode, n)
-		s.writeIDs(c, tag, format, text, ids...)
+		s.writeIDs(c, tag, format, text, false, ids...)
 	}
 }
 
@@ -249,8 +250,7 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 // {"tag":…,"ids":[…]}, or either as text, one per line. The JSON is
 // written by hand: a valid tag and both ID formats need no escaping, and
 // this is the hottest path of the service.
-func (s *Server) writeIDs(c *gin.Context, tag, format string, text bool, ids ...int64) {
-	single := c.Request.URL.Query().Get("count") == ""
+func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool, ids ...int64) {
 	per := 22
 	if format == formatPrefixed {
 		per += len(tag) + 4
