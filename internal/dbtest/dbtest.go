@@ -29,6 +29,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
@@ -145,6 +146,60 @@ func (s *Server) Restart(t testing.TB) {
 	if err := s.container.Start(context.Background()); err != nil {
 		t.Fatalf("start container: %v", err)
 	}
+}
+
+// Pause freezes every process of the server's container (docker pause),
+// as a hung server or a partition that drops nothing would: the kernel
+// still accepts connections and takes the bytes sent, but no query is
+// answered, so clients wait until their own timeouts. It unpauses the
+// container when the test ends if Unpause was not called, so that it can
+// be removed.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if s.container == nil {
+		t.Fatal("dbtest: Pause needs a container, not an external server")
+	}
+	if err := s.dockerCall(func(ctx context.Context, c client.APIClient, id string) error {
+		_, err := c.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("pause container: %v", err)
+	}
+	t.Cleanup(func() {
+		// Harmless when already unpaused: the error is ignored.
+		_ = s.dockerCall(func(ctx context.Context, c client.APIClient, id string) error {
+			_, err := c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+			return err
+		})
+	})
+}
+
+// Unpause resumes a server frozen by Pause. Connections opened or used
+// meanwhile get their answers, late.
+func (s *Server) Unpause(t testing.TB) {
+	t.Helper()
+	if s.container == nil {
+		t.Fatal("dbtest: Unpause needs a container, not an external server")
+	}
+	if err := s.dockerCall(func(ctx context.Context, c client.APIClient, id string) error {
+		_, err := c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("unpause container: %v", err)
+	}
+}
+
+// dockerCall runs fn with a client of the Docker engine the container
+// runs on.
+func (s *Server) dockerCall(fn func(ctx context.Context, c client.APIClient, id string) error) error {
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return fn(ctx, p.Client(), s.container.GetContainerID())
 }
 
 // Container returns the container, or nil for an external server.

@@ -1,0 +1,32 @@
+// Package reliability holds idgen's reliability tests: real `idgen serve`
+// processes on real PostgreSQL and MySQL servers, driven over real HTTP
+// while processes are killed with SIGKILL, the database is restarted or
+// frozen, a worker's persisted clock floor is moved ahead, and malformed
+// requests arrive.
+//
+// It exists because the guarantees that matter most — no ID handed out
+// twice, IDs that increase within a process, a worker ID never shared by
+// two live processes, an outage that yields quick 503s rather than a pile
+// of hung requests — are properties of the whole system under failure,
+// which unit tests of the segment and snowflake packages cannot show on
+// their own. Every test here counts every ID it receives and fails on a
+// single duplicate.
+//
+// The package has tests only. TestScaleOut runs three instances on one
+// database (PostgreSQL and MySQL) and kills one of them mid-load; TestFaults
+// runs the fault scenarios on PostgreSQL. Both end with a table of faults
+// injected, IDs issued, duplicates, errors by code and the longest stall,
+// printed with t.Logf and, with IDGEN_RELIABILITY_WRITE=1, written to
+// results/latest.md. docs/reliability.md describes the scenarios and
+// shows the latest table.
+//
+// Knobs, all environment variables:
+//
+//	IDGEN_SCALEOUT_SECONDS  load time of TestScaleOut per database (default 10)
+//	IDGEN_FAULT_PROFILE     "ci" (default: 60 s of kills, one outage of each
+//	                        kind) or "long" (300 s of kills, three outages)
+//	IDGEN_FAULT_SEED        seed of the random kill schedule (default: time)
+//	IDGEN_RELIABILITY_WRITE 1 writes results/latest.md
+//
+// They need Docker, like the other integration tests (see internal/dbtest).
+package reliability
