@@ -40,8 +40,10 @@ var (
 
 // ValidTag reports whether name is an acceptable tag: 1 to 64 characters
 // of [A-Za-z0-9_.:-], safe in URLs, logs, SQL and JSON without escaping.
+// "." and ".." are refused: clients and proxies rewrite them as path
+// segments, so such a tag could not be reached reliably.
 func ValidTag(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
+	if len(name) == 0 || len(name) > 64 || name == "." || name == ".." {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

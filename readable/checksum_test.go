@@ -11,7 +11,7 @@ import (
 func charset() []byte {
 	var cs []byte
 	for c := 0; c < 256; c++ {
-		if idgen.ValidTag(string(rune(c))) {
+		if idgen.ValidTag("x" + string(rune(c))) { // "." alone is refused, "x." is not
 			cs = append(cs, byte(c))
 		}
 	}

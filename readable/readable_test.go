@@ -167,12 +167,17 @@ func TestRoundTrip_Random(t *testing.T) {
 // digits among them.
 const tagChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
 
+// randomTag returns a random valid tag ("." and ".." are not).
 func randomTag(r *rand.Rand) string {
-	b := make([]byte, 1+r.IntN(64))
-	for i := range b {
-		b[i] = tagChars[r.IntN(len(tagChars))]
+	for {
+		b := make([]byte, 1+r.IntN(64))
+		for i := range b {
+			b[i] = tagChars[r.IntN(len(tagChars))]
+		}
+		if s := string(b); idgen.ValidTag(s) {
+			return s
+		}
 	}
-	return string(b)
 }
 
 // samples are encoded IDs of every tag length and of the edge values of

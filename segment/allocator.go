@@ -241,6 +241,10 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 	if a.isClosed() {
 		return Range{}, ErrClosed
 	}
+	// Bounded like a background load, so a hung store cannot hold the
+	// caller, and a connection, for as long as it hangs.
+	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
+	defer cancel()
 	r, err := a.reserve(ctx, tag, n)
 	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, err)

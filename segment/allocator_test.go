@@ -354,7 +354,7 @@ func TestAllocator_UnknownTags(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		for _, tag := range []string{"", "a b", "ü", strings.Repeat("x", 65), "../etc", "a;DROP"} {
+		for _, tag := range []string{"", "a b", "ü", strings.Repeat("x", 65), "../etc", "a;DROP", ".", ".."} {
 			if _, err := a.Next(ctx, tag); !errors.Is(err, segment.ErrInvalidTag) {
 				t.Errorf("Next(%q): err = %v, want ErrInvalidTag", tag, err)
 			}

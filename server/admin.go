@@ -38,6 +38,14 @@ type WorkerStatus struct {
 // maxAdminBody bounds admin request bodies; a tag definition is tiny.
 const maxAdminBody = 16 << 10
 
+// adminTimeout bounds each admin call to the store, so that a hung
+// database answers 503 instead of holding requests and connections.
+const adminTimeout = 5 * time.Second
+
+func adminCtx(c *gin.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Request.Context(), adminTimeout)
+}
+
 var (
 	errAdminOff = &apiError{http.StatusNotFound, "admin_unavailable", "this server has no tag store to administer"}
 	errBadBody  = &apiError{http.StatusBadRequest, "invalid_body",
@@ -75,7 +83,9 @@ func (s *Server) listTags(c *gin.Context) {
 		s.writeError(c, errAdminOff)
 		return
 	}
-	tags, err := s.admin.ListTags(c.Request.Context())
+	ctx, cancel := adminCtx(c)
+	defer cancel()
+	tags, err := s.admin.ListTags(ctx)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -113,7 +123,9 @@ func (s *Server) createTag(c *gin.Context) {
 		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_body", "description is limited to 256 characters"})
 		return
 	}
-	if err := s.admin.CreateTag(c.Request.Context(), t); err != nil {
+	ctx, cancel := adminCtx(c)
+	defer cancel()
+	if err := s.admin.CreateTag(ctx, t); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -142,7 +154,9 @@ func (s *Server) patchTag(c *gin.Context) {
 		s.writeError(c, segment.ErrInvalidTag)
 		return
 	}
-	if err := s.admin.SetStep(c.Request.Context(), tag, *req.Step); err != nil {
+	ctx, cancel := adminCtx(c)
+	defer cancel()
+	if err := s.admin.SetStep(ctx, tag, *req.Step); err != nil {
 		s.writeError(c, err)
 		return
 	}

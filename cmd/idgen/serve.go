@@ -113,7 +113,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		Segment:    alloc,
 		Mode:       c.mode,
 		MaxBatch:   c.maxBatch,
-		Ready:      segmentReady(st, alloc, log),
+		Ready:      segmentReady(st, alloc),
 		Logger:     log,
 		AccessLog:  c.accessLog,
 		Admin:      st,
@@ -156,18 +156,17 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	return err
 }
 
-// segmentReady reports ready while the store answers, and also while it
-// does not but IDs are still buffered: taking every instance out of the
-// load balancer during a database outage would throw away exactly the
-// ride-through that the buffers exist for.
-func segmentReady(st backend, alloc *segment.Allocator, log *slog.Logger) func(context.Context) error {
+// segmentReady reports ready while IDs are buffered, without asking the
+// store, and otherwise while the store answers: taking every instance out
+// of the load balancer during a database outage would throw away exactly
+// the ride-through that the buffers exist for, and a probe must not wait
+// on a hung database.
+func segmentReady(st backend, alloc *segment.Allocator) func(context.Context) error {
 	return func(ctx context.Context) error {
-		err := st.Ping(ctx)
-		if err != nil && alloc.Buffered() > 0 {
-			log.Warn("store unreachable; serving from buffered IDs", "buffered", alloc.Buffered(), "err", err)
+		if alloc.Buffered() > 0 {
 			return nil
 		}
-		return err
+		return st.Ping(ctx)
 	}
 }
 
