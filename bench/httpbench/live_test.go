@@ -99,7 +99,7 @@ func TestLiveHTTP(t *testing.T) {
 	p := currentPlan()
 	dir := t.TempDir()
 	idgenBin := proctest.Binary(t, dir)
-	floor := startProc(t, buildFloor(t, dir), nil, "-addr", "127.0.0.1:0")
+	floor := proctest.Start(t, buildFloor(t, dir), nil, "-addr", "127.0.0.1:0")
 
 	res := HTTPResult{Quick: *liveQuick, LoadAvg: LoadAvg{Start: loadAvg()}, Rounds: p.rounds, Seconds: p.round.Seconds(),
 		WrkThreads: wrkThreads, WrkConns: wrkConns, BatchConns: wrkConns, LatencyConns: latencyConns, Batch: batchSize}
@@ -118,9 +118,8 @@ func TestLiveHTTP(t *testing.T) {
 						Reason: "no Docker engine and no IDGEN_TEST_POSTGRES_DSN"})
 				}
 			}()
-			idgen := startProc(t, idgenBin, []string{"IDGEN_STORE=" + st.dsn(t)},
-				"serve", "--addr", "127.0.0.1:0", "--access-log=false")
-			res.Stores = append(res.Stores, measureHTTP(t, p, floor.addr, idgen.addr))
+			idgen := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=" + st.dsn(t)}, "--access-log=false")
+			res.Stores = append(res.Stores, measureHTTP(t, p, floor.Addr(), idgen.Addr()))
 			res.Stores[len(res.Stores)-1].Store = st.name
 		})
 	}

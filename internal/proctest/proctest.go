@@ -46,15 +46,24 @@ type Proc struct {
 	log strings.Builder
 }
 
-var addrRE = regexp.MustCompile(`msg=serving addr=(\S+)`)
+// addrRE matches the line in which idgen serve (msg=serving addr=…), or
+// any other server of ours, logs the address it listens on.
+var addrRE = regexp.MustCompile(`serving addr=(\S+)`)
 
 // Serve starts `bin serve --addr 127.0.0.1:0 args…` with env added to the
 // environment, waits until it logs its address, and stops it with SIGKILL
 // when the test ends if it is still running.
 func Serve(t testing.TB, bin string, env []string, args ...string) *Proc {
 	t.Helper()
+	return Start(t, bin, env, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+}
+
+// Start is Serve for any server binary that logs "serving addr=HOST:PORT"
+// on stderr, run with exactly args.
+func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
+	t.Helper()
 	p := &Proc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -87,13 +96,16 @@ func Serve(t testing.TB, bin string, env []string, args ...string) *Proc {
 	case a := <-addr:
 		p.URL = "http://" + a
 	case <-p.done:
-		t.Fatalf("idgen serve exited before serving:\n%s", p.Log())
+		t.Fatalf("%s exited before serving:\n%s", bin, p.Log())
 	case <-time.After(30 * time.Second):
 		p.Kill()
-		t.Fatalf("idgen serve did not start within 30s:\n%s", p.Log())
+		t.Fatalf("%s did not start within 30s:\n%s", bin, p.Log())
 	}
 	return p
 }
+
+// Addr returns the host:port the process listens on.
+func (p *Proc) Addr() string { return strings.TrimPrefix(p.URL, "http://") }
 
 // Log returns what the process has written to stderr so far.
 func (p *Proc) Log() string {
