@@ -13,7 +13,6 @@ require (
 	github.com/rs/xid v1.6.0
 	github.com/sony/sonyflake/v2 v2.2.0
 	github.com/yitter/idgenerator-go v1.3.3
-	golang.org/x/sys v0.50.0
 )
 
 require (
@@ -111,6 +110,7 @@ require (
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
 	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
