@@ -3,6 +3,8 @@ package snowflake
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -84,4 +86,20 @@ type LeaseStore interface {
 	// and pass its final LastTimestamp: the next Claim of the worker ID
 	// trusts it alone.
 	Release(ctx context.Context, lease Lease, lastTimestamp time.Time) error
+}
+
+// CheckClaim checks Claim's arguments against the LeaseStore contract, so
+// that every implementation refuses the same input before any I/O: an
+// owner of 1 to 128 bytes, a TTL from 1ms to 2^31-1 ms (about 24 days, what
+// an INT column of milliseconds holds), and at least one worker ID.
+func CheckClaim(owner string, ttl time.Duration, maxWorkers int64) error {
+	switch {
+	case owner == "" || len(owner) > 128:
+		return fmt.Errorf("snowflake: invalid claim: owner must be 1 to 128 bytes, got %d", len(owner))
+	case ttl < time.Millisecond || ttl > math.MaxInt32*time.Millisecond:
+		return fmt.Errorf("snowflake: invalid claim: ttl must be from 1ms to about 24 days, got %v", ttl)
+	case maxWorkers < 1:
+		return fmt.Errorf("snowflake: invalid claim: maxWorkers must be at least 1, got %d", maxWorkers)
+	}
+	return nil
 }

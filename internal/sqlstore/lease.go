@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -53,7 +52,7 @@ func NewLeases(db DB, d Dialect) *Leases { return &Leases{db: db, d: d} }
 
 // Claim implements snowflake.LeaseStore.
 func (s *Leases) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
-	if err := checkClaim(owner, ttl, maxWorkers); err != nil {
+	if err := snowflake.CheckClaim(owner, ttl, maxWorkers); err != nil {
 		return snowflake.Lease{}, err
 	}
 	maxID := min(maxWorkers-1, maxWorkerID)
@@ -212,19 +211,6 @@ func (s *Leases) Workers(ctx context.Context) ([]snowflake.Lease, error) {
 
 func errLost(l snowflake.Lease) error {
 	return fmt.Errorf("%w: worker %d is not held by %q any more (expired, taken over or released)", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)
-}
-
-// checkClaim refuses arguments the table cannot hold, before any I/O.
-func checkClaim(owner string, ttl time.Duration, maxWorkers int64) error {
-	switch {
-	case owner == "" || len(owner) > 128:
-		return fmt.Errorf("store: claim a worker ID: owner must be 1 to 128 bytes, got %d", len(owner))
-	case ttl < time.Millisecond || ttl > math.MaxInt32*time.Millisecond:
-		return fmt.Errorf("store: claim a worker ID: ttl must be from 1ms to about 24 days, got %v", ttl)
-	case maxWorkers < 1:
-		return fmt.Errorf("store: claim a worker ID: maxWorkers must be at least 1, got %d", maxWorkers)
-	}
-	return nil
 }
 
 // millis encodes t for the table: Unix milliseconds, the zero Time as 0.

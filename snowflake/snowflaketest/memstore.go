@@ -8,7 +8,6 @@ package snowflaketest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -56,7 +55,7 @@ func (m *MemLeaseStore) failure() error {
 
 // Claim implements snowflake.LeaseStore.
 func (m *MemLeaseStore) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
-	if err := checkClaim(owner, ttl, maxWorkers); err != nil {
+	if err := snowflake.CheckClaim(owner, ttl, maxWorkers); err != nil {
 		return snowflake.Lease{}, err
 	}
 	if err := m.failure(); err != nil {
@@ -137,26 +136,6 @@ func (m *MemLeaseStore) Workers(ctx context.Context) ([]snowflake.Lease, error) 
 
 func (r memRow) lease(id int64) snowflake.Lease {
 	return snowflake.Lease{WorkerID: id, Owner: r.owner, ExpiresAt: fromMillis(r.expires), LastTimestamp: fromMillis(r.last)}
-}
-
-// checkClaim returns an error if Claim's arguments are unusable: an owner
-// that is empty or longer than 128 bytes, a TTL under a millisecond, or
-// fewer than one worker ID.
-func checkClaim(owner string, ttl time.Duration, maxWorkers int64) error {
-	var errs []error
-	if owner == "" || len(owner) > 128 {
-		errs = append(errs, fmt.Errorf("owner must be 1 to 128 bytes, got %d", len(owner)))
-	}
-	if ttl < time.Millisecond {
-		errs = append(errs, fmt.Errorf("ttl must be at least 1ms, got %v", ttl))
-	}
-	if maxWorkers < 1 {
-		errs = append(errs, fmt.Errorf("maxWorkers must be at least 1, got %d", maxWorkers))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("snowflake: invalid claim: %w", errors.Join(errs...))
-	}
-	return nil
 }
 
 // millis returns t as Unix milliseconds, the zero Time as 0: the encoding
