@@ -24,7 +24,6 @@ import (
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
-	"github.com/idgen/idgen/store/sqlite"
 )
 
 const uiToken = "t0ken"
@@ -48,14 +47,7 @@ var uiTags = []struct {
 func newUIServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
 	for _, tg := range uiTags {
 		if err := st.CreateTag(ctx, segment.Tag{Name: tg.tag, MaxID: tg.start, Step: tg.step}); err != nil {
 			t.Fatal(err)
