@@ -260,7 +260,7 @@ func (a *Allocator) Buffered() int64 {
 		s := v.(*Sequence)
 		for _, b := range []*buffer{s.cur.Load(), s.nextBuffer()} {
 			if b != nil {
-				n += b.end - min(b.pos.Load(), b.end)
+				n += b.end - b.clampedPos()
 			}
 		}
 		return true

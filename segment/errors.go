@@ -25,7 +25,7 @@ var (
 	ErrTagExists = errors.New("segment: tag already exists")
 
 	// ErrInvalidStep is returned when a step or start value is out of range.
-	ErrInvalidStep = errors.New("segment: invalid step or start: step must be at least 1 and start at least 0")
+	ErrInvalidStep = errors.New("segment: invalid step or start")
 )
 
 // Errors of the allocator's own state or of its store.

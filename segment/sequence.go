@@ -12,13 +12,22 @@ import (
 // buffer is one reserved segment. Its fields other than pos never change
 // after it is published, so readers need no lock.
 type buffer struct {
-	// pos is the next value to hand out. It may run past end: a value at
-	// or past end means the buffer is used up.
+	// pos is the next value to hand out. Next's atomic add may run it past
+	// end, and near the int64 limit even wrap it to a negative value, so
+	// a taken value counts only if it lies in [start, end): the one check
+	// that holds whatever the concurrency. AppendN moves it with a
+	// compare-and-swap that never passes end.
 	pos        atomic.Int64
 	start, end int64
 	// prefetchAt is the value whose taker starts loading the next segment.
 	// Exactly one caller takes it, so the trigger needs no extra state.
 	prefetchAt int64
+	// again is set when the prefetch was skipped because the store was in
+	// backoff; every take past prefetchAt then tries again, cheaply
+	// refused until retryAt (Unix nanoseconds), so that the load starts
+	// when the backoff ends rather than when the buffer runs dry.
+	again      atomic.Bool
+	retryAt    atomic.Int64
 	loadedAt   time.Time
 	latency    time.Duration
 }
@@ -52,8 +61,8 @@ func (s *Sequence) Next(ctx context.Context) (int64, error) {
 		b := s.cur.Load()
 		if b != nil {
 			v := b.pos.Add(1) - 1
-			if v < b.end {
-				if v == b.prefetchAt {
+			if b.start <= v && v < b.end {
+				if v == b.prefetchAt || (v > b.prefetchAt && b.again.Load()) {
 					s.prefetch(b)
 				}
 				return v, nil
@@ -86,10 +95,8 @@ func (s *Sequence) AppendN(ctx context.Context, dst []int64, n int) ([]int64, er
 	for left > 0 {
 		b := s.cur.Load()
 		if b != nil {
-			v := b.pos.Add(left) - left
-			if v < b.end {
-				hi := min(v+left, b.end)
-				if v <= b.prefetchAt && b.prefetchAt < hi {
+			if v, hi, ok := b.take(left); ok {
+				if b.prefetchAt < hi && (v <= b.prefetchAt || b.again.Load()) {
 					s.prefetch(b)
 				}
 				for x := v; x < hi; x++ {
@@ -106,15 +113,38 @@ func (s *Sequence) AppendN(ctx context.Context, dst []int64, n int) ([]int64, er
 	return dst, nil
 }
 
-// prefetch starts loading the segment after b, unless one is loaded,
-// loading, or the store is in backoff.
+// take claims up to n values of b, [v, hi), or reports that b is used up.
+// Unlike Next's add, it never moves pos past end, so a large batch cannot
+// carry pos over the int64 limit however often it is retried.
+func (b *buffer) take(n int64) (v, hi int64, ok bool) {
+	for {
+		v = b.pos.Load()
+		if v < b.start || v >= b.end {
+			return 0, 0, false
+		}
+		hi = v + min(n, b.end-v) // end-v > 0 and no sum passes end
+		if b.pos.CompareAndSwap(v, hi) {
+			return v, hi, true
+		}
+	}
+}
+
+// prefetch starts loading the segment after b, unless one is loaded or
+// loading. In a backoff it marks b, so that the first take after the
+// backoff starts the load.
 func (s *Sequence) prefetch(b *buffer) {
+	if b.again.Load() && s.a.opts.now().UnixNano() < b.retryAt.Load() {
+		return // still in backoff: no lock taken
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	b.again.Store(false)
 	if s.cur.Load() != b || s.next != nil || s.loading != nil {
 		return
 	}
 	if s.err != nil && s.a.opts.now().Before(s.retryAt) {
+		b.retryAt.Store(s.retryAt.UnixNano())
+		b.again.Store(true)
 		return
 	}
 	s.startLoadLocked()
@@ -219,6 +249,11 @@ func (s *Sequence) finishLoad(r Range, err error, began time.Time, latency time.
 			}
 			s.err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, s.tag, err)
 			s.retryAt = s.a.opts.now().Add(s.backoff)
+			if b := s.cur.Load(); b != nil {
+				// A failed prefetch is tried again after the backoff.
+				b.retryAt.Store(s.retryAt.UnixNano())
+				b.again.Store(true)
+			}
 			o.Logger.Warn("segment load failed", "tag", s.tag, "retry_in", s.backoff, "err", err)
 		}
 		return
@@ -280,7 +315,7 @@ func (s *Sequence) fence() []span {
 		}
 		// After the swap every taker sees a used-up buffer, so the rest
 		// [old, end) can never be handed out by this process.
-		if old := b.pos.Swap(b.end); old < b.end {
+		if old := b.pos.Swap(b.end); b.start <= old && old < b.end {
 			out = append(out, span{tag: s.tag, from: old, to: b.end})
 		}
 	}
@@ -337,5 +372,15 @@ func (s *Sequence) Stats() SequenceStats {
 }
 
 func (b *buffer) stats() BufferStats {
-	return BufferStats{Start: b.start, End: b.end, Pos: min(b.pos.Load(), b.end)}
+	return BufferStats{Start: b.start, End: b.end, Pos: b.clampedPos()}
+}
+
+// clampedPos is pos within [start, end]: a pos that ran past end, or
+// wrapped, means used up.
+func (b *buffer) clampedPos() int64 {
+	p := b.pos.Load()
+	if p < b.start || p > b.end {
+		return b.end
+	}
+	return p
 }

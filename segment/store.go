@@ -2,6 +2,8 @@ package segment
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/idgen/idgen"
@@ -55,6 +57,24 @@ type Tag struct {
 	Step        int64
 	Description string
 	UpdatedAt   time.Time
+}
+
+// CheckTag checks a row before it is created, so that every Store refuses
+// the same input before any I/O: a valid name, a step from 1 to 2^31-1
+// (an INT column in every dialect), and a first ID from 0 up to where one
+// step still fits below the int64 limit, so that no reservation's
+// arithmetic can wrap.
+func CheckTag(t Tag) error {
+	if !ValidTag(t.Name) {
+		return fmt.Errorf("%w: %q", ErrInvalidTag, t.Name)
+	}
+	if t.Step < 1 || t.Step > math.MaxInt32 {
+		return fmt.Errorf("%w: step %d is not from 1 to %d", ErrInvalidStep, t.Step, math.MaxInt32)
+	}
+	if t.MaxID < 0 || t.MaxID > math.MaxInt64-t.Step {
+		return fmt.Errorf("%w: start %d is not from 0 to %d (the int64 limit less one step)", ErrInvalidStep, t.MaxID, math.MaxInt64-t.Step)
+	}
+	return nil
 }
 
 // ValidTag reports whether name is an acceptable tag; see idgen.ValidTag.

@@ -133,7 +133,7 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 
 // CreateTag implements segment.Store.
 func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
-	if err := validate(t); err != nil {
+	if err := segment.CheckTag(t); err != nil {
 		return err
 	}
 	_, err := s.db.Exec(ctx, s.d.Insert, t.Name, t.MaxID, t.Step, t.Description)
@@ -182,17 +182,6 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
-	}
-	return nil
-}
-
-func validate(t segment.Tag) error {
-	if !segment.ValidTag(t.Name) {
-		return fmt.Errorf("%w: %q", segment.ErrInvalidTag, t.Name)
-	}
-	// step is an INT column in every dialect.
-	if t.Step < 1 || t.Step > math.MaxInt32 || t.MaxID < 0 {
-		return fmt.Errorf("%w: step %d, start %d", segment.ErrInvalidStep, t.Step, t.MaxID)
 	}
 	return nil
 }

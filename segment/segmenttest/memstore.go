@@ -86,11 +86,8 @@ func (m *MemStore) Reserve(ctx context.Context, tag string, step int64) (segment
 
 // CreateTag implements segment.Store.
 func (m *MemStore) CreateTag(ctx context.Context, t segment.Tag) error {
-	if !segment.ValidTag(t.Name) {
-		return fmt.Errorf("%w: %q", segment.ErrInvalidTag, t.Name)
-	}
-	if t.Step < 1 || t.Step > math.MaxInt32 || t.MaxID < 0 {
-		return fmt.Errorf("%w: step %d, start %d", segment.ErrInvalidStep, t.Step, t.MaxID)
+	if err := segment.CheckTag(t); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
