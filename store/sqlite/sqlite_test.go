@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -73,5 +74,34 @@ func TestMigrate_IsIdempotent(t *testing.T) {
 	v, err := s.Migrate(context.Background(), nil)
 	if err != nil || v < 1 {
 		t.Fatalf("second Migrate = %d, %v; want version >= 1 and no error", v, err)
+	}
+}
+
+// Every connection of the pool commits durably: synchronous=FULL (2) in
+// WAL mode, so a committed reservation survives a power loss.
+func TestOpen_DurablePragmas(t *testing.T) {
+	s := open(t, "sqlite://"+filepath.Join(t.TempDir(), "idgen.db"))
+	ctx := context.Background()
+	var conns []*sql.Conn
+	for range 4 { // held at once, so they are distinct connections
+		c, err := s.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		var sync int
+		var mode string
+		if err := c.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if sync != 2 || mode != "wal" {
+			t.Fatalf("connection %d: synchronous=%d journal_mode=%s, want 2 (FULL) and wal", i, sync, mode)
+		}
+		_ = c.Close()
 	}
 }
