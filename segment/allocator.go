@@ -115,6 +115,11 @@ func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
 	if !errors.Is(err, ErrTagNotFound) {
 		return
 	}
+	if s.high.Load() > 0 {
+		// It reserved before: its high-water mark must outlive a row
+		// that was deleted and may be created again lower.
+		return
+	}
 	a.tags.CompareAndDelete(tag, s)
 	now := a.opts.now()
 	a.negMu.Lock()
@@ -196,8 +201,48 @@ func (a *Allocator) isClosed() bool {
 	return a.closed
 }
 
-// reserve reserves a segment, creating the tag first when allowed.
-func (a *Allocator) reserve(ctx context.Context, tag string, step int64) (Range, error) {
+// maxRegressions bounds how many ranges below the high-water mark one
+// reservation skips before it gives up with ErrRegressed.
+const maxRegressions = 3
+
+// reserve reserves a segment of s's tag, creating the tag first when
+// allowed. It refuses a range that starts below the high-water mark taken
+// before the call: the store went back in time and may hand out IDs this
+// process has handed out already. It logs and reports the regression,
+// raises max_id above the mark when the store can (Raiser), and reserves
+// again. Ranges reserved concurrently by this process end below the
+// mark's later values, never below the one read here, so they are not
+// mistaken for regressions.
+func (a *Allocator) reserve(ctx context.Context, s *Sequence, step int64) (Range, error) {
+	high := s.high.Load()
+	for attempt := 1; ; attempt++ {
+		r, err := a.reserveOnce(ctx, s.tag, step)
+		if err != nil {
+			return r, err
+		}
+		if r.Start >= high {
+			for old := s.high.Load(); r.End > old && !s.high.CompareAndSwap(old, r.End); old = s.high.Load() {
+			}
+			return r, nil
+		}
+		a.opts.Logger.Error("segment: the store handed out a range below one reserved before; skipping it",
+			"tag", s.tag, "start", r.Start, "end", r.End, "high_water", high)
+		if obs, ok := a.opts.Observer.(RegressionObserver); ok {
+			obs.SegmentRegressed(s.tag, r, high)
+		}
+		if attempt == maxRegressions {
+			return Range{}, fmt.Errorf("%w: tag %q: got [%d,%d) after reserving up to %d", ErrRegressed, s.tag, r.Start, r.End, high)
+		}
+		if rs, ok := a.store.(Raiser); ok {
+			if _, err := rs.Raise(ctx, s.tag, high); err != nil {
+				return Range{}, fmt.Errorf("segment: raise %q to %d after a regression: %w", s.tag, high, err)
+			}
+		}
+	}
+}
+
+// reserveOnce is one reservation, creating the tag first when allowed.
+func (a *Allocator) reserveOnce(ctx context.Context, tag string, step int64) (Range, error) {
 	r, err := a.store.Reserve(ctx, tag, step)
 	if err == nil || !a.opts.AutoCreate || !errors.Is(err, ErrTagNotFound) {
 		return r, err
@@ -232,11 +277,12 @@ func truncate(s string) string {
 // themselves, such as remote clients that cache ranges. The tag is
 // created on first use when Options.AutoCreate is set.
 func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Range, error) {
-	if !ValidTag(tag) {
-		return Range{}, fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag))
-	}
 	if n < 1 {
 		return Range{}, ErrInvalidCount
+	}
+	s, err := a.sequenceFor(tag)
+	if err != nil {
+		return Range{}, err
 	}
 	if a.isClosed() {
 		return Range{}, ErrClosed
@@ -245,9 +291,12 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 	// caller, and a connection, for as long as it hangs.
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
-	r, err := a.reserve(ctx, tag, n)
+	r, err := a.reserve(ctx, s, n)
 	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, err)
+	}
+	if err != nil {
+		a.forgetIfUnknown(tag, s, err)
 	}
 	return r, err
 }

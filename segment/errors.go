@@ -40,6 +40,12 @@ var (
 	// int64, so no further segment can be reserved.
 	ErrExhausted = errors.New("segment: tag exhausted: max_id reached the int64 limit")
 
+	// ErrRegressed is returned, wrapped in ErrUnavailable, when the store
+	// kept handing out ranges below ones this allocator reserved before
+	// and could not be moved above them. No ID of such a range is handed
+	// out.
+	ErrRegressed = errors.New("segment: the store went back in time: its max_id is below ranges already reserved")
+
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("segment: allocator closed")
 )

@@ -74,6 +74,14 @@ type Observer interface {
 	WaitedForLoad(tag string)
 }
 
+// RegressionObserver is an Observer that is also told about regressions:
+// ranges the store handed out below the end of one this allocator
+// reserved before. Such a range is skipped, never handed out. It is a
+// separate interface so that existing Observers keep compiling.
+type RegressionObserver interface {
+	SegmentRegressed(tag string, r Range, highWater int64)
+}
+
 func (o *Options) withDefaults() (Options, error) {
 	var c Options
 	if o != nil {

@@ -38,6 +38,10 @@ type Sequence struct {
 	tag string
 	a   *Allocator
 	cur atomic.Pointer[buffer]
+	// high is the end of the highest range reserved for this tag, by the
+	// buffers or by ReserveRange: the high-water mark below which the
+	// store must never hand out a range again.
+	high atomic.Int64
 
 	mu       sync.Mutex
 	next     *buffer       // loaded and waiting for cur to run out
@@ -213,7 +217,7 @@ func (s *Sequence) startLoadLocked() bool {
 		ctx, cancel := context.WithTimeout(ctx, s.a.opts.LoadTimeout)
 		began := s.a.opts.now()
 		t0 := time.Now()
-		r, err := s.a.reserve(ctx, s.tag, step)
+		r, err := s.a.reserve(ctx, s, step)
 		latency := time.Since(t0)
 		cancel()
 		if obs := s.a.opts.Observer; obs != nil {

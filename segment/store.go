@@ -36,6 +36,17 @@ type Releaser interface {
 	Release(ctx context.Context, tag string, from, to int64) (bool, error)
 }
 
+// Raiser is implemented by stores that can move a tag's max_id up to a
+// floor. The allocator uses it to repair a regression: a store that went
+// back in time (a restore, a failover to a replica that lost the last
+// commits, a max_id lowered by hand) is moved above every ID this process
+// has handed out before it reserves again.
+type Raiser interface {
+	// Raise sets the tag's max_id to to if it is lower, and reports
+	// whether it changed.
+	Raise(ctx context.Context, tag string, to int64) (bool, error)
+}
+
 // Range is a reserved segment: the IDs Start, Start+1, …, End-1.
 type Range struct {
 	Start int64

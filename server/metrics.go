@@ -10,12 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idgen/idgen/segment"
 )
 
 // Metrics are idgen's Prometheus collectors, all under the idgen_
 // namespace. It implements segment.Observer, so the allocator reports
 // loads and waits to it directly. Create one per process with NewMetrics
-// and pass it to both the allocator and the server.
+// and pass it to both the allocator and the server. It is also a
+// segment.RegressionObserver.
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -23,6 +26,7 @@ type Metrics struct {
 	loads       *prometheus.CounterVec
 	loadLatency *prometheus.HistogramVec
 	waits       *prometheus.CounterVec
+	regressions *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
 	clockBack   prometheus.Counter
 	requests    *prometheus.HistogramVec
@@ -45,6 +49,8 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"tag"}),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_empty_buffer_waits_total",
 			Help: "Requests that found both buffers of a tag empty and had to wait for a load."}, []string{"tag"}),
+		regressions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_regressions_total",
+			Help: "Ranges the store handed out below one reserved before (a restore, a lossy failover, a lowered max_id); skipped, never handed out."}, []string{"tag"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "store_errors_total",
 			Help: "Failed store operations, by operation."}, []string{"op"}),
 		clockBack: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "idgen", Name: "clock_backward_events_total",
@@ -77,7 +83,7 @@ func NewMetrics() *Metrics {
 			}
 			return -1
 		})
-	for _, c := range []prometheus.Collector{m.issued, m.loads, m.loadLatency, m.waits, m.storeErrors, m.clockBack,
+	for _, c := range []prometheus.Collector{m.issued, m.loads, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.clockBack,
 		m.requests, leaseHeld, leaseExpires, workerID,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -98,6 +104,11 @@ func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err 
 
 // WaitedForLoad implements segment.Observer.
 func (m *Metrics) WaitedForLoad(tag string) { m.waits.WithLabelValues(tag).Inc() }
+
+// SegmentRegressed implements segment.RegressionObserver.
+func (m *Metrics) SegmentRegressed(tag string, _ segment.Range, _ int64) {
+	m.regressions.WithLabelValues(tag).Inc()
+}
 
 // WatchWorker makes the worker gauges read the snowflake generator's
 // state at each scrape.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -73,7 +74,7 @@ func newTag() *cobra.Command {
 			})
 		},
 	}
-	tag.AddCommand(add, list, step)
+	tag.AddCommand(add, list, step, newBump())
 	return tag
 }
 
@@ -89,4 +90,68 @@ func withStore(cmd *cobra.Command, fn func(st backend) error) error {
 		return err
 	}
 	return fn(st)
+}
+
+// newBump is the repair after a restore from backup or a failover to a
+// replica that lost its last commits: max_id may then be below IDs that
+// were handed out, and instances that restarted since cannot know it.
+func newBump() *cobra.Command {
+	bump := &cobra.Command{
+		Use:   "bump [TAG...]",
+		Short: "Move max_id up, by --by IDs or to at least --to, after a restore or a lossy failover",
+		Long: `Move max_id up so that no ID handed out before a restore or a lossy
+failover can be handed out again. Never moves max_id down. See
+docs/deploy.md for how large --by must be.`,
+		Example: "  idgen tag bump --all --by 100000000\n  idgen tag bump order --to 5000000000",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all, _ := cmd.Flags().GetBool("all")
+			by, _ := cmd.Flags().GetInt64("by")
+			to, _ := cmd.Flags().GetInt64("to")
+			switch {
+			case all == (len(args) > 0):
+				return errors.New("name tags, or pass --all, not both")
+			case (by > 0) == (to > 0):
+				return errors.New("pass exactly one of --by N or --to N, with N at least 1")
+			case by < 0 || to < 0:
+				return errors.New("--by and --to must be at least 1: max_id only moves up")
+			}
+			return withStore(cmd, func(st backend) error {
+				ctx := cmd.Context()
+				if all {
+					tags, err := st.ListTags(ctx)
+					if err != nil {
+						return err
+					}
+					for _, t := range tags {
+						args = append(args, t.Name)
+					}
+				}
+				out := cmd.OutOrStdout()
+				for _, name := range args {
+					if by > 0 {
+						n, err := st.Bump(ctx, name, by)
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(out, "%s: max_id %d\n", name, n)
+						continue
+					}
+					raised, err := st.Raise(ctx, name, to)
+					if err != nil {
+						return err
+					}
+					if raised {
+						fmt.Fprintf(out, "%s: max_id %d\n", name, to)
+					} else {
+						fmt.Fprintf(out, "%s: already at or above %d\n", name, to)
+					}
+				}
+				return nil
+			})
+		},
+	}
+	bump.Flags().Bool("all", false, "bump every tag")
+	bump.Flags().Int64("by", 0, "skip this many IDs")
+	bump.Flags().Int64("to", 0, "raise max_id to at least this")
+	return bump
 }

@@ -107,7 +107,53 @@ func New(db DB, d Dialect) *Store { return &Store{db: db, d: d} }
 // one short transaction.
 func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
 	var r segment.Range
-	err := s.db.InTx(ctx, func(q Querier) error {
+	err := s.advance(ctx, tag, func(maxID, rowStep int64) (int64, error) {
+		step := max(step, rowStep)
+		if maxID > math.MaxInt64-step {
+			return 0, fmt.Errorf("%w: tag %q at %d cannot grow by %d", segment.ErrExhausted, tag, maxID, step)
+		}
+		r = segment.Range{Start: maxID, End: maxID + step, Step: rowStep}
+		return r.End, nil
+	})
+	if err != nil {
+		return segment.Range{}, wrap("reserve", tag, err)
+	}
+	return r, nil
+}
+
+// Raise implements segment.Raiser: it moves max_id up to to, never down.
+func (s *Store) Raise(ctx context.Context, tag string, to int64) (bool, error) {
+	raised := false
+	err := s.advance(ctx, tag, func(maxID, _ int64) (int64, error) {
+		raised = maxID < to
+		return max(maxID, to), nil
+	})
+	return raised, wrap("raise", tag, err)
+}
+
+// Bump moves max_id up by n, skipping n IDs, and returns the new max_id:
+// the repair after a restore or a failover that lost commits, for IDs
+// that instances which have since restarted may have handed out.
+func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("%w: bump by %d: max_id only moves up", segment.ErrInvalidStep, n)
+	}
+	var to int64
+	err := s.advance(ctx, tag, func(maxID, _ int64) (int64, error) {
+		if maxID > math.MaxInt64-n {
+			return 0, fmt.Errorf("%w: tag %q at %d cannot grow by %d", segment.ErrExhausted, tag, maxID, n)
+		}
+		to = maxID + n
+		return to, nil
+	})
+	return to, wrap("bump", tag, err)
+}
+
+// advance sets a tag's max_id to what next returns for the row's max_id
+// and step, read under the row lock, in one transaction. A next that
+// returns max_id itself writes nothing.
+func (s *Store) advance(ctx context.Context, tag string, next func(maxID, step int64) (int64, error)) error {
+	return s.db.InTx(ctx, func(q Querier) error {
 		var maxID, rowStep int64
 		if err := q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep); err != nil {
 			if errors.Is(err, s.d.NoRows) {
@@ -115,20 +161,13 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 			}
 			return err
 		}
-		step := max(step, rowStep)
-		if maxID > math.MaxInt64-step {
-			return fmt.Errorf("%w: tag %q at %d cannot grow by %d", segment.ErrExhausted, tag, maxID, step)
-		}
-		if _, err := q.Exec(ctx, s.d.Advance, maxID+step, tag); err != nil {
+		to, err := next(maxID, rowStep)
+		if err != nil || to == maxID {
 			return err
 		}
-		r = segment.Range{Start: maxID, End: maxID + step, Step: rowStep}
-		return nil
+		_, err = q.Exec(ctx, s.d.Advance, to, tag)
+		return err
 	})
-	if err != nil {
-		return segment.Range{}, wrap("reserve", tag, err)
-	}
-	return r, nil
 }
 
 // CreateTag implements segment.Store.

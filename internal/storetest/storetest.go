@@ -7,7 +7,9 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -28,6 +30,7 @@ type Store interface {
 	segmenttest.Admin
 	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 	Leases() *sqlstore.Leases
+	DB() *sql.DB
 	Close() error
 }
 
@@ -82,7 +85,46 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Leases", func(t *testing.T) {
 		snowflaketest.RunLeaseStore(t, func(t *testing.T) snowflaketest.LeaseStore { return b.open(t, srv.DSN).Leases() })
 	})
+	t.Run("Regression", func(t *testing.T) {
+		segmenttest.Regression(t, shared, func(ctx context.Context, tag string, maxID int64) error {
+			// Literals: the tag is UniqueTag's, and placeholders differ by dialect.
+			_, err := shared.DB().ExecContext(ctx, fmt.Sprintf("UPDATE id_sequence SET max_id = %d WHERE biz_tag = '%s'", maxID, tag))
+			return err
+		})
+	})
+	t.Run("FarFuture", func(t *testing.T) { farFuture(t, shared) })
 	t.Run("Outage", func(t *testing.T) { outage(t, b) })
+}
+
+// farFuture writes a 2040 time into every updated_at column: a MySQL
+// TIMESTAMP column ends in January 2038, after which every reservation
+// and lease would fail.
+func farFuture(t *testing.T, s Store) {
+	ctx := context.Background()
+	tag := segmenttest.UniqueTag("future")
+	if err := s.CreateTag(ctx, segment.Tag{Name: tag, MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		fmt.Sprintf("UPDATE id_sequence SET updated_at = '2040-06-01 12:00:00' WHERE biz_tag = '%s'", tag),
+		"INSERT INTO worker_node (worker_id, updated_at) VALUES (1000000, '2040-06-01 12:00:00')",
+	} {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	tags, err := s.ListTags(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range tags {
+		if tg.Name == tag && tg.UpdatedAt.Year() != 2040 {
+			t.Fatalf("updated_at read back as %v, want 2040", tg.UpdatedAt)
+		}
+	}
+	if _, err := s.Reserve(ctx, tag, 0); err != nil {
+		t.Fatalf("Reserve after a 2040 updated_at: %v", err)
+	}
 }
 
 // contention runs 8 allocators, each with its own pool as 8 instances

@@ -111,6 +111,31 @@ func (m *MemStore) Release(ctx context.Context, tag string, from, to int64) (boo
 	return true, nil
 }
 
+// Raise implements segment.Raiser.
+func (m *MemStore) Raise(ctx context.Context, tag string, to int64) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[tag]
+	if !ok {
+		return false, fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
+	}
+	if row.MaxID >= to {
+		return false, nil
+	}
+	row.MaxID = to
+	return true, nil
+}
+
+// SetMaxID sets a tag's max_id to any value, lower too, as a restore from
+// backup or a failover that lost commits would.
+func (m *MemStore) SetMaxID(tag string, maxID int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if row, ok := m.rows[tag]; ok {
+		row.MaxID = maxID
+	}
+}
+
 // ListTags returns every tag, ordered by name.
 func (m *MemStore) ListTags(ctx context.Context) ([]segment.Tag, error) {
 	m.mu.Lock()

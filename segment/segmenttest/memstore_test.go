@@ -1,6 +1,7 @@
 package segmenttest_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/idgen/idgen/segment"
@@ -11,4 +12,12 @@ import (
 func TestMemStore_Conformance(t *testing.T) {
 	s := segmenttest.NewMemStore()
 	segmenttest.Run(t, func(t *testing.T) segment.Store { return s })
+}
+
+func TestMemStore_Regression(t *testing.T) {
+	st := segmenttest.NewMemStore()
+	segmenttest.Regression(t, st, func(_ context.Context, tag string, maxID int64) error {
+		st.SetMaxID(tag, maxID)
+		return nil
+	})
 }

@@ -101,6 +101,7 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 			{"zero step", segment.Tag{Name: UniqueTag("s"), MaxID: 1, Step: 0}, segment.ErrInvalidStep},
 			{"huge step", segment.Tag{Name: UniqueTag("s"), MaxID: 1, Step: math.MaxInt32 + 1}, segment.ErrInvalidStep},
 			{"negative start", segment.Tag{Name: UniqueTag("s"), MaxID: -1, Step: 1}, segment.ErrInvalidStep},
+			{"start past the last step", segment.Tag{Name: UniqueTag("s"), MaxID: math.MaxInt64 - 5, Step: 10}, segment.ErrInvalidStep},
 		} {
 			if err := s.CreateTag(ctx, tc.tag); !errors.Is(err, tc.want) {
 				t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
@@ -110,9 +111,35 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 
 	t.Run("Exhausted", func(t *testing.T) {
 		s := open(t)
-		tag := create(t, s, math.MaxInt64-5, 10)
+		tag := create(t, s, math.MaxInt64-25, 10)
+		for range 2 {
+			if _, err := s.Reserve(ctx, tag, 0); err != nil {
+				t.Fatalf("Reserve below the limit: %v", err)
+			}
+		}
 		if _, err := s.Reserve(ctx, tag, 0); !errors.Is(err, segment.ErrExhausted) {
 			t.Fatalf("Reserve past int64: err = %v, want ErrExhausted", err)
+		}
+	})
+
+	t.Run("RaiseNeverLowers", func(t *testing.T) {
+		s := open(t)
+		rs, ok := s.(segment.Raiser)
+		if !ok {
+			t.Skip("store does not implement segment.Raiser")
+		}
+		tag := create(t, s, 1, 10)
+		if raised, err := rs.Raise(ctx, tag, 500); err != nil || !raised {
+			t.Fatalf("Raise to 500 = %v, %v; want true", raised, err)
+		}
+		if raised, err := rs.Raise(ctx, tag, 100); err != nil || raised {
+			t.Fatalf("Raise to 100 below 500 = %v, %v; want false, nil", raised, err)
+		}
+		if r, err := s.Reserve(ctx, tag, 0); err != nil || r.Start != 500 {
+			t.Fatalf("Reserve after Raise = %+v, %v; want a range from 500", r, err)
+		}
+		if _, err := rs.Raise(ctx, UniqueTag("missing"), 5); !errors.Is(err, segment.ErrTagNotFound) {
+			t.Fatalf("Raise of a missing tag: err = %v, want ErrTagNotFound", err)
 		}
 	})
 

@@ -105,3 +105,11 @@ func TestOpen_DurablePragmas(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+func TestStore_Regression(t *testing.T) {
+	s := open(t, "sqlite://"+filepath.Join(t.TempDir(), "idgen.db"))
+	segmenttest.Regression(t, s, func(ctx context.Context, tag string, maxID int64) error {
+		_, err := s.DB().ExecContext(ctx, "UPDATE id_sequence SET max_id = ? WHERE biz_tag = ?", maxID, tag)
+		return err
+	})
+}
