@@ -26,10 +26,10 @@ type buffer struct {
 	// backoff; every take past prefetchAt then tries again, cheaply
 	// refused until retryAt (Unix nanoseconds), so that the load starts
 	// when the backoff ends rather than when the buffer runs dry.
-	again      atomic.Bool
-	retryAt    atomic.Int64
-	loadedAt   time.Time
-	latency    time.Duration
+	again    atomic.Bool
+	retryAt  atomic.Int64
+	loadedAt time.Time
+	latency  time.Duration
 }
 
 // Sequence hands out the IDs of one tag. Get it from Allocator.Sequence.
