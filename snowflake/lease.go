@@ -88,6 +88,25 @@ type LeaseStore interface {
 	Release(ctx context.Context, lease Lease, lastTimestamp time.Time) error
 }
 
+// StaticLeaseStore is a LeaseStore that can also hold one given worker ID,
+// for a process configured with a static worker ID (LeasedConfig.Static):
+// the ID is recorded in the same table as leased ones, so that the two
+// can never collide, and it gets the same heartbeat and floor.
+type StaticLeaseStore interface {
+	LeaseStore
+	// ClaimStatic leases workerID to owner until now+ttl, and pins it:
+	// Claim never hands a pinned worker ID to anyone, even after its
+	// lease expired. It returns an error wrapping ErrNoFreeWorker while
+	// another owner's lease on it is live. The Lease's LastTimestamp
+	// follows the same rule as Claim's.
+	ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (Lease, error)
+
+	// Unpin returns a static worker ID that is no longer configured
+	// anywhere to the pool Claim takes from. Its lease and floor stay as
+	// they are.
+	Unpin(ctx context.Context, workerID int64) error
+}
+
 // CheckClaim checks Claim's arguments against the LeaseStore contract, so
 // that every implementation refuses the same input before any I/O: an
 // owner of 1 to 128 bytes, a TTL from 1ms to 2^31-1 ms (about 24 days, what

@@ -24,12 +24,20 @@ const (
 // complete.
 type LeasedConfig struct {
 	// Generator configures the layout, MaxBackward and Clock of the
-	// generator, as for New. Its WorkerID must be zero: the lease chooses
-	// the worker ID, from 0..2^WorkerBits-1. NotBefore, if set, is a floor
+	// generator, as for New. Its WorkerID must be zero unless Static is
+	// set: the lease chooses the worker ID, from 0..2^WorkerBits-1. NotBefore, if set, is a floor
 	// on top of the lease's LastTimestamp. The Clock also supplies the
 	// times given to the LeaseStore, so a fake one drives lease expiry in
 	// tests.
 	Generator Config
+
+	// Static holds exactly Generator.WorkerID instead of leasing any free
+	// worker ID: a static worker ID, recorded in the lease table like a
+	// leased one, so that leased processes never take it and it gets the
+	// same heartbeat and the same floor across restarts. NewLeased fails
+	// while another live owner holds it. The store must be a
+	// StaticLeaseStore.
+	Static bool
 
 	// Owner names this process in the lease table. It must be unique to
 	// the process, since a lease belongs to its owner, and at most 128
@@ -65,8 +73,8 @@ type LeasedConfig struct {
 }
 
 func (c LeasedConfig) withDefaults() (LeasedConfig, error) {
-	if c.Generator.WorkerID != 0 {
-		return c, fmt.Errorf("%w: leave Generator.WorkerID zero: the lease chooses the worker ID", ErrInvalidConfig)
+	if c.Generator.WorkerID != 0 && !c.Static {
+		return c, fmt.Errorf("%w: leave Generator.WorkerID zero, or set Static: the lease chooses the worker ID", ErrInvalidConfig)
 	}
 	if c.TTL == 0 {
 		c.TTL = defaultLeaseTTL
@@ -141,6 +149,7 @@ type Leased struct {
 	g          *Generator
 	tagged     Tagged
 	store      LeaseStore
+	static     int64 // the static worker ID, or -1 to lease any
 	clock      Clock
 	owner      string
 	maxWorkers int64
@@ -187,11 +196,19 @@ func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased
 	if err != nil {
 		return nil, err
 	}
+	static := int64(-1)
+	if cfg.Static {
+		if _, ok := store.(StaticLeaseStore); !ok {
+			return nil, fmt.Errorf("%w: Static needs a StaticLeaseStore, and %T is not one", ErrInvalidConfig, store)
+		}
+		static = cfg.Generator.WorkerID
+	}
 	g.Pause(fmt.Errorf("%w: no worker ID claimed yet", ErrNoWorkerLease))
 	l := &Leased{
 		g:          g,
 		tagged:     Tagged{g: g},
 		store:      store,
+		static:     static,
 		clock:      g.clock,
 		owner:      cfg.Owner,
 		maxWorkers: g.layout.MaxWorkerID() + 1,
@@ -329,7 +346,13 @@ func (l *Leased) Heartbeat(ctx context.Context) error {
 // holds sem, or has not shared l yet, and the generator is paused: the
 // new deadline must not let it issue under the old worker ID.
 func (l *Leased) claim(ctx context.Context) error {
-	lease, err := l.store.Claim(ctx, l.owner, l.now(), l.ttl, l.maxWorkers)
+	var lease Lease
+	var err error
+	if l.static >= 0 {
+		lease, err = l.store.(StaticLeaseStore).ClaimStatic(ctx, l.owner, l.static, l.now(), l.ttl)
+	} else {
+		lease, err = l.store.Claim(ctx, l.owner, l.now(), l.ttl, l.maxWorkers)
+	}
 	if err != nil {
 		err = fmt.Errorf("snowflake: claim a worker ID: %w", err)
 		l.log.Warn("snowflake: worker ID claim failed", "err", err)

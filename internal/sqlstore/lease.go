@@ -30,7 +30,7 @@ const (
 	retries = 10
 )
 
-var _ snowflake.LeaseStore = (*Leases)(nil)
+var _ snowflake.StaticLeaseStore = (*Leases)(nil)
 
 // Leases is a snowflake.LeaseStore over any SQL backend: the worker_node
 // table, whose times are Unix milliseconds from the callers' clocks.
@@ -108,7 +108,7 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 		// last renewal; a released row has expiry 0.
 		floor := max(last, expires)
 		newExpiry := nowMs + ttl.Milliseconds()
-		n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, id)
+		n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 0, id)
 		if err != nil {
 			return err
 		}
@@ -120,6 +120,54 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 		return nil
 	})
 	return lease, found, err
+}
+
+// ClaimStatic implements snowflake.StaticLeaseStore: it takes the row of
+// workerID, creating it if needed, unless another owner's lease on it is
+// live, and pins it, so that leased claims never take it.
+func (s *Leases) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
+	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
+		return snowflake.Lease{}, err
+	}
+	if workerID < 0 || workerID > maxWorkerID {
+		return snowflake.Lease{}, fmt.Errorf("%w: worker ID %d is not in 0..%d", snowflake.ErrInvalidWorkerID, workerID, maxWorkerID)
+	}
+	// Literal integer written by the store: nothing to escape.
+	if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
+		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
+	}
+	nowMs := now.UnixMilli()
+	var lease snowflake.Lease
+	err := s.db.InTx(ctx, func(q Querier) error {
+		var holder string
+		var expires, last int64
+		if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last); err != nil {
+			return err
+		}
+		if holder != "" && holder != owner && expires > nowMs {
+			return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
+				snowflake.ErrNoFreeWorker, workerID, holder, fromMillis(expires).Format(time.RFC3339Nano))
+		}
+		floor := max(last, expires)
+		newExpiry := nowMs + ttl.Milliseconds()
+		if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
+			return err
+		}
+		lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
+		return nil
+	})
+	if err != nil {
+		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
+	}
+	return lease, nil
+}
+
+// Unpin implements snowflake.StaticLeaseStore.
+func (s *Leases) Unpin(ctx context.Context, workerID int64) error {
+	if _, err := s.db.Exec(ctx, s.d.WorkerUnpin, workerID); err != nil {
+		return fmt.Errorf("store: unpin worker %d: %w", workerID, err)
+	}
+	return nil
 }
 
 // seed inserts free rows for the lowest missing worker IDs up to maxID.
@@ -161,7 +209,10 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	if n == 0 {
 		return snowflake.Lease{}, errLost(lease)
 	}
-	lease.ExpiresAt = fromMillis(newExpiry)
+	// The store kept the later of the two expiries; the holder's deadline
+	// must not pass what the store holds, so it takes the later only if
+	// it is the new one.
+	lease.ExpiresAt = maxTime(lease.ExpiresAt, fromMillis(newExpiry))
 	if lastTimestamp.After(lease.LastTimestamp) {
 		lease.LastTimestamp = fromMillis(millis(lastTimestamp))
 	}
@@ -207,6 +258,13 @@ func (s *Leases) Workers(ctx context.Context) ([]snowflake.Lease, error) {
 		return nil, fmt.Errorf("store: list worker leases: %w", err)
 	}
 	return out, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func errLost(l snowflake.Lease) error {

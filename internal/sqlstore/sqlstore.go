@@ -69,17 +69,27 @@ type Dialect struct {
 	// '' or whose lease_expires_at <= now, locking it and skipping rows
 	// other transactions have locked. Args: max, now.
 	WorkerSelectFree string
+	// WorkerSelectFree skips pinned rows (see WorkerSelectOne).
+	//
 	// WorkerTake leases a row. Args: owner, lease_expires_at,
-	// last_timestamp, worker_id.
+	// last_timestamp, pinned (0 or 1), worker_id.
 	WorkerTake string
+	// WorkerSelectOne selects owner, lease_expires_at and last_timestamp of
+	// one row under a row lock, for a static worker ID, whose row is
+	// pinned: leased claims never take it. Args: worker_id.
+	WorkerSelectOne string
+	// WorkerUnpin returns a static worker ID to the leased pool. Args:
+	// worker_id.
+	WorkerUnpin string
 	// WorkerLowestMissing selects the lowest worker ID from 0 to max that
 	// has no row, or -1 if there is none. Args: max, max.
 	WorkerLowestMissing string
 	// WorkerSeed inserts rows with only worker_id set, skipping those that
 	// exist. Its one %s is replaced by "(id),(id),…", written by the store.
 	WorkerSeed string
-	// WorkerRenew sets lease_expires_at and raises last_timestamp to at
-	// least the argument, if worker_id, owner match and lease_expires_at >
+	// WorkerRenew raises lease_expires_at and last_timestamp to at least
+	// the arguments, never lowering either (a holder whose clock stepped
+	// back must not shorten the lease a claimer sees), if worker_id, owner match and lease_expires_at >
 	// now. Args: lease_expires_at, last_timestamp, worker_id, owner, now.
 	WorkerRenew string
 	// WorkerRelease clears owner and lease_expires_at and raises

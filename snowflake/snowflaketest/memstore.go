@@ -32,6 +32,7 @@ type MemLeaseStore struct {
 type memRow struct {
 	owner         string
 	expires, last int64
+	pinned        bool
 }
 
 // NewMemLeaseStore returns a MemLeaseStore with no leases.
@@ -70,7 +71,7 @@ func (m *MemLeaseStore) Claim(ctx context.Context, owner string, now time.Time, 
 	// A missing row is free, so the loop ends by len(m.rows).
 	for id := int64(0); id < min(maxWorkers, math.MaxInt32+1); id++ {
 		r := m.rows[id]
-		if r.owner != "" && r.expires > nowMs {
+		if (r.owner != "" && r.expires > nowMs) || r.pinned {
 			continue
 		}
 		r = memRow{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(r.last, r.expires)}
@@ -94,10 +95,51 @@ func (m *MemLeaseStore) Renew(ctx context.Context, lease snowflake.Lease, now, l
 	if !ok || lease.Owner == "" || r.owner != lease.Owner || r.expires <= now.UnixMilli() {
 		return snowflake.Lease{}, fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
-	r.expires = now.UnixMilli() + ttl.Milliseconds()
+	r.expires = max(r.expires, now.UnixMilli()+ttl.Milliseconds())
 	r.last = max(r.last, millis(lastTimestamp))
 	m.rows[lease.WorkerID] = r
-	return r.lease(lease.WorkerID), nil
+	// Not r.lease: the holder's deadline must not pass the stored expiry,
+	// and it only learns the later one if it asked for it.
+	out := r.lease(lease.WorkerID)
+	out.ExpiresAt = fromMillis(max(millis(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
+	return out, nil
+}
+
+// Unpin implements snowflake.StaticLeaseStore.
+func (m *MemLeaseStore) Unpin(ctx context.Context, workerID int64) error {
+	if err := m.failure(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.rows[workerID]; ok {
+		r.pinned = false
+		m.rows[workerID] = r
+	}
+	return nil
+}
+
+// ClaimStatic implements snowflake.StaticLeaseStore.
+func (m *MemLeaseStore) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
+	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
+		return snowflake.Lease{}, err
+	}
+	if workerID < 0 || workerID > math.MaxInt32 {
+		return snowflake.Lease{}, fmt.Errorf("%w: %d", snowflake.ErrInvalidWorkerID, workerID)
+	}
+	if err := m.failure(); err != nil {
+		return snowflake.Lease{}, err
+	}
+	nowMs := now.UnixMilli()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.rows[workerID]
+	if r.owner != "" && r.owner != owner && r.expires > nowMs {
+		return snowflake.Lease{}, fmt.Errorf("%w: worker %d is held by %q", snowflake.ErrNoFreeWorker, workerID, r.owner)
+	}
+	r = memRow{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(r.last, r.expires), pinned: true}
+	m.rows[workerID] = r
+	return r.lease(workerID), nil
 }
 
 // Release implements snowflake.LeaseStore.
@@ -114,7 +156,7 @@ func (m *MemLeaseStore) Release(ctx context.Context, lease snowflake.Lease, last
 	if !ok || lease.Owner == "" || r.owner != lease.Owner {
 		return fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
-	m.rows[lease.WorkerID] = memRow{last: max(r.last, millis(lastTimestamp))}
+	m.rows[lease.WorkerID] = memRow{last: max(r.last, millis(lastTimestamp)), pinned: r.pinned}
 	return nil
 }
 

@@ -206,6 +206,74 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 		}
 	})
 
+	// A holder whose clock stepped back renews with an earlier now: the
+	// stored expiry must not move back, or a claimer could take the worker
+	// ID while the holder still stamps IDs up to its old deadline.
+	t.Run("Renew/NeverShortensTheLease", func(t *testing.T) {
+		s := open(t)
+		now := phase()
+		a := claim(t, s, "a", now, 1)
+		r, err := s.Renew(ctx, a, now.Add(-5*time.Second), time.Time{}, suiteTTL)
+		if err != nil {
+			t.Fatalf("Renew with the clock 5s back: %v", err)
+		}
+		if r.ExpiresAt.After(a.ExpiresAt) || r.ExpiresAt.Before(now.Add(-5*time.Second+suiteTTL)) {
+			t.Errorf("Renew returned expiry %v; want at most the stored %v", r.ExpiresAt, a.ExpiresAt)
+		}
+		if w := worker(t, s, a.WorkerID); !w.ExpiresAt.Equal(a.ExpiresAt) {
+			t.Errorf("stored expiry %v after a renewal from behind; want it kept at %v", w.ExpiresAt, a.ExpiresAt)
+		}
+		if _, err := s.Claim(ctx, owner("b"), a.ExpiresAt.Add(-time.Millisecond), suiteTTL, 1); !errors.Is(err, snowflake.ErrNoFreeWorker) {
+			t.Errorf("claim before the first expiry = %v, want ErrNoFreeWorker", err)
+		}
+	})
+
+	t.Run("Static", func(t *testing.T) {
+		st, ok := open(t).(snowflake.StaticLeaseStore)
+		if !ok {
+			t.Skip("not a StaticLeaseStore")
+		}
+		now := phase()
+		// Worker 0 is taken by a lease: a static claim of it is refused.
+		leased := claim(t, st, "leased", now, 1)
+		if _, err := st.ClaimStatic(ctx, owner("static"), leased.WorkerID, now.Add(time.Second), suiteTTL); !errors.Is(err, snowflake.ErrNoFreeWorker) {
+			t.Fatalf("static claim of a live leased worker = %v, want ErrNoFreeWorker", err)
+		}
+		if err := st.Release(ctx, leased, now.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		a, err := st.ClaimStatic(ctx, owner("static"), 0, now.Add(3*time.Second), suiteTTL)
+		if err != nil {
+			t.Fatalf("static claim of a free worker: %v", err)
+		}
+		if a.WorkerID != 0 || a.LastTimestamp.Before(now.Add(2*time.Second)) {
+			t.Fatalf("static claim = %+v; want worker 0 above the released floor %v", a, now.Add(2*time.Second))
+		}
+		if _, err := st.ClaimStatic(ctx, owner("other"), 0, now.Add(4*time.Second), suiteTTL); !errors.Is(err, snowflake.ErrNoFreeWorker) {
+			t.Fatalf("second static claim of a live worker = %v, want ErrNoFreeWorker", err)
+		}
+		if err := st.Release(ctx, a, now.Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		// Released, and even long after: pinned, never leased.
+		if _, err := st.Claim(ctx, owner("leased2"), now.Add(5*time.Minute), suiteTTL, 1); !errors.Is(err, snowflake.ErrNoFreeWorker) {
+			t.Fatalf("leased claim of a pinned worker = %v, want ErrNoFreeWorker", err)
+		}
+		b, err := st.ClaimStatic(ctx, owner("static"), 0, now.Add(5*time.Minute), suiteTTL)
+		if err != nil || b.LastTimestamp.Before(now.Add(5*time.Second)) {
+			t.Fatalf("static restart = %+v, %v; want the floor %v", b, err, now.Add(5*time.Second))
+		}
+		if err := st.Release(ctx, b, now.Add(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Unpin(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		if c := claim(t, st, "leased3", now.Add(5*time.Minute+time.Second), 1); c.WorkerID != 0 || c.LastTimestamp.Before(now.Add(5*time.Minute)) {
+			t.Fatalf("leased claim after Unpin = %+v; want worker 0 above %v", c, now.Add(5*time.Minute))
+		}
+	})
+
 	t.Run("ExpiredLeaseIsTakenOver", func(t *testing.T) {
 		s := open(t)
 		now := phase()
