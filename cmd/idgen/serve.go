@@ -35,7 +35,7 @@ func newServe() *cobra.Command {
 	f.Int64("max-range", 1_000_000, "largest ?size= of POST /segment/{tag}/range")
 	f.Bool("migrate", true, "apply schema migrations at start")
 	f.Bool("snowflake", true, "serve /snowflake/{tag} too (leases a worker ID); --mode snowflake needs it")
-	f.Int64("worker-id", -1, "static snowflake worker ID (0-1023); -1 leases one from the store")
+	f.Int64("worker-id", -1, "static snowflake worker ID (0-1023), held in the store like a lease and never leased to others; -1 leases any free one")
 	f.Duration("lease-ttl", 30*time.Second, "snowflake worker lease time to live; renewed every third of it")
 	f.Duration("shutdown-timeout", 10*time.Second, "how long to drain requests and hand back ranges on SIGTERM")
 	f.String("log-format", "text", "log format: text or json")

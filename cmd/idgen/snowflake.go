@@ -10,33 +10,31 @@ import (
 	"github.com/idgen/idgen/snowflake"
 )
 
-// snowflakeMode is the snowflake generator of a serve process: leased
-// from the store, or with a static worker ID.
+// snowflakeMode is the snowflake generator of a serve process, with its
+// worker ID leased from the store: any free one, or the static one given
+// by --worker-id, which is held in the same table, so that the two kinds
+// can never collide, and gets the same heartbeat and floor.
 type snowflakeMode struct {
 	gen    idgen.Generator
 	layout snowflake.Layout
-	leased *snowflake.Leased // nil with a static worker ID
-	static *snowflake.Generator
+	leased *snowflake.Leased
 	mode   string
 }
 
 func startSnowflake(ctx context.Context, st backend, c serveConfig, log *slog.Logger) (*snowflakeMode, error) {
+	cfg := snowflake.LeasedConfig{TTL: c.leaseTTL, Logger: log}
+	source := "lease"
 	if c.workerID >= 0 {
-		// A static worker ID has no persisted last timestamp: the operator
-		// vouches that no other process uses it and that the clock is
-		// sane across restarts.
-		g, err := snowflake.New(snowflake.Config{WorkerID: c.workerID})
-		if err != nil {
-			return nil, fmt.Errorf("--worker-id: %w", err)
-		}
-		log.Info("snowflake worker", "worker_id", c.workerID, "source", "static")
-		return &snowflakeMode{gen: snowflake.NewTagged(g), layout: g.Layout(), static: g, mode: c.mode}, nil
+		cfg.Static, cfg.Generator.WorkerID, source = true, c.workerID, "static"
 	}
-	l, err := snowflake.NewLeased(ctx, st.Leases(), snowflake.LeasedConfig{TTL: c.leaseTTL, Logger: log})
+	l, err := snowflake.NewLeased(ctx, st.Leases(), cfg)
 	if err != nil {
+		if c.workerID >= 0 {
+			return nil, fmt.Errorf("--worker-id %d: %w", c.workerID, err)
+		}
 		return nil, fmt.Errorf("snowflake worker lease: %w", err)
 	}
-	log.Info("snowflake worker", "worker_id", l.WorkerID(), "source", "lease", "owner", l.Owner(), "expires", l.LeaseExpiry())
+	log.Info("snowflake worker", "worker_id", l.WorkerID(), "source", source, "owner", l.Owner(), "expires", l.LeaseExpiry())
 	return &snowflakeMode{gen: l, layout: l.Layout(), leased: l, mode: c.mode}, nil
 }
 
@@ -60,17 +58,11 @@ func (s *snowflakeMode) wire(cfg *server.Config, m *server.Metrics) {
 }
 
 func (s *snowflakeMode) status() server.WorkerStatus {
-	if s.leased == nil {
-		return server.WorkerStatus{WorkerID: s.static.WorkerID(), LastTimestamp: s.static.LastTimestamp()}
-	}
 	return server.WorkerStatus{WorkerID: s.leased.WorkerID(), LeaseExpiresAt: s.leased.LeaseExpiry(),
 		LastTimestamp: s.leased.LastTimestamp(), Err: s.leased.Ready()}
 }
 
 // close releases the lease so that the worker ID is free at once.
 func (s *snowflakeMode) close(ctx context.Context) error {
-	if s.leased == nil {
-		return nil
-	}
 	return s.leased.Close(ctx)
 }
