@@ -103,7 +103,7 @@ func (a *Allocator) sequenceFor(tag string) (*Sequence, error) {
 	a.negMu.Lock()
 	until, known := a.neg[tag]
 	a.negMu.Unlock()
-	if known && a.opts.now().Before(until) {
+	if known && a.opts.Now().Before(until) {
 		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 	}
 	return a.Sequence(tag)
@@ -121,7 +121,7 @@ func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
 		return
 	}
 	a.tags.CompareAndDelete(tag, s)
-	now := a.opts.now()
+	now := a.opts.Now()
 	a.negMu.Lock()
 	defer a.negMu.Unlock()
 	if len(a.neg) >= maxNegative {

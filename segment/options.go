@@ -60,8 +60,10 @@ type Options struct {
 	// Logger receives load failures and recoveries. Default: discard.
 	Logger *slog.Logger
 
-	// now is the clock for step and backoff decisions; tests replace it.
-	now func() time.Time
+	// Now is the clock for step, backoff and negative-cache decisions.
+	// Nil means time.Now; tests and the simulator (internal/sim) replace
+	// it to drive those decisions on a clock of their own.
+	Now func() time.Time
 }
 
 // Observer is told about the allocator's slow-path events. Its methods
@@ -115,8 +117,8 @@ func (o *Options) withDefaults() (Options, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 
 	switch {

@@ -137,7 +137,7 @@ func (b *buffer) take(n int64) (v, hi int64, ok bool) {
 // loading. In a backoff it marks b, so that the first take after the
 // backoff starts the load.
 func (s *Sequence) prefetch(b *buffer) {
-	if b.again.Load() && s.a.opts.now().UnixNano() < b.retryAt.Load() {
+	if b.again.Load() && s.a.opts.Now().UnixNano() < b.retryAt.Load() {
 		return // still in backoff: no lock taken
 	}
 	s.mu.Lock()
@@ -146,7 +146,7 @@ func (s *Sequence) prefetch(b *buffer) {
 	if s.cur.Load() != b || s.next != nil || s.loading != nil {
 		return
 	}
-	if s.err != nil && s.a.opts.now().Before(s.retryAt) {
+	if s.err != nil && s.a.opts.Now().Before(s.retryAt) {
 		b.retryAt.Store(s.retryAt.UnixNano())
 		b.again.Store(true)
 		return
@@ -177,7 +177,7 @@ func (s *Sequence) advance(ctx context.Context, seen *buffer) error {
 			return nil
 		}
 		if s.loading == nil {
-			if s.err != nil && s.a.opts.now().Before(s.retryAt) {
+			if s.err != nil && s.a.opts.Now().Before(s.retryAt) {
 				err := s.err
 				s.mu.Unlock()
 				return err
@@ -212,10 +212,10 @@ func (s *Sequence) advance(ctx context.Context, seen *buffer) error {
 // startLoadLocked starts one background reservation. s.mu must be held.
 func (s *Sequence) startLoadLocked() bool {
 	done := make(chan struct{})
-	step := s.nextStepLocked(s.a.opts.now())
+	step := s.nextStepLocked(s.a.opts.Now())
 	ok := s.a.startLoad(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, s.a.opts.LoadTimeout)
-		began := s.a.opts.now()
+		began := s.a.opts.Now()
 		t0 := time.Now()
 		r, err := s.a.reserve(ctx, s, step)
 		latency := time.Since(t0)
@@ -252,7 +252,7 @@ func (s *Sequence) finishLoad(r Range, err error, began time.Time, latency time.
 				s.backoff = min(max(2*s.backoff, o.MinBackoff), o.MaxBackoff)
 			}
 			s.err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, s.tag, err)
-			s.retryAt = s.a.opts.now().Add(s.backoff)
+			s.retryAt = s.a.opts.Now().Add(s.backoff)
 			if b := s.cur.Load(); b != nil {
 				// A failed prefetch is tried again after the backoff.
 				b.retryAt.Store(s.retryAt.UnixNano())
