@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -115,7 +117,7 @@ func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
 	if !errors.Is(err, ErrTagNotFound) {
 		return
 	}
-	if s.high.Load() > 0 {
+	if s.mark.reserved() {
 		// It reserved before: its high-water mark must outlive a row
 		// that was deleted and may be created again lower.
 		return
@@ -160,10 +162,23 @@ func (a *Allocator) Shutdown(ctx context.Context) error {
 	a.cancel()
 	a.loads.Wait()
 
+	// Every buffer is fenced before the first hand-back, and the tags are
+	// handed back in name order, so that a slow store cannot keep IDs
+	// flowing and a run can be replayed (internal/sim).
+	var seqs []*Sequence
+	a.tags.Range(func(_, v any) bool {
+		seqs = append(seqs, v.(*Sequence))
+		return true
+	})
+	slices.SortFunc(seqs, func(x, y *Sequence) int { return strings.Compare(x.tag, y.tag) })
+	fenced := make([][]span, len(seqs))
+	for i, s := range seqs {
+		fenced[i] = s.fence()
+	}
 	rel, _ := a.store.(Releaser)
 	var errs []error
-	a.tags.Range(func(_, v any) bool {
-		for _, r := range v.(*Sequence).fence() {
+	for _, spans := range fenced {
+		for _, r := range spans {
 			if rel == nil || ctx.Err() != nil {
 				break
 			}
@@ -174,8 +189,7 @@ func (a *Allocator) Shutdown(ctx context.Context) error {
 				break // someone reserved past it; the earlier range cannot go back either
 			}
 		}
-		return true
-	})
+	}
 	return errors.Join(errs...)
 }
 
@@ -206,26 +220,20 @@ func (a *Allocator) isClosed() bool {
 const maxRegressions = 3
 
 // reserve reserves a segment of s's tag, creating the tag first when
-// allowed. It refuses a range that starts below the high-water mark taken
-// before the call: the store went back in time and may hand out IDs this
+// allowed. It refuses a range the store handed out before (see
+// watermark): the store went back in time and may hand out IDs this
 // process has handed out already. It logs and reports the regression,
-// raises max_id above the mark when the store can (Raiser), and reserves
-// again. Ranges reserved concurrently by this process end below the
-// mark's later values, never below the one read here, so they are not
-// mistaken for regressions.
+// raises max_id above everything reserved when the store can (Raiser),
+// and reserves again.
 func (a *Allocator) reserve(ctx context.Context, s *Sequence, step int64) (Range, error) {
-	high := s.high.Load()
 	for attempt := 1; ; attempt++ {
+		high, at := s.mark.begin()
 		r, err := a.reserveOnce(ctx, s.tag, step)
-		if err != nil {
+		if !s.mark.end(high, at, r, err == nil) || err != nil {
 			return r, err
 		}
-		if r.Start >= high {
-			for old := s.high.Load(); r.End > old && !s.high.CompareAndSwap(old, r.End); old = s.high.Load() {
-			}
-			return r, nil
-		}
-		a.opts.Logger.Error("segment: the store handed out a range below one reserved before; skipping it",
+		high = s.mark.highWater()
+		a.opts.Logger.Error("segment: the store handed out a range it had handed out before; skipping it",
 			"tag", s.tag, "start", r.Start, "end", r.End, "high_water", high)
 		if obs, ok := a.opts.Observer.(RegressionObserver); ok {
 			obs.SegmentRegressed(s.tag, r, high)

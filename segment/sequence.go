@@ -38,10 +38,9 @@ type Sequence struct {
 	tag string
 	a   *Allocator
 	cur atomic.Pointer[buffer]
-	// high is the end of the highest range reserved for this tag, by the
-	// buffers or by ReserveRange: the high-water mark below which the
-	// store must never hand out a range again.
-	high atomic.Int64
+	// mark remembers the ranges reserved for this tag, by the buffers
+	// and by ReserveRange, so that the store cannot hand one out again.
+	mark watermark
 
 	mu       sync.Mutex
 	next     *buffer       // loaded and waiting for cur to run out

@@ -1,0 +1,89 @@
+package segment
+
+import "sync"
+
+// watermark remembers what one tag's reservations returned, so that a
+// range the store hands out again (it went back in time: a restore, a
+// failover to a replica that lost commits, a max_id lowered by hand) is
+// recognised and never handed out.
+//
+// A range is a regression if it starts below the end of a range that was
+// returned before its own call began, or overlaps one returned while its
+// call was in flight. The second rule matters because reservations of
+// one tag run concurrently (the background load and ReserveRange calls):
+// the store serialises them, so a later call's range may legitimately
+// start below an earlier-finishing call's, but never overlaps it; and a
+// rollback during the call shows up as exactly such an overlap. Ranges
+// are logged only while calls are in flight, and only as far back as the
+// oldest one began, so memory stays bounded by the calls in flight.
+type watermark struct {
+	mu       sync.Mutex
+	high     int64          // end of the highest range returned
+	done     uint64         // ranges returned so far
+	log      []logged       // ranges returned while calls were in flight
+	inflight map[uint64]int // calls in flight, by the done count at their start
+}
+
+type logged struct {
+	n uint64 // done count after this range; its position in the log
+	r Range
+}
+
+// begin records a call's start; pass its result to end.
+func (w *watermark) begin() (high int64, at uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inflight == nil {
+		w.inflight = map[uint64]int{}
+	}
+	w.inflight[w.done]++
+	return w.high, w.done
+}
+
+// end records a call's outcome: ok false for a failed call. It reports
+// whether r is a regression; a regression is not recorded.
+func (w *watermark) end(high int64, at uint64, r Range, ok bool) (regressed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ok {
+		regressed = r.Start < high
+		for _, l := range w.log {
+			if l.n > at && r.Start < l.r.End && l.r.Start < r.End {
+				regressed = true
+			}
+		}
+		if !regressed {
+			w.high = max(w.high, r.End)
+			w.done++
+			w.log = append(w.log, logged{n: w.done, r: r})
+		}
+	}
+	if w.inflight[at]--; w.inflight[at] == 0 {
+		delete(w.inflight, at)
+	}
+	// Drop what no call in flight can overlap with any more.
+	oldest := w.done
+	for a := range w.inflight {
+		oldest = min(oldest, a)
+	}
+	i := 0
+	for i < len(w.log) && w.log[i].n <= oldest {
+		i++
+	}
+	w.log = append(w.log[:0], w.log[i:]...)
+	return regressed
+}
+
+// highWater returns the end of the highest range returned.
+func (w *watermark) highWater() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.high
+}
+
+// reserved reports whether any range was returned.
+func (w *watermark) reserved() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.done > 0
+}
