@@ -48,7 +48,7 @@ var dialect = sqlstore.Dialect{
 	// SKIP LOCKED needs MySQL 8.0 or MariaDB 10.6.
 	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
 		WHERE worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-	WorkerTake: `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE worker_id = ?`,
+	WorkerTake:      `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE worker_id = ?`,
 	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ? FOR UPDATE`,
 	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`,
 	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < ?) c

@@ -48,7 +48,7 @@ var dialect = sqlstore.Dialect{
 
 	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
 		WHERE worker_id <= $1 AND (owner = '' OR lease_expires_at <= $2) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-	WorkerTake: `UPDATE worker_node SET owner = $1, lease_expires_at = $2, last_timestamp = $3, pinned = $4, updated_at = now() WHERE worker_id = $5`,
+	WorkerTake:      `UPDATE worker_node SET owner = $1, lease_expires_at = $2, last_timestamp = $3, pinned = $4, updated_at = now() WHERE worker_id = $5`,
 	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = $1 FOR UPDATE`,
 	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = $1`,
 	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < $1) c
