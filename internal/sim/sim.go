@@ -354,8 +354,16 @@ func (w *world) once() error {
 		return w.restart(p)
 	case r < 71 && w.faults:
 		w.rollback(tag)
-	case r < 80:
+	case r < 77:
 		return w.snowNext(p)
+	case r < 80:
+		// Every process at once, in the same millisecond: where two
+		// holders of one worker ID would collide.
+		for _, q := range w.procs {
+			if err := w.snowNext(q); err != nil {
+				return err
+			}
+		}
 	case r < 90:
 		w.heartbeat(p)
 	case r < 93 && w.faults:

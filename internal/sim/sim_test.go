@@ -23,12 +23,15 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// TestSimulation runs IDGEN_SIM_SEEDS seeds (default 60, about half a
-// minute) of IDGEN_SIM_STEPS steps (default 1500) each. IDGEN_SIM_SEED
-// replays one seed. A failure prints the command that replays it.
+// TestSimulation runs IDGEN_SIM_SEEDS seeds (default 200: about 10 s, or
+// 50 s under -race) of IDGEN_SIM_STEPS steps (default 3000) each: the CI
+// budget. The long mode is the same with larger numbers, for example
+// IDGEN_SIM_SEEDS=20000. IDGEN_SIM_SEED replays one seed, and with
+// IDGEN_SIM_TRACE=1 prints every step. A failure prints the command that
+// replays it.
 func TestSimulation(t *testing.T) {
-	steps := envInt(t, "IDGEN_SIM_STEPS", 1500)
-	first, seeds := uint64(1), envInt(t, "IDGEN_SIM_SEEDS", 60)
+	steps := envInt(t, "IDGEN_SIM_STEPS", 3000)
+	first, seeds := uint64(1), envInt(t, "IDGEN_SIM_SEEDS", 200)
 	if testing.Short() {
 		seeds = 5
 	}
