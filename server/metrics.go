@@ -90,6 +90,14 @@ func NewMetrics() *Metrics {
 			}
 			return -1
 		})
+	snowflakeOn := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "snowflake_enabled",
+		Help: "1 when this instance runs a snowflake generator (so idgen_worker_lease_held 0 means it cannot issue), else 0."},
+		func() float64 {
+			if _, ok := m.workerStatus(); ok {
+				return 1
+			}
+			return 0
+		})
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "ready",
 		Help: "1 while /readyz would answer 200 (the instance can issue IDs), else 0."},
 		func() float64 {
@@ -108,7 +116,7 @@ func NewMetrics() *Metrics {
 	// from the start, so that rate() over it is 0 rather than absent.
 	m.storeErrors.WithLabelValues("reserve")
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.clockBack,
-		m.requests, leaseHeld, leaseExpires, workerID, ready, bufferCollector{m},
+		m.requests, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
