@@ -132,6 +132,9 @@ func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err 
 	}
 	m.loads.WithLabelValues(tag, "ok").Inc()
 	m.loadLatency.WithLabelValues(tag).Observe(latency.Seconds())
+	// A tag's regression counter exists at 0 from its first load: a series
+	// that first appears at 1 has no increase() for an alert to see.
+	m.regressions.WithLabelValues(tag)
 }
 
 // WaitedForLoad implements segment.Observer.
