@@ -5,7 +5,11 @@
 // in the test's temporary directory, so they need no Docker and leave no
 // file behind; everything is closed by t.Cleanup.
 //
-// For a test against the released container image instead, see package
+// The server is built on gin, which in its default debug mode lists every
+// route on stdout when a server starts; GIN_MODE=release, or
+// gin.SetMode(gin.ReleaseMode) in TestMain, keeps test output quiet.
+//
+// For a test against the container image instead, see package
 // idgencontainer.
 package idgentest
 
