@@ -4,8 +4,9 @@
 # the Dockerfile's golang and distroless base images cannot be pulled here,
 # so the static binary is built on the host and copied FROM scratch by the
 # classic builder, which pulls nothing. Like the real image it runs as the
-# non-root user 65532 and starts `idgen serve`; it has no /data, so it
-# cannot use the SQLite default (the compose stack uses PostgreSQL/MySQL).
+# non-root user 65532 and starts `idgen serve` with the SQLite default in
+# /data, so that idgencontainer's tests can run it without a database
+# (the compose stack sets PostgreSQL/MySQL instead).
 # Prints TAG on stdout. Needs go and a Docker engine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,9 +17,12 @@ ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
 # The same build as internal/proctest's, so that CI compiles it once.
 (cd "$root" && CGO_ENABLED=0 go build -o "$ctx/idgen" ./cmd/idgen)
+mkdir "$ctx/data"
 printf '%s\n' \
 	'FROM scratch' \
 	'COPY idgen /idgen' \
+	'COPY --chown=65532:65532 data /data' \
+	'ENV IDGEN_STORE=sqlite:///data/idgen.db' \
 	'USER 65532:65532' \
 	'EXPOSE 8080' \
 	'ENTRYPOINT ["/idgen"]' \

@@ -1,7 +1,11 @@
 // Package deploy holds the deployment tests: they check the files that
 // ship idgen as containers (Dockerfile, docker-compose.yml and the CI
 // override in .ci/) and run the compose stack for real, with PostgreSQL,
-// MySQL and three idgen instances, over published loopback ports.
+// MySQL and three idgen instances, over published loopback ports. The
+// monitoring test checks that every metric the Prometheus rules
+// (prometheus/) and the Grafana dashboard (grafana/) name is exported by
+// a running server. The Kubernetes manifests (kubernetes/) are a module
+// of their own with their own test.
 //
 // The package has no code of its own; docs/deploy.md is the guide the
 // tests back up. The stack test needs a Docker engine and docker-compose

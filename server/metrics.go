@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -31,7 +32,13 @@ type Metrics struct {
 	clockBack   prometheus.Counter
 	requests    *prometheus.HistogramVec
 	worker      atomic.Pointer[func() WorkerStatus]
+	stats       atomic.Pointer[SegmentStats]
+	ready       atomic.Pointer[func(context.Context) error]
 }
+
+// readyProbeTimeout bounds the readiness check behind idgen_ready, so
+// that a hung store cannot hold a scrape.
+const readyProbeTimeout = time.Second
 
 // NewMetrics creates the collectors on a registry of their own, with the
 // Go runtime and process collectors beside them.
@@ -83,8 +90,33 @@ func NewMetrics() *Metrics {
 			}
 			return -1
 		})
+	snowflakeOn := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "snowflake_enabled",
+		Help: "1 when this instance runs a snowflake generator (so idgen_worker_lease_held 0 means it cannot issue), else 0."},
+		func() float64 {
+			if _, ok := m.workerStatus(); ok {
+				return 1
+			}
+			return 0
+		})
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "ready",
+		Help: "1 while /readyz would answer 200 (the instance can issue IDs), else 0."},
+		func() float64 {
+			f := m.ready.Load()
+			if f == nil {
+				return 0
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), readyProbeTimeout)
+			defer cancel()
+			if (*f)(ctx) != nil {
+				return 0
+			}
+			return 1
+		})
+	// The one store operation every instance performs: its series exists
+	// from the start, so that rate() over it is 0 rather than absent.
+	m.storeErrors.WithLabelValues("reserve")
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.clockBack,
-		m.requests, leaseHeld, leaseExpires, workerID,
+		m.requests, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -100,6 +132,9 @@ func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err 
 	}
 	m.loads.WithLabelValues(tag, "ok").Inc()
 	m.loadLatency.WithLabelValues(tag).Observe(latency.Seconds())
+	// A tag's regression counter exists at 0 from its first load: a series
+	// that first appears at 1 has no increase() for an alert to see.
+	m.regressions.WithLabelValues(tag)
 }
 
 // WaitedForLoad implements segment.Observer.
@@ -113,6 +148,52 @@ func (m *Metrics) SegmentRegressed(tag string, _ segment.Range, _ int64) {
 // WatchWorker makes the worker gauges read the snowflake generator's
 // state at each scrape.
 func (m *Metrics) WatchWorker(status func() WorkerStatus) { m.worker.Store(&status) }
+
+// watch makes the segment buffer gauges and idgen_ready read the
+// server's allocator and readiness check at each scrape.
+func (m *Metrics) watch(stats SegmentStats, ready func(context.Context) error) {
+	if stats != nil {
+		m.stats.Store(&stats)
+	}
+	m.ready.Store(&ready)
+}
+
+// bufferCollector reports each tag's buffered IDs and step, read from
+// the allocator at scrape time rather than updated on the hot path.
+type bufferCollector struct{ m *Metrics }
+
+var (
+	bufferedDesc = prometheus.NewDesc("idgen_segment_buffered_ids",
+		"IDs of a tag held in memory (current and next segment): what this instance can hand out without the store.",
+		[]string{"tag"}, nil)
+	stepDesc = prometheus.NewDesc("idgen_segment_step",
+		"Size of a tag's last loaded segment (the dynamic step); both buffers full hold twice this.",
+		[]string{"tag"}, nil)
+)
+
+func (c bufferCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- bufferedDesc
+	ch <- stepDesc
+}
+
+func (c bufferCollector) Collect(ch chan<- prometheus.Metric) {
+	p := c.m.stats.Load()
+	if p == nil {
+		return
+	}
+	for _, st := range (*p).Stats() {
+		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(buffered(st)), st.Tag)
+		ch <- prometheus.MustNewConstMetric(stepDesc, prometheus.GaugeValue, float64(st.Step), st.Tag)
+	}
+}
+
+func buffered(st segment.SequenceStats) int64 {
+	n := st.Current.End - st.Current.Pos
+	if st.Next != nil {
+		n += st.Next.End - st.Next.Pos
+	}
+	return max(n, 0)
+}
 
 func (m *Metrics) workerStatus() (WorkerStatus, bool) {
 	f := m.worker.Load()

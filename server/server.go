@@ -132,6 +132,9 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if s.metrics != nil {
+		s.metrics.watch(s.stats, s.ready)
+	}
 	s.routes()
 	return s, nil
 }

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +97,25 @@ func Start(t testing.TB, k Kind) *Server {
 // loopback port, so the DSN stays valid across a restart.
 func StartContainer(t testing.TB, k Kind) *Server {
 	t.Helper()
+	return startContainer(t, k, nil)
+}
+
+// StartOnNetwork is StartContainer with the container also attached to
+// the Docker network named network under alias, for tests whose other
+// containers reach the database by that name. It returns the server and
+// the DSN for those containers (host alias, the container's own port).
+func StartOnNetwork(t testing.TB, k Kind, network, alias string) (*Server, string) {
+	t.Helper()
+	s := startContainer(t, k, func(req *testcontainers.ContainerRequest) {
+		req.Networks = []string{network}
+		req.NetworkAliases = map[string][]string{network: {alias}}
+	})
+	port, _, _ := strings.Cut(k.port, "/")
+	return s, k.dsn(alias, port)
+}
+
+func startContainer(t testing.TB, k Kind, customize func(*testcontainers.ContainerRequest)) *Server {
+	t.Helper()
 	requireDocker(t)
 	image := k.defaultImage
 	if v := os.Getenv(k.imageEnv); v != "" {
@@ -115,6 +135,9 @@ func StartContainer(t testing.TB, k Kind) *Server {
 		WaitingFor: wait.ForSQL(k.port, k.driver, func(host string, p network.Port) string {
 			return k.sqlURL(host, p.Port())
 		}).WithStartupTimeout(2 * time.Minute).WithPollInterval(250 * time.Millisecond),
+	}
+	if customize != nil {
+		customize(&req)
 	}
 	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
 	if c != nil {
@@ -205,8 +228,13 @@ func (s *Server) dockerCall(fn func(ctx context.Context, c client.APIClient, id 
 // Container returns the container, or nil for an external server.
 func (s *Server) Container() testcontainers.Container { return s.container }
 
-// requireDocker skips the test without a Docker engine, or fails it when
+// RequireDocker skips the test without a Docker engine, or fails it when
 // CI or IDGEN_REQUIRE_DOCKER=1 says Docker must be there.
+func RequireDocker(t testing.TB) {
+	t.Helper()
+	requireDocker(t)
+}
+
 func requireDocker(t testing.TB) {
 	t.Helper()
 	err := dockerHealthy()
