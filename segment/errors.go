@@ -26,6 +26,10 @@ var (
 
 	// ErrInvalidStep is returned when a step or start value is out of range.
 	ErrInvalidStep = errors.New("segment: invalid step or start")
+
+	// ErrTagLimit is returned for a tag the allocator does not hold yet
+	// when it already holds Options.MaxTags tags. No row is created.
+	ErrTagLimit = errors.New("segment: tag limit reached: the allocator holds Options.MaxTags tags")
 )
 
 // Errors of the allocator's own state or of its store.
