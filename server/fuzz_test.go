@@ -34,7 +34,7 @@ func FuzzServer_IDs(f *testing.F) {
 	}
 	f.Cleanup(func() { _ = alloc.Close() })
 	toks, _ := server.ParseAPITokens("fuzz-token-1=*")
-	h, err := server.New(server.Config{Segment: alloc, Stats: alloc, AdminToken: "admin-token-1", APITokens: toks, MaxBatch: 100})
+	h, err := server.New(server.Config{Segment: alloc, Stats: alloc, AdminToken: "admin-token-0001", APITokens: toks, MaxBatch: 100})
 	if err != nil {
 		f.Fatal(err)
 	}
