@@ -91,10 +91,14 @@ func Start(t testing.TB, k Kind) *Server {
 	return StartContainer(t, k)
 }
 
+// Option changes the container request before it starts, for tests that
+// need server options (Cmd) or files (Files) of their own.
+type Option func(*testcontainers.ContainerRequest)
+
 // StartContainer always starts a new container, for tests that must stop
 // and start the server. The container's port is published on a fixed
 // loopback port, so the DSN stays valid across a restart.
-func StartContainer(t testing.TB, k Kind) *Server {
+func StartContainer(t testing.TB, k Kind, opts ...Option) *Server {
 	t.Helper()
 	requireDocker(t)
 	image := k.defaultImage
@@ -115,6 +119,9 @@ func StartContainer(t testing.TB, k Kind) *Server {
 		WaitingFor: wait.ForSQL(k.port, k.driver, func(host string, p network.Port) string {
 			return k.sqlURL(host, p.Port())
 		}).WithStartupTimeout(2 * time.Minute).WithPollInterval(250 * time.Millisecond),
+	}
+	for _, o := range opts {
+		o(&req)
 	}
 	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
 	if c != nil {
