@@ -316,7 +316,7 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
 	r, err := a.reserve(ctx, s, n)
-	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, err)
 	}
 	if err != nil {

@@ -50,6 +50,13 @@ var (
 	// out.
 	ErrRegressed = errors.New("segment: the store went back in time: its max_id is below ranges already reserved")
 
+	// ErrRefused is matched by errors of a Store that will fail the same
+	// way however often it is asked, such as a remote store that refuses
+	// the caller's credentials. The allocator returns such an error as is,
+	// not as ErrUnavailable, and asks the store again only after
+	// Options.MaxBackoff.
+	ErrRefused = errors.New("segment: the store refused the request")
+
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("segment: allocator closed")
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
@@ -100,5 +101,25 @@ func TestAllocator_MaxTags(t *testing.T) {
 	}
 	if _, err := segment.New(segmenttest.NewMemStore(), &segment.Options{MaxTags: -1}); err == nil {
 		t.Fatal("MaxTags -1 accepted")
+	}
+}
+
+// A store error that asking again cannot cure reaches callers as is, not
+// as an outage, and the store is not asked again before MaxBackoff.
+func TestAllocator_RefusedIsNotAnOutage(t *testing.T) {
+	a, st, tag := newAlloc(t, 10, &segment.Options{MaxBackoff: time.Minute})
+	refused := fmt.Errorf("%w: token not allowed", segment.ErrRefused)
+	st.SetError(refused)
+	ctx := context.Background()
+	for range 5 {
+		if _, err := a.Next(ctx, tag); !errors.Is(err, segment.ErrRefused) || errors.Is(err, segment.ErrUnavailable) {
+			t.Fatalf("Next: %v, want ErrRefused and not ErrUnavailable", err)
+		}
+	}
+	if _, err := a.ReserveRange(ctx, tag, 5); !errors.Is(err, segment.ErrRefused) || errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("ReserveRange: %v, want ErrRefused and not ErrUnavailable", err)
+	}
+	if n := st.Calls(); n != 2 {
+		t.Fatalf("the store was asked %d times, want 2 (one load, one range)", n)
 	}
 }
