@@ -55,7 +55,7 @@ func TestCLI_Messages(t *testing.T) {
 		want    string
 		wantErr bool
 	}{
-		{[]string{"tag", "step", "user", "-5", "--store", dsn}, "invalid step or start: step must be at least 1 and start at least 0: got -5", true},
+		{[]string{"tag", "step", "user", "-5", "--store", dsn}, "invalid step or start: a step is a whole number of at least 1, got -5", true},
 		{[]string{"tag", "step", "ghost", "5", "--store", dsn}, `tag not found: "ghost"; create it with idgen tag add`, true},
 		{[]string{"tag", "add", "bad tag", "--store", dsn}, "idgen: invalid tag", true},
 		{[]string{"version"}, "idgen ", false},

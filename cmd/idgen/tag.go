@@ -82,7 +82,7 @@ func newTag() *cobra.Command {
 	step.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		var nf *pflag.NotExistError
 		if errors.As(err, &nf) && isDigits(nf.GetSpecifiedShortnames()) {
-			return fmt.Errorf("%w: got -%s", segment.ErrInvalidStep, nf.GetSpecifiedShortnames())
+			return fmt.Errorf("%w: a step is a whole number of at least 1, got -%s", segment.ErrInvalidStep, nf.GetSpecifiedShortnames())
 		}
 		return err
 	})
