@@ -73,6 +73,11 @@ func (e *Error) Is(target error) bool {
 		}
 	case "tag_exhausted":
 		return target == segment.ErrExhausted // a 503 that no wait cures
+	case "tag_limit_reached":
+		// Final until the server's operator raises the cap.
+		if target == segment.ErrTagLimit || target == segment.ErrRefused {
+			return true
+		}
 	}
 	// 400, 401 and 403 are final: asking again cannot help, so an
 	// allocator from Segment passes them on instead of backing off.

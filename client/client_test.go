@@ -303,3 +303,29 @@ func TestClient_PermanentErrorsAreNotRetried(t *testing.T) {
 		})
 	}
 }
+
+func TestError_Is(t *testing.T) {
+	for _, tc := range []struct {
+		err  *client.Error
+		want []error
+		not  []error
+	}{
+		{&client.Error{Status: 409, Code: "tag_limit_reached"}, []error{segment.ErrTagLimit, segment.ErrRefused, client.ErrBadRequest}, []error{segment.ErrUnavailable}},
+		{&client.Error{Status: 400, Code: "invalid_tag"}, []error{idgen.ErrInvalidTag, client.ErrBadRequest, segment.ErrRefused}, []error{segment.ErrUnavailable}},
+		{&client.Error{Status: 404, Code: "tag_not_found"}, []error{segment.ErrTagNotFound, client.ErrBadRequest}, []error{segment.ErrRefused}},
+		{&client.Error{Status: 503, Code: "unavailable"}, []error{segment.ErrUnavailable}, []error{segment.ErrRefused, client.ErrServer}},
+		{&client.Error{Status: 503, Code: "tag_exhausted"}, []error{segment.ErrExhausted}, []error{segment.ErrUnavailable}},
+		{&client.Error{Status: 500, Code: "internal"}, []error{client.ErrServer}, []error{segment.ErrRefused}},
+	} {
+		for _, w := range tc.want {
+			if !errors.Is(tc.err, w) {
+				t.Errorf("%d %s does not match %v", tc.err.Status, tc.err.Code, w)
+			}
+		}
+		for _, n := range tc.not {
+			if errors.Is(tc.err, n) {
+				t.Errorf("%d %s matches %v", tc.err.Status, tc.err.Code, n)
+			}
+		}
+	}
+}
