@@ -142,8 +142,14 @@ func TestMetrics_CallersCannotAddSeries(t *testing.T) {
 	if a := do(t, "GET", ts2.URL+"/id/typo", "", ""); a.status != 404 || errCode(t, a.body) != "tag_not_found" {
 		t.Fatalf("/id/typo = %d %s", a.status, a.body)
 	}
+	for _, method := range []string{"BREW", "WHEN", "X-1"} {
+		do(t, method, ts.URL+"/id/order", "", "")
+	}
 	body := do(t, "GET", ts.URL+"/metrics", "", "").body
-	for _, bad := range []string{`tag="ghost"`, `tag="typo"`, `tag="any"`, `idgen_store_errors_total{op="reserve"}`} {
+	if !strings.Contains(body, `method="other"`) {
+		t.Error(`/metrics lacks method="other" for made-up methods`)
+	}
+	for _, bad := range []string{`tag="ghost"`, `tag="typo"`, `tag="any"`, `"BREW"`, `"WHEN"`, `idgen_store_errors_total{op="reserve"}`} {
 		if strings.Contains(body, bad) {
 			t.Errorf("/metrics has %s", bad)
 		}
