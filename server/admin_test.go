@@ -119,6 +119,9 @@ func TestAdmin_Tags(t *testing.T) {
 				if c := errCode(t, a.body); c != tc.want {
 					t.Fatalf("code %s, want %s", c, tc.want)
 				}
+				if tc.method == "PATCH" && strings.Contains(a.body, "auto-create") {
+					t.Fatalf("PATCH answer suggests auto-create, which never applies to it: %s", a.body)
+				}
 			} else if !strings.Contains(a.body, tc.want) {
 				t.Fatalf("body %s lacks %s", a.body, tc.want)
 			}
