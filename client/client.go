@@ -10,7 +10,9 @@
 //
 // Calls time out, retry 503 answers and network errors with backoff
 // (honouring Retry-After), and return errors that errors.Is matches
-// against this package's sentinels and segment's.
+// against this package's sentinels and segment's. Answers 400, 401 and
+// 403 are final: they are returned at once, never retried, and match
+// ErrBadRequest, ErrUnauthorized or ErrForbidden, and segment.ErrRefused.
 package client
 
 import (
@@ -58,19 +60,34 @@ func (e *Error) Error() string {
 func (e *Error) Is(target error) bool {
 	switch e.Code {
 	case "tag_not_found":
-		return target == segment.ErrTagNotFound
+		if target == segment.ErrTagNotFound {
+			return true
+		}
 	case "invalid_tag":
-		return target == idgen.ErrInvalidTag
+		if target == idgen.ErrInvalidTag {
+			return true
+		}
 	case "invalid_count", "invalid_size":
-		return target == idgen.ErrInvalidCount
+		if target == idgen.ErrInvalidCount {
+			return true
+		}
 	case "tag_exhausted":
-		return target == segment.ErrExhausted
+		return target == segment.ErrExhausted // a 503 that no wait cures
+	case "tag_limit_reached":
+		// Final until the server's operator raises the cap.
+		if target == segment.ErrTagLimit || target == segment.ErrRefused {
+			return true
+		}
 	}
+	// 400, 401 and 403 are final: asking again cannot help, so an
+	// allocator from Segment passes them on instead of backing off.
 	switch {
 	case e.Status == http.StatusUnauthorized:
-		return target == ErrUnauthorized
+		return target == ErrUnauthorized || target == segment.ErrRefused
 	case e.Status == http.StatusForbidden:
-		return target == ErrForbidden
+		return target == ErrForbidden || target == segment.ErrRefused
+	case e.Status == http.StatusBadRequest:
+		return target == ErrBadRequest || target == segment.ErrRefused
 	case e.Status == http.StatusServiceUnavailable:
 		return target == segment.ErrUnavailable
 	case e.Status >= 500:

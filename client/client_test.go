@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -122,7 +123,10 @@ func TestClient_PerIDCalls(t *testing.T) {
 }
 
 func TestClient_Auth(t *testing.T) {
-	toks, _ := server.ParseAPITokens("client-token-1=order")
+	toks, err := server.ParseAPITokens("client-token-00001=order")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{APITokens: toks})
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -130,9 +134,9 @@ func TestClient_Auth(t *testing.T) {
 		want             error
 	}{
 		{"no token", "", "order", client.ErrUnauthorized},
-		{"wrong token", "client-token-2", "order", client.ErrForbidden},
-		{"other tag", "client-token-1", "invoice", client.ErrForbidden},
-		{"allowed", "client-token-1", "order", nil},
+		{"wrong token", "client-token-00002", "order", client.ErrForbidden},
+		{"other tag", "client-token-00001", "invoice", client.ErrForbidden},
+		{"allowed", "client-token-00001", "order", nil},
 	} {
 		c, _ := client.New(ts.URL, client.WithToken(tc.token), client.WithMode("segment"))
 		alloc, err := c.Segment(nil)
@@ -214,6 +218,114 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 	} {
 		if _, err := client.New(tc.url, tc.opts...); err == nil {
 			t.Errorf("New(%q) accepted bad input", tc.url)
+		}
+	}
+}
+
+// counting passes requests on and counts them.
+type counting struct {
+	h     http.Handler
+	calls atomic.Int64
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.calls.Add(1)
+	c.h.ServeHTTP(w, r)
+}
+
+// 400, 401 and 403 cannot be cured by asking again: one request, the
+// error at once, matchable with errors.Is, through both the per-ID calls
+// and the range-caching allocator.
+func TestClient_PermanentErrorsAreNotRetried(t *testing.T) {
+	toks, err := server.ParseAPITokens("client-token-00001=order;client-token-00003=*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{APITokens: toks})
+	cnt := &counting{h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Forward to the real server.
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, ts.URL+r.URL.RequestURI(), nil)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	})}
+	front := httptest.NewServer(cnt)
+	defer front.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, token, tag string
+		want             error
+	}{
+		{"401", "", "order", client.ErrUnauthorized},
+		{"403", "client-token-00002", "order", client.ErrForbidden},
+		{"400", "client-token-00003", "bad tag", client.ErrBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Long backoffs: a retry would show as a slow call.
+			c, _ := client.New(front.URL, client.WithToken(tc.token), client.WithMode("segment"),
+				client.WithRetries(5), client.WithBackoff(time.Second, 2*time.Second))
+			cnt.calls.Store(0)
+			start := time.Now()
+			_, err := c.Next(ctx, tc.tag)
+			if !errors.Is(err, tc.want) || !errors.Is(err, segment.ErrRefused) || errors.Is(err, segment.ErrUnavailable) {
+				t.Fatalf("Next: err = %v, want %v and not ErrUnavailable", err, tc.want)
+			}
+			if n := cnt.calls.Load(); n != 1 || time.Since(start) > 900*time.Millisecond {
+				t.Fatalf("Next: %d requests in %v, want 1 and no backoff", n, time.Since(start))
+			}
+			if tc.tag == "bad tag" {
+				return // the allocator refuses an invalid tag before any request
+			}
+			alloc, err := c.Segment(&segment.Options{MaxBackoff: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer alloc.Close()
+			cnt.calls.Store(0)
+			for range 5 {
+				_, err := alloc.Next(ctx, tc.tag)
+				if !errors.Is(err, tc.want) || errors.Is(err, segment.ErrUnavailable) {
+					t.Fatalf("Segment Next: err = %v, want %v and not ErrUnavailable", err, tc.want)
+				}
+			}
+			if n := cnt.calls.Load(); n != 1 {
+				t.Fatalf("Segment: %d requests for 5 calls, want 1", n)
+			}
+		})
+	}
+}
+
+func TestError_Is(t *testing.T) {
+	for _, tc := range []struct {
+		err  *client.Error
+		want []error
+		not  []error
+	}{
+		{&client.Error{Status: 409, Code: "tag_limit_reached"}, []error{segment.ErrTagLimit, segment.ErrRefused, client.ErrBadRequest}, []error{segment.ErrUnavailable}},
+		{&client.Error{Status: 400, Code: "invalid_tag"}, []error{idgen.ErrInvalidTag, client.ErrBadRequest, segment.ErrRefused}, []error{segment.ErrUnavailable}},
+		{&client.Error{Status: 404, Code: "tag_not_found"}, []error{segment.ErrTagNotFound, client.ErrBadRequest}, []error{segment.ErrRefused}},
+		{&client.Error{Status: 503, Code: "unavailable"}, []error{segment.ErrUnavailable}, []error{segment.ErrRefused, client.ErrServer}},
+		{&client.Error{Status: 503, Code: "tag_exhausted"}, []error{segment.ErrExhausted}, []error{segment.ErrUnavailable}},
+		{&client.Error{Status: 500, Code: "internal"}, []error{client.ErrServer}, []error{segment.ErrRefused}},
+	} {
+		for _, w := range tc.want {
+			if !errors.Is(tc.err, w) {
+				t.Errorf("%d %s does not match %v", tc.err.Status, tc.err.Code, w)
+			}
+		}
+		for _, n := range tc.not {
+			if errors.Is(tc.err, n) {
+				t.Errorf("%d %s matches %v", tc.err.Status, tc.err.Code, n)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,8 +18,10 @@ type Allocator struct {
 	opts  Options
 
 	// tags maps a tag name to its *Sequence. Entries are only added for
-	// valid tags, so the hot path can skip validation on a hit.
+	// valid tags, so the hot path can skip validation on a hit. held
+	// counts them, for Options.MaxTags.
 	tags sync.Map
+	held atomic.Int64
 
 	// life guards closed against loads being started while Close waits
 	// for the ones in flight.
@@ -61,7 +64,18 @@ func (a *Allocator) Sequence(tag string) (*Sequence, error) {
 	if !ValidTag(tag) {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag))
 	}
-	v, _ := a.tags.LoadOrStore(tag, &Sequence{tag: tag, a: a})
+	// Take the slot first, so that concurrent new tags cannot overshoot.
+	if n := a.held.Add(1); a.opts.MaxTags > 0 && n > int64(a.opts.MaxTags) {
+		a.held.Add(-1)
+		if v, ok := a.tags.Load(tag); ok { // added meanwhile by someone else
+			return v.(*Sequence), nil
+		}
+		return nil, fmt.Errorf("%w (%d): %q", ErrTagLimit, a.opts.MaxTags, tag)
+	}
+	v, loaded := a.tags.LoadOrStore(tag, &Sequence{tag: tag, a: a})
+	if loaded {
+		a.held.Add(-1)
+	}
 	return v.(*Sequence), nil
 }
 
@@ -114,7 +128,7 @@ func (a *Allocator) sequenceFor(tag string) (*Sequence, error) {
 // forgetIfUnknown drops the handle of a tag the store does not know, so
 // that unknown tags do not pile up in the map, and remembers the miss.
 func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
-	if !errors.Is(err, ErrTagNotFound) {
+	if err == nil || !errors.Is(err, ErrTagNotFound) {
 		return
 	}
 	if s.mark.reserved() {
@@ -122,7 +136,9 @@ func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
 		// that was deleted and may be created again lower.
 		return
 	}
-	a.tags.CompareAndDelete(tag, s)
+	if a.tags.CompareAndDelete(tag, s) {
+		a.held.Add(-1)
+	}
 	now := a.opts.Now()
 	a.negMu.Lock()
 	defer a.negMu.Unlock()
@@ -300,7 +316,7 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
 	r, err := a.reserve(ctx, s, n)
-	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, err)
 	}
 	if err != nil {

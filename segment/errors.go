@@ -26,6 +26,10 @@ var (
 
 	// ErrInvalidStep is returned when a step or start value is out of range.
 	ErrInvalidStep = errors.New("segment: invalid step or start")
+
+	// ErrTagLimit is returned for a tag the allocator does not hold yet
+	// when it already holds Options.MaxTags tags. No row is created.
+	ErrTagLimit = errors.New("segment: tag limit reached: the allocator holds Options.MaxTags tags")
 )
 
 // Errors of the allocator's own state or of its store.
@@ -45,6 +49,13 @@ var (
 	// and could not be moved above them. No ID of such a range is handed
 	// out.
 	ErrRegressed = errors.New("segment: the store went back in time: its max_id is below ranges already reserved")
+
+	// ErrRefused is matched by errors of a Store that will fail the same
+	// way however often it is asked, such as a remote store that refuses
+	// the caller's credentials. The allocator returns such an error as is,
+	// not as ErrUnavailable, and asks the store again only after
+	// Options.MaxBackoff.
+	ErrRefused = errors.New("segment: the store refused the request")
 
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("segment: allocator closed")

@@ -16,6 +16,10 @@ type Options struct {
 	DefaultStep int64
 	// DefaultStart is the first ID of auto-created tags. Default 1.
 	DefaultStart int64
+	// MaxTags bounds how many tags the allocator holds, and so its memory
+	// and what a flood of made-up tags can create: past it, a tag not
+	// held yet gets ErrTagLimit before any I/O. Default 0: no limit.
+	MaxTags int
 
 	// PrefetchRatio is the share of a segment handed out before the next
 	// segment is loaded in the background. Default 0.1, as in Leaf: the
@@ -124,6 +128,8 @@ func (o *Options) withDefaults() (Options, error) {
 	switch {
 	case c.DefaultStep < 1:
 		return c, fmt.Errorf("segment: DefaultStep must be at least 1, got %d", c.DefaultStep)
+	case c.MaxTags < 0:
+		return c, fmt.Errorf("segment: MaxTags must be at least 0 (0: no limit), got %d", c.MaxTags)
 	case c.DefaultStart < 0:
 		return c, fmt.Errorf("segment: DefaultStart must be at least 0, got %d", c.DefaultStart)
 	case c.PrefetchRatio < 0 || c.PrefetchRatio >= 1:

@@ -244,6 +244,11 @@ func (s *Sequence) finishLoad(r Range, err error, began time.Time, latency time.
 			s.retryAt = began.Add(o.NegativeTTL)
 		case s.a.isClosed():
 			s.err = ErrClosed
+		case errors.Is(err, ErrRefused):
+			s.err = err
+			s.backoff = o.MaxBackoff
+			s.retryAt = s.a.opts.Now().Add(s.backoff)
+			o.Logger.Warn("segment load refused", "tag", s.tag, "retry_in", s.backoff, "err", err)
 		default:
 			if errors.Is(err, ErrExhausted) {
 				s.backoff = o.MaxBackoff

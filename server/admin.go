@@ -47,8 +47,10 @@ func adminCtx(c *gin.Context) (context.Context, context.CancelFunc) {
 }
 
 var (
-	errAdminOff = &apiError{http.StatusNotFound, "admin_unavailable", "this server has no tag store to administer"}
-	errBadBody  = &apiError{http.StatusBadRequest, "invalid_body",
+	// Auto-create never applies to PATCH: the tag must exist.
+	errPatchNotFound = &apiError{http.StatusNotFound, "tag_not_found", "no such tag; create it first with POST /admin/tags or idgen tag add"}
+	errAdminOff      = &apiError{http.StatusNotFound, "admin_unavailable", "this server has no tag store to administer"}
+	errBadBody       = &apiError{http.StatusBadRequest, "invalid_body",
 		`send a JSON object such as {"tag":"order","step":1000,"start":1,"description":"…"} (at most 16 KiB, no unknown fields)`}
 )
 
@@ -157,6 +159,9 @@ func (s *Server) patchTag(c *gin.Context) {
 	ctx, cancel := adminCtx(c)
 	defer cancel()
 	if err := s.admin.SetStep(ctx, tag, *req.Step); err != nil {
+		if errors.Is(err, segment.ErrTagNotFound) {
+			err = errPatchNotFound
+		}
 		s.writeError(c, err)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,7 +12,13 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
+// MinTokenLength is the shortest admin, API or metrics token accepted:
+// bearer tokens are the only secret between a caller and the service, so
+// they must not be guessable.
+const MinTokenLength = 16
+
 var (
+	errAdminOnIDs    = &apiError{http.StatusForbidden, "forbidden", "the admin token is not accepted on ID endpoints while API tokens are configured; send an API token"}
 	errUnauthorized  = &apiError{http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token>"}
 	errForbidden     = &apiError{http.StatusForbidden, "forbidden", "the token is wrong or not allowed for this tag"}
 	errAdminDisabled = &apiError{http.StatusForbidden, "admin_disabled", "the admin API is off; start the server with --admin-token (IDGEN_ADMIN_TOKEN)"}
@@ -40,8 +47,8 @@ func ParseAPITokens(spec string) (APITokens, error) {
 		}
 		tok, tags, ok := strings.Cut(line, "=")
 		tok = strings.TrimSpace(tok)
-		if !ok || len(tok) < 8 || strings.TrimSpace(tags) == "" {
-			return nil, fmt.Errorf("server: API token entry %d: want TOKEN=tag1,tag2 or TOKEN=* with a token of at least 8 characters", n)
+		if !ok || len(tok) < MinTokenLength || strings.TrimSpace(tags) == "" {
+			return nil, fmt.Errorf("server: API token entry %d: want TOKEN=tag1,tag2 or TOKEN=* with a token of at least %d characters", n, MinTokenLength)
 		}
 		for _, t := range strings.Split(tags, ",") {
 			out[tok] = append(out[tok], strings.TrimSpace(t))
@@ -85,6 +92,45 @@ func bearer(c *gin.Context) (string, bool) {
 	return strings.TrimSpace(tok), true
 }
 
+// checkTokens enforces MinTokenLength and keeps the admin token out of
+// the API token table.
+func checkTokens(admin, metrics string, api APITokens) error {
+	for name, tok := range map[string]string{"AdminToken": admin, "MetricsToken": metrics} {
+		if tok != "" && len(tok) < MinTokenLength {
+			return fmt.Errorf("server: %s must be at least %d characters", name, MinTokenLength)
+		}
+	}
+	for tok := range api {
+		if len(tok) < MinTokenLength {
+			return fmt.Errorf("server: API tokens must be at least %d characters", MinTokenLength)
+		}
+		if admin != "" && tok == admin {
+			return errors.New("server: the admin token must not also be an API token")
+		}
+	}
+	return nil
+}
+
+// requireMetrics guards /metrics when a metrics token is configured.
+func (s *Server) requireMetrics(c *gin.Context) {
+	if s.metricsToken == nil {
+		c.Next()
+		return
+	}
+	tok, ok := bearer(c)
+	if !ok {
+		c.Header("WWW-Authenticate", `Bearer realm="idgen-metrics"`)
+		s.writeError(c, errUnauthorized)
+		return
+	}
+	d := digest(tok)
+	if subtle.ConstantTimeCompare(d[:], s.metricsToken[:]) != 1 {
+		s.writeError(c, errForbidden)
+		return
+	}
+	c.Next()
+}
+
 // requireAdmin guards /admin/*: closed unless a token is configured.
 func (s *Server) requireAdmin(c *gin.Context) {
 	if s.auth.admin == nil {
@@ -119,6 +165,12 @@ func (s *Server) requireTagToken(c *gin.Context) {
 		return
 	}
 	d := digest(tok)
+	if s.auth.admin != nil && subtle.ConstantTimeCompare(d[:], s.auth.admin[:]) == 1 {
+		// One secret, one job: the admin token leaking into every client
+		// that needs IDs would make it no secret at all.
+		s.writeError(c, errAdminOnIDs)
+		return
+	}
 	var tags map[string]bool
 	// Compare against every token, without stopping at a match, so that
 	// timing does not tell which prefix of the table matched.

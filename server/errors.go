@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -28,7 +29,8 @@ var (
 	errNotFound         = &apiError{http.StatusNotFound, "not_found", "no such route; see the API document"}
 	errMethodNotAllowed = &apiError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not accept that method"}
 	errModeDisabled     = &apiError{http.StatusNotFound, "mode_disabled", "this server does not run that ID strategy; start it with the mode enabled"}
-	errInternal         = &apiError{http.StatusInternalServerError, "internal", "internal error; the server log has the details"}
+	errInternal         = &apiError{http.StatusInternalServerError, "internal", "internal error; the server log has the details under this request ID"}
+	errNotReady         = &apiError{http.StatusServiceUnavailable, "not_ready", "not ready: the store or the generator cannot issue IDs; the server log has the cause under this request ID"}
 )
 
 // rule maps a sentinel error to its answer. The first match wins.
@@ -45,6 +47,7 @@ var rules = []rule{
 	{segment.ErrInvalidStep, http.StatusBadRequest, "invalid_step", false},
 	{segment.ErrTagNotFound, http.StatusNotFound, "tag_not_found", false},
 	{segment.ErrTagExists, http.StatusConflict, "tag_exists", false},
+	{segment.ErrTagLimit, http.StatusConflict, "tag_limit_reached", false},
 	{snowflake.ErrInvalidID, http.StatusBadRequest, "invalid_id", false},
 	{readable.ErrInvalid, http.StatusBadRequest, "invalid_id", false},
 	{segment.ErrExhausted, http.StatusServiceUnavailable, "tag_exhausted", false},
@@ -58,15 +61,37 @@ var rules = []rule{
 	{context.Canceled, http.StatusServiceUnavailable, "unavailable", true},
 }
 
-// writeError answers err in the one JSON error shape. Unknown errors are
-// logged and answered without detail, so no internals leak.
+// messages replace an error's own text in the answer. Every 5xx gets one
+// (a code without an entry gets the generic one), so that no store,
+// driver or lease detail reaches a caller: those go to the log under the
+// request ID.
+var messages = map[string]string{
+	"tag_limit_reached":     "this server already serves its maximum number of tags; restart it with a higher --max-tags (IDGEN_MAX_TAGS, 0 for no limit), or reuse an existing tag",
+	"unavailable":           "the ID store did not answer in time; retry after the Retry-After delay; if it persists, the server log has the cause under this request ID",
+	"clock_moved_backwards": "this server's clock moved backwards; retry after the Retry-After delay or use another instance",
+	"no_worker_lease":       "this server holds no snowflake worker lease; retry after the Retry-After delay or use another instance; the server log has the cause under this request ID",
+	"time_exhausted":        "the snowflake time range of this layout is used up; the operator must move to a new epoch",
+	"tag_exhausted":         "this tag has reached the largest 64-bit ID; use a new tag",
+}
+
+const serverErrorMessage = "the server could not answer; retry later; the server log has the cause under this request ID"
+
+// writeError answers err in the one JSON error shape.
 func (s *Server) writeError(c *gin.Context, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		ae = nil
+		ae = errInternal
 		for _, r := range rules {
 			if errors.Is(err, r.err) {
-				ae = &apiError{r.status, r.code, err.Error()}
+				msg, fixed := messages[r.code]
+				switch {
+				case fixed:
+				case r.status >= 500:
+					msg = serverErrorMessage
+				default:
+					msg = err.Error()
+				}
+				ae = &apiError{r.status, r.code, msg}
 				if r.retryAfter {
 					c.Header("Retry-After", "1")
 				}
@@ -74,12 +99,26 @@ func (s *Server) writeError(c *gin.Context, err error) {
 			}
 		}
 	}
-	if ae != nil && ae.code == "clock_moved_backwards" && s.metrics != nil {
-		s.metrics.clockBack.Inc()
+	s.fail(c, ae, err)
+}
+
+// fail answers ae with the request ID. For a 5xx it logs cause under that
+// ID; ae's message never carries cause's text.
+func (s *Server) fail(c *gin.Context, ae *apiError, cause error) {
+	rid := c.Writer.Header().Get(requestIDHeader)
+	if ae.status >= 500 {
+		level := slog.LevelWarn
+		if ae == errInternal {
+			level = slog.LevelError
+		}
+		s.log.LogAttrs(c.Request.Context(), level, "request failed", slog.String("request_id", rid),
+			slog.String("path", c.Request.URL.Path), slog.Int("status", ae.status), slog.String("code", ae.code),
+			slog.Any("err", cause))
+		if ae.code == "clock_moved_backwards" && s.metrics != nil {
+			s.metrics.clockBack.Inc()
+		}
+	} else if s.metrics != nil {
+		s.metrics.clientErrs.WithLabelValues(ae.code).Inc()
 	}
-	if ae == nil {
-		s.log.Error("unexpected error", "path", c.Request.URL.Path, "err", err)
-		ae = errInternal
-	}
-	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message}})
+	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message, "request_id": rid}})
 }

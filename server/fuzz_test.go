@@ -33,8 +33,11 @@ func FuzzServer_IDs(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = alloc.Close() })
-	toks, _ := server.ParseAPITokens("fuzz-token-1=*")
-	h, err := server.New(server.Config{Segment: alloc, Stats: alloc, AdminToken: "admin-token-1", APITokens: toks, MaxBatch: 100})
+	toks, err := server.ParseAPITokens("fuzz-token-00001=*")
+	if err != nil {
+		f.Fatal(err)
+	}
+	h, err := server.New(server.Config{Segment: alloc, Stats: alloc, AdminToken: "admin-token-0001", APITokens: toks, MaxBatch: 100})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func FuzzServer_IDs(f *testing.F) {
 			req.Header.Set("Accept", accept)
 			req.Header.Set("Authorization", "Bearer "+format)
 			if len(tag)%2 == 0 {
-				req.Header.Set("Authorization", "Bearer fuzz-token-1")
+				req.Header.Set("Authorization", "Bearer fuzz-token-00001")
 			}
 			req.Header.Set("X-Request-ID", count)
 			rec := httptest.NewRecorder()

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +31,17 @@ type Metrics struct {
 	waits       *prometheus.CounterVec
 	regressions *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
+	clientErrs  *prometheus.CounterVec
 	clockBack   prometheus.Counter
 	requests    *prometheus.HistogramVec
+	buildInfo   *prometheus.GaugeVec
 	worker      atomic.Pointer[func() WorkerStatus]
 	stats       atomic.Pointer[SegmentStats]
 	ready       atomic.Pointer[func(context.Context) error]
+
+	// known holds the tags that reserved a segment in this process: only
+	// they get per-tag series, so that made-up tags add none.
+	known sync.Map
 }
 
 // readyProbeTimeout bounds the readiness check behind idgen_ready, so
@@ -51,15 +59,21 @@ func NewMetrics() *Metrics {
 			Help: "IDs handed out, by tag and mode."}, []string{"tag", "mode"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_loads_total",
 			Help: "Segment reservations, by tag and result (ok or error)."}, []string{"tag", "result"}),
+		// One histogram for all tags: per tag it cost 19 series each, and
+		// /admin/segments has every tag's last load latency.
 		loadLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "segment_load_seconds",
-			Help:    "Latency of segment reservations against the store.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"tag"}),
+			Help:    "Latency of successful segment reservations against the store, all tags.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, nil),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_empty_buffer_waits_total",
 			Help: "Requests that found both buffers of a tag empty and had to wait for a load."}, []string{"tag"}),
 		regressions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_regressions_total",
 			Help: "Ranges the store handed out below one reserved before (a restore, a lossy failover, a lowered max_id); skipped, never handed out."}, []string{"tag"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "store_errors_total",
 			Help: "Failed store operations, by operation."}, []string{"op"}),
+		clientErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "client_errors_total",
+			Help: "Requests refused because of the caller's input, credentials or limits, by error code."}, []string{"code"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idgen", Name: "build_info",
+			Help: "Always 1; the labels say which build is running."}, []string{"version", "goversion"}),
 		clockBack: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "idgen", Name: "clock_backward_events_total",
 			Help: "Requests refused because the clock was behind the last issued timestamp."}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "http_request_duration_seconds",
@@ -116,29 +130,53 @@ func NewMetrics() *Metrics {
 	// from the start, so that rate() over it is 0 rather than absent.
 	m.storeErrors.WithLabelValues("reserve")
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.clockBack,
-		m.requests, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
+		m.requests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
 	return m
 }
 
-// SegmentLoaded implements segment.Observer.
+// SegmentLoaded implements segment.Observer. A tag the store does not
+// know, or that the tag cap refuses, is the caller's mistake, not the
+// store's: the server counts it as a client error, and it adds no series.
+// A store failure is labelled by tag only for tags that exist.
 func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err error) {
-	if err != nil {
-		m.loads.WithLabelValues(tag, "error").Inc()
+	switch {
+	case err == nil:
+		m.known.Store(tag, struct{}{})
+		m.loads.WithLabelValues(tag, "ok").Inc()
+		m.loadLatency.WithLabelValues().Observe(latency.Seconds())
+		// A tag's regression counter exists at 0 from its first load: a
+		// series that first appears at 1 has no increase() for an alert.
+		m.regressions.WithLabelValues(tag)
+	case errors.Is(err, segment.ErrTagNotFound), errors.Is(err, segment.ErrTagLimit), errors.Is(err, segment.ErrInvalidTag):
+	default:
 		m.storeErrors.WithLabelValues("reserve").Inc()
-		return
+		if m.isKnown(tag) {
+			m.loads.WithLabelValues(tag, "error").Inc()
+		}
 	}
-	m.loads.WithLabelValues(tag, "ok").Inc()
-	m.loadLatency.WithLabelValues(tag).Observe(latency.Seconds())
-	// A tag's regression counter exists at 0 from its first load: a series
-	// that first appears at 1 has no increase() for an alert to see.
-	m.regressions.WithLabelValues(tag)
 }
 
-// WaitedForLoad implements segment.Observer.
-func (m *Metrics) WaitedForLoad(tag string) { m.waits.WithLabelValues(tag).Inc() }
+// WaitedForLoad implements segment.Observer. The first load of a tag
+// always has a waiter; waits count from the second on.
+func (m *Metrics) WaitedForLoad(tag string) {
+	if m.isKnown(tag) {
+		m.waits.WithLabelValues(tag).Inc()
+	}
+}
+
+func (m *Metrics) isKnown(tag string) bool {
+	_, ok := m.known.Load(tag)
+	return ok
+}
+
+// SetBuildInfo sets idgen_build_info{version,goversion} to 1.
+func (m *Metrics) SetBuildInfo(version, goVersion string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, goVersion).Set(1)
+}
 
 // SegmentRegressed implements segment.RegressionObserver.
 func (m *Metrics) SegmentRegressed(tag string, _ segment.Range, _ int64) {
@@ -217,5 +255,15 @@ func (m *Metrics) observe(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Observe(time.Since(start).Seconds())
+	m.requests.WithLabelValues(route, methodLabel(c.Request.Method), strconv.Itoa(c.Writer.Status())).Observe(time.Since(start).Seconds())
+}
+
+// methodLabel keeps made-up methods, which any caller can send, from
+// becoming series of their own.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete, http.MethodHead, http.MethodOptions:
+		return m
+	}
+	return "other"
 }

@@ -56,7 +56,7 @@ func TestOpenAPI_ResponsesMatchSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := newFullHTTPServer(t)
-	const admin = "admin-token-1"
+	const admin = "admin-token-0001"
 	for _, tc := range []struct {
 		method, path, token, body, accept string
 	}{

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -63,6 +64,12 @@ type Config struct {
 	// Layout decodes IDs at /snowflake/decode/{id}. The zero Layout is
 	// the default one.
 	Layout snowflake.Layout
+	// MetricsToken, when set, is the bearer token /metrics requires.
+	MetricsToken string
+	// TrustedProxies lists the CIDRs (or addresses) of proxies whose
+	// X-Forwarded-For is believed for the client address in logs. None
+	// by default, so a caller cannot choose the address that is logged.
+	TrustedProxies []string
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -82,12 +89,18 @@ type Server struct {
 	layout   snowflake.Layout
 	ranges   RangeReserver
 	maxRange int64
+
+	metricsToken *token
+	proxies      []string
 }
 
 // New checks cfg and builds the routes.
 func New(cfg Config) (*Server, error) {
 	if cfg.Segment == nil {
 		return nil, errors.New("server: Config.Segment is required")
+	}
+	if err := checkTokens(cfg.AdminToken, cfg.MetricsToken, cfg.APITokens); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		gens:     map[string]idgen.Generator{ModeSegment: cfg.Segment},
@@ -104,6 +117,11 @@ func New(cfg Config) (*Server, error) {
 		layout:   cfg.Layout,
 		ranges:   cfg.Ranges,
 		maxRange: cfg.MaxRange,
+		proxies:  cfg.TrustedProxies,
+	}
+	if cfg.MetricsToken != "" {
+		d := digest(cfg.MetricsToken)
+		s.metricsToken = &d
 	}
 	if s.maxRange == 0 {
 		s.maxRange = 1_000_000
@@ -135,7 +153,9 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics != nil {
 		s.metrics.watch(s.stats, s.ready)
 	}
-	s.routes()
+	if err := s.routes(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -152,8 +172,11 @@ func (s *Server) Routes() [][2]string {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
 
-func (s *Server) routes() {
+func (s *Server) routes() error {
 	e := gin.New()
+	if err := e.SetTrustedProxies(s.proxies); err != nil {
+		return fmt.Errorf("server: TrustedProxies: %w", err)
+	}
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
@@ -177,7 +200,7 @@ func (s *Server) routes() {
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.metrics != nil {
-		e.GET("/metrics", gin.WrapH(s.metrics.handler()))
+		e.GET("/metrics", s.requireMetrics, gin.WrapH(s.metrics.handler()))
 	}
 
 	admin := e.Group("/admin", s.requireAdmin)
@@ -187,6 +210,7 @@ func (s *Server) routes() {
 	admin.GET("/segments", s.segments)
 	registerUI(e)
 	s.engine = e
+	return nil
 }
 
 // recover turns a panic into a logged 500 with the standard body, never
@@ -197,8 +221,7 @@ func (s *Server) recover(c *gin.Context) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic in handler", "path", c.Request.URL.Path, "panic", v)
-			s.writeError(c, errInternal)
+			s.fail(c, errInternal, fmt.Errorf("panic: %v", v))
 		}
 	}()
 	c.Next()
@@ -318,14 +341,18 @@ func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.ready(ctx); err != nil {
-		s.log.Warn("not ready", "err", err)
-		s.writeError(c, &apiError{http.StatusServiceUnavailable, "not_ready", "not ready: the store or the generator cannot issue IDs; the server log has the cause"})
+		s.fail(c, errNotReady, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
+// issued counts IDs handed out. Snowflake tags are not checked against
+// any store, so they are not a label: every name would be a new series.
 func (s *Server) issued(tag, mode string, n int) {
+	if mode == ModeSnowflake {
+		tag = ""
+	}
 	if s.metrics != nil {
 		s.metrics.issued.WithLabelValues(tag, mode).Add(float64(n))
 	}

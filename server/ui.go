@@ -66,7 +66,8 @@ func registerUI(r gin.IRoutes) {
 	serve := func(c *gin.Context, name string) {
 		a, ok := assets[name]
 		if !ok {
-			c.AbortWithStatusJSON(errNotFound.status, gin.H{"error": gin.H{"code": errNotFound.code, "message": errNotFound.message}})
+			c.AbortWithStatusJSON(errNotFound.status, gin.H{"error": gin.H{"code": errNotFound.code, "message": errNotFound.message,
+				"request_id": c.Writer.Header().Get(requestIDHeader)}})
 			return
 		}
 		h := c.Writer.Header()

@@ -26,7 +26,7 @@ import (
 	"github.com/idgen/idgen/server"
 )
 
-const uiToken = "t0ken"
+const uiToken = "t0ken-of-the-ui-test"
 
 // uiTags are created, and IDs issued from them, before the page loads;
 // nextIsLoaded says whether the allocator has prefetched the next

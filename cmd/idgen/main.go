@@ -20,7 +20,12 @@ import (
 
 func main() {
 	if err := newRoot().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "idgen:", err)
+		// Errors of the idgen package already say where they come from.
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "idgen: ") {
+			msg = "idgen: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }
@@ -31,13 +36,15 @@ func newRoot() *cobra.Command {
 		Short:         "Distributed 64-bit ID service: segment and snowflake modes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return flagsFromEnv(cmd)
 		},
 	}
 	root.PersistentFlags().String("store", "sqlite://./idgen.db",
 		"database DSN: sqlite://PATH, postgres://user:pass@host:5432/db, or mysql://user:pass@host:3306/db")
-	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode())
+	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode(), newVersion())
+	root.SetVersionTemplate("idgen {{.Version}}\n")
 	return root
 }
 

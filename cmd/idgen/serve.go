@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/snowflake"
 )
 
 func newServe() *cobra.Command {
@@ -42,16 +45,22 @@ func newServe() *cobra.Command {
 	f.Bool("access-log", true, "log every request")
 	f.String("admin-token", "", "bearer token for /admin/* (without it /admin/* answers 403)")
 	f.String("api-tokens", "", "client tokens for the ID endpoints: a file path, or inline TOKEN=tag1,tag2;TOKEN2=*")
+	f.Int("max-tags", 10000, "most tags one process serves; past it, new tags get 409 tag_limit_reached (0: no limit)")
+	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
+	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
 	return cmd
 }
 
 // serveConfig is the flags of serve, read once.
 type serveConfig struct {
-	addr, mode, logFormat, adminToken, apiTokens string
-	autoCreate, migrate, snowflake, accessLog    bool
-	defaultStep, maxRange, workerID              int64
-	maxBatch                                     int
-	leaseTTL, drain                              time.Duration
+	store, addr, mode, logFormat, adminToken, apiTokens, metricsToken string
+	autoCreate, migrate, snowflake, accessLog                         bool
+	defaultStep, maxRange, workerID                                   int64
+	maxBatch, maxTags                                                 int
+	leaseTTL, drain                                                   time.Duration
+	trustedProxies                                                    []string
+
+	tokens server.APITokens // parsed from apiTokens by validate
 }
 
 func readServeFlags(cmd *cobra.Command) serveConfig {
@@ -72,26 +81,87 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	c.accessLog, _ = f.GetBool("access-log")
 	c.adminToken, _ = f.GetString("admin-token")
 	c.apiTokens, _ = f.GetString("api-tokens")
+	c.maxTags, _ = f.GetInt("max-tags")
+	c.metricsToken, _ = f.GetString("metrics-token")
+	c.trustedProxies, _ = f.GetStringSlice("trusted-proxies")
+	c.store = storeDSN(cmd)
 	return c
+}
+
+// validate checks every flag, in flag terms, before serve touches the
+// database: a typo must not migrate a schema or lease a worker ID first.
+func (c *serveConfig) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.mode != server.ModeSegment && c.mode != server.ModeSnowflake {
+		bad("--mode must be segment or snowflake, got %q", c.mode)
+	}
+	if c.mode == server.ModeSnowflake && !c.snowflake {
+		bad("--mode snowflake needs --snowflake=true")
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		bad("--log-format must be text or json, got %q", c.logFormat)
+	}
+	if c.defaultStep < 1 {
+		bad("--default-step must be at least 1, got %d", c.defaultStep)
+	}
+	if c.maxBatch < 1 {
+		bad("--max-batch must be at least 1, got %d", c.maxBatch)
+	}
+	if c.maxRange < 1 {
+		bad("--max-range must be at least 1, got %d", c.maxRange)
+	}
+	if c.maxTags < 0 {
+		bad("--max-tags must be 0 (no limit) or more, got %d", c.maxTags)
+	}
+	if max := (snowflake.Layout{}).MaxWorkerID(); c.workerID < -1 || c.workerID > max {
+		bad("--worker-id must be -1 (lease one) or 0 to %d, got %d", max, c.workerID)
+	}
+	if c.leaseTTL < time.Second {
+		bad("--lease-ttl must be at least 1s, got %v", c.leaseTTL)
+	}
+	if c.drain < 0 {
+		bad("--shutdown-timeout must not be negative, got %v", c.drain)
+	}
+	for _, t := range []struct{ flag, value string }{{"--admin-token", c.adminToken}, {"--metrics-token", c.metricsToken}} {
+		if t.value != "" && len(t.value) < server.MinTokenLength {
+			bad("%s must be at least %d characters", t.flag, server.MinTokenLength)
+		}
+	}
+	tokens, err := loadAPITokens(c.apiTokens)
+	if err != nil {
+		bad("--api-tokens: %w", err)
+	}
+	if _, clash := tokens[c.adminToken]; clash && c.adminToken != "" {
+		bad("--admin-token must differ from every --api-tokens token")
+	}
+	c.tokens = tokens
+	for _, p := range c.trustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad("--trusted-proxies: %q is neither a CIDR such as 10.0.0.0/8 nor an IP address", p)
+			}
+		}
+	}
+	if err := checkStoreDSN(c.store); err != nil {
+		bad("--store: %w", err)
+	}
+	return errors.Join(errs...)
 }
 
 func runServe(cmd *cobra.Command, _ []string) error {
 	c := readServeFlags(cmd)
+	if err := c.validate(); err != nil {
+		return err
+	}
 	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
 	}
-	apiTokens, err := loadAPITokens(c.apiTokens)
-	if err != nil {
-		return err
-	}
-	if c.mode == server.ModeSnowflake && !c.snowflake {
-		return errors.New("--mode snowflake needs --snowflake=true")
-	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	st, err := openStore(ctx, storeDSN(cmd))
+	st, err := openStore(ctx, c.store)
 	if err != nil {
 		return err
 	}
@@ -105,7 +175,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 
 	metrics := server.NewMetrics()
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep, Logger: log, Observer: metrics})
+	metrics.SetBuildInfo(buildVersion(), runtime.Version())
+	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
+		MaxTags: c.maxTags, Logger: log, Observer: metrics})
 	if err != nil {
 		return err
 	}
@@ -121,8 +193,11 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		Ranges:     alloc,
 		MaxRange:   c.maxRange,
 		AdminToken: c.adminToken,
-		APITokens:  apiTokens,
+		APITokens:  c.tokens,
 		Metrics:    metrics,
+
+		MetricsToken:   c.metricsToken,
+		TrustedProxies: c.trustedProxies,
 	}
 	var sf *snowflakeMode
 	if c.snowflake {
@@ -179,7 +254,11 @@ func serveUntilDone(ctx context.Context, c serveConfig, h http.Handler, log *slo
 	srv := server.NewHTTPServer(c.addr, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "mode", c.mode)
+	// The one line that says what is running; tests find the address in it.
+	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
+		"store", redact(c.store), "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
+		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
+		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies)
 
 	select {
 	case err = <-errc:
@@ -205,6 +284,13 @@ func newLogger(format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // loadAPITokens reads --api-tokens: a file when the value names one,

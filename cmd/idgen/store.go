@@ -27,14 +27,31 @@ type backend interface {
 	Leases() *sqlstore.Leases
 }
 
+// checkStoreDSN checks a DSN without connecting.
+func checkStoreDSN(dsn string) error {
+	switch scheme := storeScheme(dsn); scheme {
+	case "sqlite", "file", "postgres", "postgresql":
+		return nil
+	case "mysql":
+		_, err := mysql.ParseDSN(dsn)
+		return err
+	default:
+		return fmt.Errorf("unsupported store %q: use sqlite://PATH, postgres://… or mysql://…", scheme+"://")
+	}
+}
+
+func storeScheme(dsn string) string {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return "sqlite"
+	}
+	return scheme
+}
+
 // openStore picks the backend from the DSN's scheme. A DSN without a
 // scheme is a SQLite file path.
 func openStore(ctx context.Context, dsn string) (backend, error) {
-	scheme, _, ok := strings.Cut(dsn, "://")
-	if !ok {
-		scheme = "sqlite"
-	}
-	switch scheme {
+	switch scheme := storeScheme(dsn); scheme {
 	case "sqlite", "file":
 		return sqlite.Open(ctx, strings.TrimPrefix(dsn, "file://"))
 	case "postgres", "postgresql":

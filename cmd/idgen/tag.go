@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/idgen/idgen/segment"
 )
@@ -66,7 +67,9 @@ func newTag() *cobra.Command {
 				return fmt.Errorf("%w: %q is not a number", segment.ErrInvalidStep, args[1])
 			}
 			return withStore(cmd, func(st backend) error {
-				if err := st.SetStep(cmd.Context(), args[0], n); err != nil {
+				if err := st.SetStep(cmd.Context(), args[0], n); errors.Is(err, segment.ErrTagNotFound) {
+					return fmt.Errorf("tag not found: %q; create it with idgen tag add", args[0])
+				} else if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: step %d\n", args[0], n)
@@ -74,8 +77,26 @@ func newTag() *cobra.Command {
 			})
 		},
 	}
+	// A negative step reads as a flag to the parser: say what is wrong
+	// with it rather than "unknown shorthand flag".
+	step.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		var nf *pflag.NotExistError
+		if errors.As(err, &nf) && isDigits(nf.GetSpecifiedShortnames()) {
+			return fmt.Errorf("%w: a step is a whole number of at least 1, got -%s", segment.ErrInvalidStep, nf.GetSpecifiedShortnames())
+		}
+		return err
+	})
 	tag.AddCommand(add, list, step, newBump())
 	return tag
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // withStore opens and migrates the store, runs fn, and closes the store.

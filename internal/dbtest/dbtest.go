@@ -92,12 +92,16 @@ func Start(t testing.TB, k Kind) *Server {
 	return StartContainer(t, k)
 }
 
+// Option changes the container request before it starts, for tests that
+// need server options (Cmd) or files (Files) of their own.
+type Option func(*testcontainers.ContainerRequest)
+
 // StartContainer always starts a new container, for tests that must stop
 // and start the server. The container's port is published on a fixed
 // loopback port, so the DSN stays valid across a restart.
-func StartContainer(t testing.TB, k Kind) *Server {
+func StartContainer(t testing.TB, k Kind, opts ...Option) *Server {
 	t.Helper()
-	return startContainer(t, k, nil)
+	return startContainer(t, k, opts...)
 }
 
 // StartOnNetwork is StartContainer with the container also attached to
@@ -114,7 +118,7 @@ func StartOnNetwork(t testing.TB, k Kind, network, alias string) (*Server, strin
 	return s, k.dsn(alias, port)
 }
 
-func startContainer(t testing.TB, k Kind, customize func(*testcontainers.ContainerRequest)) *Server {
+func startContainer(t testing.TB, k Kind, opts ...Option) *Server {
 	t.Helper()
 	requireDocker(t)
 	image := k.defaultImage
@@ -136,8 +140,8 @@ func startContainer(t testing.TB, k Kind, customize func(*testcontainers.Contain
 			return k.sqlURL(host, p.Port())
 		}).WithStartupTimeout(2 * time.Minute).WithPollInterval(250 * time.Millisecond),
 	}
-	if customize != nil {
-		customize(&req)
+	for _, o := range opts {
+		o(&req)
 	}
 	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
 	if c != nil {

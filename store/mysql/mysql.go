@@ -10,11 +10,14 @@ package mysql
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -100,6 +103,20 @@ func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 // always sets parseTime, so timestamps scan into time.Time, and
 // clientFoundRows, so an UPDATE that changes nothing still reports the
 // row it matched.
+//
+// Two query parameters choose TLS:
+//
+//   - tls: false (the default), true (verify the server against the
+//     system's roots), skip-verify (encrypt without verifying),
+//     preferred (TLS when the server offers it, unverified, else plain);
+//   - tls-ca=/path/to/ca.pem: verify the server against that CA file,
+//     and the host name in the DSN against its certificate. It implies
+//     tls=true and cannot go with skip-verify or preferred.
+//
+// The TLS configuration is this Config's own, not registered in the
+// driver under a name, so stores with different CAs do not share state.
+// Every other query parameter is a session variable, set on each new
+// connection (e.g. ?time_zone=%27%2B00:00%27).
 func ParseDSN(dsn string) (*driver.Config, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme != "mysql" || u.Host == "" {
@@ -117,13 +134,47 @@ func ParseDSN(dsn string) (*driver.Config, error) {
 	cfg.ParseTime = true
 	cfg.ClientFoundRows = true
 	cfg.Timeout = 5 * time.Second
-	if q := u.Query(); len(q) > 0 {
+	q := u.Query()
+	if err := setTLS(cfg, u.Hostname(), q.Get("tls"), q.Get("tls-ca")); err != nil {
+		return nil, err
+	}
+	q.Del("tls")
+	q.Del("tls-ca")
+	if len(q) > 0 {
 		cfg.Params = map[string]string{}
 		for k := range q {
 			cfg.Params[k] = q.Get(k)
 		}
 	}
 	return cfg, nil
+}
+
+// setTLS applies the tls and tls-ca parameters of a DSN to cfg.
+func setTLS(cfg *driver.Config, host, mode, caFile string) error {
+	switch mode {
+	case "", "false", "true", "skip-verify", "preferred":
+	default:
+		return fmt.Errorf("mysql: tls must be true, false, skip-verify or preferred, got %q (tls-ca=FILE verifies against a private CA)", mode)
+	}
+	if caFile == "" {
+		if mode != "" {
+			cfg.TLSConfig = mode // the driver knows these names
+		}
+		return nil
+	}
+	if mode != "" && mode != "true" {
+		return fmt.Errorf("mysql: tls-ca verifies the server, so tls must be true or left out, got %q", mode)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("mysql: tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("mysql: tls-ca: %s holds no PEM certificate", caFile)
+	}
+	cfg.TLS = &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}
+	return nil
 }
 
 func redacted(dsn string) string {
