@@ -16,7 +16,7 @@ func ExampleRun() {
 	ctx := context.Background()
 	ctr, err := idgencontainer.Run(ctx, "idgen:local",
 		idgencontainer.WithMode("snowflake"),
-		idgencontainer.WithAdminToken("change-me"),
+		idgencontainer.WithAdminToken("change-me-to-a-long-random-token"),
 	)
 	defer func() {
 		if err := testcontainers.TerminateContainer(ctr); err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/idgen/idgen/client"
+	"github.com/idgen/idgen/server"
 )
 
 // port is the port idgen serve listens on inside the image.
@@ -87,12 +88,12 @@ func WithMode(mode string) testcontainers.CustomizeRequestOption {
 	}
 }
 
-// WithAdminToken sets the bearer token of /admin/*. Without one the
-// admin API answers 403.
+// WithAdminToken sets the bearer token of /admin/*, at least
+// server.MinTokenLength characters. Without one the admin API answers 403.
 func WithAdminToken(token string) testcontainers.CustomizeRequestOption {
 	return func(req *testcontainers.GenericContainerRequest) error {
-		if token == "" {
-			return fmt.Errorf("%w: WithAdminToken: empty token", ErrInvalidOption)
+		if len(token) < server.MinTokenLength {
+			return fmt.Errorf("%w: WithAdminToken: the token must be at least %d characters", ErrInvalidOption, server.MinTokenLength)
 		}
 		return testcontainers.WithEnv(map[string]string{"IDGEN_ADMIN_TOKEN": token})(req)
 	}

@@ -103,8 +103,8 @@ func TestRun_Modes(t *testing.T) {
 
 func TestRun_AdminTokenAndAutoCreate(t *testing.T) {
 	ctx := context.Background()
-	ctr := run(t, ctx, idgencontainer.WithAutoCreate(false), idgencontainer.WithAdminToken("s3cret"))
-	if ctr.AdminToken() != "s3cret" {
+	ctr := run(t, ctx, idgencontainer.WithAutoCreate(false), idgencontainer.WithAdminToken("container-admin-token"))
+	if ctr.AdminToken() != "container-admin-token" {
 		t.Fatalf("AdminToken() = %q", ctr.AdminToken())
 	}
 	c, err := ctr.Client(ctx)
@@ -145,6 +145,7 @@ func TestRun_InvalidOption(t *testing.T) {
 	for _, opt := range []testcontainers.ContainerCustomizer{
 		idgencontainer.WithMode("leaf"),
 		idgencontainer.WithAdminToken(""),
+		idgencontainer.WithAdminToken("short"),
 		idgencontainer.WithStore("localhost:5432"),
 	} {
 		// No Docker needed: options are checked before anything starts.
