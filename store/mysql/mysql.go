@@ -30,6 +30,7 @@ type Store struct {
 	*sqlstore.Store
 	db     *sql.DB
 	leases *sqlstore.Leases
+	table  sqlstore.SequenceTable
 }
 
 var dialect = sqlstore.Dialect{
@@ -70,6 +71,13 @@ var dialect = sqlstore.Dialect{
 // with optional driver parameters in the query string. It checks the
 // connection once; it does not create the schema (call Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenTable(ctx, dsn, sqlstore.IDSequence)
+}
+
+// OpenTable is Open with segments reserved from table t, such as Leaf's
+// leaf_alloc, used as it is; Migrate then leaves idgen's own sequence
+// table out.
+func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Store, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -86,7 +94,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("mysql: connect to %s: %w", cfg.Addr, err)
 	}
 	sdb := sqlstore.StdDB{DB: db}
-	return &Store{Store: sqlstore.New(sdb, dialect), db: db, leases: sqlstore.NewLeases(sdb, dialect)}, nil
+	return &Store{Store: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node
@@ -137,6 +145,9 @@ func redacted(dsn string) string {
 // Migrate creates or upgrades the schema under goose's MySQL lock, so
 // that instances starting together apply it once.
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	if !s.table.Own() {
+		return migrations.UpShared(ctx, s.db, migrations.MySQL, logger)
+	}
 	return migrations.Up(ctx, s.db, migrations.MySQL, logger)
 }
 

@@ -31,6 +31,7 @@ type Store struct {
 	*sqlstore.Store
 	pool   *pgxpool.Pool
 	leases *sqlstore.Leases
+	table  sqlstore.SequenceTable
 }
 
 var dialect = sqlstore.Dialect{
@@ -70,6 +71,13 @@ var dialect = sqlstore.Dialect{
 // postgresql:// URL or a key=value string as pgx accepts. It checks the
 // connection once; it does not create the schema (call Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenTable(ctx, dsn, sqlstore.IDSequence)
+}
+
+// OpenTable is Open with segments reserved from table t, such as Leaf's
+// leaf_alloc, used as it is; Migrate then leaves idgen's own sequence
+// table out.
+func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
@@ -82,7 +90,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	return &Store{Store: sqlstore.New(poolDB{pool}, dialect), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect)}, nil
+	return &Store{Store: sqlstore.New(poolDB{pool}, dialect.OnTable(t)), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node
@@ -97,6 +105,9 @@ func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
+	if !s.table.Own() {
+		return migrations.UpShared(ctx, db, migrations.Postgres, logger)
+	}
 	return migrations.Up(ctx, db, migrations.Postgres, logger)
 }
 

@@ -1,0 +1,290 @@
+package storetest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/segment"
+)
+
+// Leaf's own statements, as its IDAllocMapper runs them (MyBatis, JDBC
+// placeholders): a fixed-step or a custom-step UPDATE, then the SELECT,
+// in one transaction.
+const (
+	leafUpdateFixed  = `UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = ?`
+	leafUpdateCustom = `UPDATE leaf_alloc SET max_id = max_id + ? WHERE biz_tag = ?`
+	leafSelect       = `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`
+)
+
+// lockWaitThreshold is the time of a locking statement above which it is
+// counted as having waited for the row lock: an uncontended one takes
+// well under a millisecond on loopback.
+const lockWaitThreshold = 2 * time.Millisecond
+
+// LeafBackend is how RunLeafAlloc reaches Leaf's leaf_alloc table on one
+// kind of database.
+type LeafBackend struct {
+	Kind dbtest.Kind
+	// Open opens an idgen store that reserves from leaf_alloc.
+	Open func(ctx context.Context, dsn string) (Store, error)
+	// SQL opens a database/sql pool, as a Leaf server's JDBC pool.
+	SQL func(dsn string) (*sql.DB, error)
+	// Rebind turns the JDBC ? placeholders into the database's own.
+	Rebind func(q string) string
+	// CreateTable is leaf_alloc's DDL, as Leaf's scripts/leaf_alloc.sql.
+	CreateTable string
+	// RowLockWaits, if set, reads the server's cumulative count of row
+	// lock waits, an exact figure next to the timing one.
+	RowLockWaits func(ctx context.Context, db *sql.DB) (int64, error)
+	// WaitingNow, if set, counts sessions waiting for a lock right now;
+	// it is sampled during the run.
+	WaitingNow func(ctx context.Context, db *sql.DB) (int64, error)
+}
+
+// span is a reserved range [start, end) and who reserved it.
+type span struct {
+	start, end int64
+	leaf       bool
+}
+
+// RunLeafAlloc runs Leaf's exact reservation SQL from several "Leaf
+// servers" (own pools, fixed and custom step) concurrently with several
+// idgen allocators reserving from the same leaf_alloc row, and asserts
+// that no ID is handed out twice. It also checks that idgen's migrations
+// create no sequence table of their own beside leaf_alloc.
+func RunLeafAlloc(t *testing.T, b LeafBackend) {
+	ctx := context.Background()
+	srv := dbtest.Start(t, b.Kind)
+	admin, err := b.SQL(srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `DROP TABLE IF EXISTS leaf_alloc`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, b.CreateTable); err != nil {
+		t.Fatal(err)
+	}
+	const tag, start, step = "leaf-orders", 1, 10
+	if _, err := admin.ExecContext(ctx, b.Rebind(`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`),
+		tag, start, step, "shared with Leaf"); err != nil {
+		t.Fatal(err)
+	}
+
+	idg := make([]Store, 4)
+	for i := range idg {
+		s, err := b.Open(ctx, srv.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Migrate(ctx, nil); err != nil {
+			t.Fatalf("migrate beside leaf_alloc: %v", err)
+		}
+		idg[i] = s
+	}
+	var own int
+	if err := admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'id_sequence'`).Scan(&own); err != nil {
+		t.Fatal(err)
+	}
+	if own != 0 {
+		t.Fatalf("idgen created its own id_sequence beside leaf_alloc")
+	}
+
+	var waitsBefore int64
+	if b.RowLockWaits != nil {
+		if waitsBefore, err = b.RowLockWaits(ctx, admin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	samplerCtx, stopSampler := context.WithCancel(ctx)
+	var sampled, waitingSeen atomic.Int64
+	var samplerDone sync.WaitGroup
+	if b.WaitingNow != nil {
+		samplerDone.Go(func() {
+			for samplerCtx.Err() == nil {
+				if n, err := b.WaitingNow(samplerCtx, admin); err == nil {
+					sampled.Add(1)
+					if n > 0 {
+						waitingSeen.Add(1)
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+
+	const leafServers, leafRounds = 4, 150
+	const idgenWorkers, idgenEach = 4, 1500
+	var mu sync.Mutex
+	var spans []span
+	var idgenIDs []int64
+	var leafWaited, idgenWaited, idgenLoads atomic.Int64
+	var wg sync.WaitGroup
+	began := time.Now()
+
+	for i := range leafServers {
+		db, err := b.SQL(srv.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		wg.Go(func() {
+			for r := range leafRounds {
+				custom := r%2 == 1 // Leaf's dynamic step uses the custom-step statement
+				s, waited, err := leafReserve(ctx, db, b.Rebind, tag, custom, int64(step*(1+i)))
+				if err != nil {
+					t.Errorf("leaf server %d: %v", i, err)
+					return
+				}
+				if waited {
+					leafWaited.Add(1)
+				}
+				mu.Lock()
+				spans = append(spans, s)
+				mu.Unlock()
+			}
+		})
+	}
+	for i, s := range idg {
+		obs := &latencyObserver{slow: &idgenWaited, loads: &idgenLoads}
+		a, err := segment.New(s, &segment.Options{FixedStep: true, Observer: obs, WaitTimeout: 30 * time.Second, LoadTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer a.Close()
+			var inner sync.WaitGroup
+			for range idgenWorkers {
+				inner.Go(func() {
+					ids := make([]int64, 0, idgenEach)
+					for range idgenEach {
+						id, err := a.Next(ctx, tag)
+						if err != nil {
+							t.Errorf("idgen instance %d: %v", i, err)
+							return
+						}
+						ids = append(ids, id)
+					}
+					mu.Lock()
+					idgenIDs = append(idgenIDs, ids...)
+					mu.Unlock()
+				})
+			}
+			inner.Wait()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	stopSampler()
+	samplerDone.Wait()
+	if t.Failed() {
+		return
+	}
+
+	// Every ID a Leaf server reserved counts as issued by it.
+	owner := make(map[int64]bool, len(idgenIDs)+leafServers*leafRounds*step*4)
+	var leafIDs int64
+	dups := 0
+	for _, s := range spans {
+		for id := s.start; id < s.end; id++ {
+			if _, ok := owner[id]; ok {
+				dups++
+			}
+			owner[id] = true
+			leafIDs++
+		}
+	}
+	for _, id := range idgenIDs {
+		if _, ok := owner[id]; ok {
+			dups++
+		}
+		owner[id] = false
+	}
+	if dups != 0 {
+		t.Fatalf("%d duplicate IDs between Leaf's SQL and idgen on one leaf_alloc row", dups)
+	}
+	if len(idgenIDs) != len(idg)*idgenWorkers*idgenEach {
+		t.Fatalf("idgen issued %d IDs, want %d", len(idgenIDs), len(idg)*idgenWorkers*idgenEach)
+	}
+	var maxID int64
+	if err := admin.QueryRowContext(ctx, b.Rebind(leafSelect), tag).Scan(new(string), &maxID, new(int64)); err != nil {
+		t.Fatal(err)
+	}
+	for id := range owner {
+		if id < start || id >= maxID {
+			t.Fatalf("ID %d outside the row's reserved span [%d, %d)", id, start, maxID)
+		}
+	}
+	exact := "n/a"
+	if b.RowLockWaits != nil {
+		after, err := b.RowLockWaits(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact = fmt.Sprint(after - waitsBefore)
+	}
+	sample := "n/a"
+	if b.WaitingNow != nil {
+		sample = fmt.Sprintf("%d of %d samples", waitingSeen.Load(), sampled.Load())
+	}
+	t.Logf("%s shared leaf_alloc: %d Leaf reservations (%d IDs) by %d Leaf connections, %d idgen reservations (%d IDs issued) by %d idgen instances, in %v; 0 duplicates; final max_id %d",
+		b.Kind.Name, len(spans), leafIDs, leafServers, idgenLoads.Load(), len(idgenIDs), len(idg), elapsed.Round(time.Millisecond), maxID)
+	t.Logf("%s row-lock waits: Leaf UPDATEs over %v: %d of %d; idgen reservations over %v: %d of %d; server counter of row-lock waits: %s; sessions seen waiting: %s",
+		b.Kind.Name, lockWaitThreshold, leafWaited.Load(), len(spans), lockWaitThreshold, idgenWaited.Load(), idgenLoads.Load(), exact, sample)
+}
+
+// leafReserve is one reservation as a Leaf server makes it, and reports
+// whether its UPDATE, the statement that takes the row lock, waited.
+func leafReserve(ctx context.Context, db *sql.DB, rebind func(string) string, tag string, custom bool, customStep int64) (span, bool, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return span{}, false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	began := time.Now()
+	if custom {
+		_, err = tx.ExecContext(ctx, rebind(leafUpdateCustom), customStep, tag)
+	} else {
+		_, err = tx.ExecContext(ctx, rebind(leafUpdateFixed), tag)
+	}
+	if err != nil {
+		return span{}, false, err
+	}
+	waited := time.Since(began) > lockWaitThreshold
+	var key string
+	var maxID, step int64
+	if err := tx.QueryRowContext(ctx, rebind(leafSelect), tag).Scan(&key, &maxID, &step); err != nil {
+		return span{}, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return span{}, false, err
+	}
+	// Leaf's segment: [max_id - step, max_id), with the step it asked for.
+	if custom {
+		step = customStep
+	}
+	return span{start: maxID - step, end: maxID, leaf: true}, waited, nil
+}
+
+// latencyObserver counts idgen's reservations and those slower than
+// lockWaitThreshold.
+type latencyObserver struct{ slow, loads *atomic.Int64 }
+
+func (o *latencyObserver) WaitedForLoad(string) {}
+func (o *latencyObserver) SegmentLoaded(_ string, _ int64, latency time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	o.loads.Add(1)
+	if latency > lockWaitThreshold {
+		o.slow.Add(1)
+	}
+}
