@@ -58,9 +58,22 @@ var rules = []rule{
 	{context.Canceled, http.StatusServiceUnavailable, "unavailable", true},
 }
 
-// writeError answers err in the one JSON error shape. Unknown errors are
-// logged and answered without detail, so no internals leak.
+// writeError answers err in the one JSON error shape, or as plain text
+// on the routes of other services' APIs (see compat.go). Unknown errors
+// are logged and answered without detail, so no internals leak.
 func (s *Server) writeError(c *gin.Context, err error) {
+	ae := s.answer(c, err)
+	if c.GetBool(plainErrors) {
+		c.Abort()
+		c.Data(ae.status, "text/plain; charset=utf-8", []byte(ae.code+": "+ae.message+"\n"))
+		return
+	}
+	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message}})
+}
+
+// answer maps err to its status, code and message, setting Retry-After
+// and counting clock errors on the way.
+func (s *Server) answer(c *gin.Context, err error) *apiError {
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = nil
@@ -81,5 +94,5 @@ func (s *Server) writeError(c *gin.Context, err error) {
 		s.log.Error("unexpected error", "path", c.Request.URL.Path, "err", err)
 		ae = errInternal
 	}
-	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message}})
+	return ae
 }

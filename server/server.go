@@ -63,6 +63,8 @@ type Config struct {
 	// Layout decodes IDs at /snowflake/decode/{id}. The zero Layout is
 	// the default one.
 	Layout snowflake.Layout
+	// Compat serves other ID services' APIs too (compat.go).
+	Compat Compat
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -82,6 +84,7 @@ type Server struct {
 	layout   snowflake.Layout
 	ranges   RangeReserver
 	maxRange int64
+	compat   Compat
 }
 
 // New checks cfg and builds the routes.
@@ -104,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 		layout:   cfg.Layout,
 		ranges:   cfg.Ranges,
 		maxRange: cfg.MaxRange,
+		compat:   cfg.Compat,
 	}
 	if s.maxRange == 0 {
 		s.maxRange = 1_000_000
@@ -182,6 +186,7 @@ func (s *Server) routes() {
 	admin.POST("/tags", s.createTag)
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
+	s.compatRoutes(e, s.compat)
 	registerUI(e)
 	s.engine = e
 }
