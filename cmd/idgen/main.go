@@ -37,6 +37,8 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().String("store", "sqlite://./idgen.db",
 		"database DSN: sqlite://PATH, postgres://user:pass@host:5432/db, or mysql://user:pass@host:3306/db")
+	root.PersistentFlags().String("sequence-table", "id_sequence",
+		"table segments are reserved from: id_sequence (idgen's own) or leaf_alloc (Meituan Leaf's, shared with Leaf servers; see docs/migrating.md)")
 	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode())
 	return root
 }

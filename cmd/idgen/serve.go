@@ -42,6 +42,7 @@ func newServe() *cobra.Command {
 	f.Bool("access-log", true, "log every request")
 	f.String("admin-token", "", "bearer token for /admin/* (without it /admin/* answers 403)")
 	f.String("api-tokens", "", "client tokens for the ID endpoints: a file path, or inline TOKEN=tag1,tag2;TOKEN2=*")
+	compatFlags(f)
 	return cmd
 }
 
@@ -52,6 +53,7 @@ type serveConfig struct {
 	defaultStep, maxRange, workerID              int64
 	maxBatch                                     int
 	leaseTTL, drain                              time.Duration
+	compat                                       compatConfig
 }
 
 func readServeFlags(cmd *cobra.Command) serveConfig {
@@ -81,6 +83,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
+	if c.compat, err = readCompatFlags(cmd); err != nil {
+		return err
+	}
 	apiTokens, err := loadAPITokens(c.apiTokens)
 	if err != nil {
 		return err
@@ -91,7 +96,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	st, err := openStore(ctx, storeDSN(cmd))
+	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
 		return err
 	}
@@ -102,6 +107,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 		log.Info("schema ready", "version", v)
+	}
+	if name, _ := cmd.Flags().GetString("sequence-table"); name == "leaf_alloc" {
+		warnRefusedTags(ctx, st, log)
 	}
 
 	metrics := server.NewMetrics()
@@ -123,6 +131,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		AdminToken: c.adminToken,
 		APITokens:  apiTokens,
 		Metrics:    metrics,
+		Layout:     c.compat.layout,
+		Compat:     c.compat.apis,
 	}
 	var sf *snowflakeMode
 	if c.snowflake {
