@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,10 +23,11 @@ const (
 	leafSelect       = `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`
 )
 
-// lockWaitThreshold is the time of a locking statement above which it is
-// counted as having waited for the row lock: an uncontended one takes
-// well under a millisecond on loopback.
-const lockWaitThreshold = 2 * time.Millisecond
+// waitFactor sets the line between a reservation that waited for the row
+// lock and one that did not: the median time of the same statement (for
+// Leaf, its UPDATE) or call (for idgen, Reserve) with no contention,
+// measured first, times waitFactor.
+const waitFactor = 3
 
 // LeafBackend is how RunLeafAlloc reaches Leaf's leaf_alloc table on one
 // kind of database.
@@ -47,11 +49,8 @@ type LeafBackend struct {
 	WaitingNow func(ctx context.Context, db *sql.DB) (int64, error)
 }
 
-// span is a reserved range [start, end) and who reserved it.
-type span struct {
-	start, end int64
-	leaf       bool
-}
+// span is a range [start, end) a Leaf server reserved.
+type span struct{ start, end int64 }
 
 // RunLeafAlloc runs Leaf's exact reservation SQL from several "Leaf
 // servers" (own pools, fixed and custom step) concurrently with several
@@ -98,6 +97,29 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 		t.Fatalf("idgen created its own id_sequence beside leaf_alloc")
 	}
 
+	t.Run("WorkerRange", func(t *testing.T) { RunWorkerRange(t, idg[0].Leases()) })
+
+	// Uncontended baselines, on a tag of their own.
+	const baseTag = "leaf-baseline"
+	if _, err := admin.ExecContext(ctx, b.Rebind(`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`),
+		baseTag, 1, step, "baseline"); err != nil {
+		t.Fatal(err)
+	}
+	var leafBase, idgenBase []time.Duration
+	for range 40 {
+		_, d, err := leafReserve(ctx, admin, b.Rebind, baseTag, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leafBase = append(leafBase, d)
+		began := time.Now()
+		if _, err := idg[0].Reserve(ctx, baseTag, 0); err != nil {
+			t.Fatal(err)
+		}
+		idgenBase = append(idgenBase, time.Since(began))
+	}
+	leafLine, idgenLine := waitFactor*median(leafBase), waitFactor*median(idgenBase)
+
 	var waitsBefore int64
 	if b.RowLockWaits != nil {
 		if waitsBefore, err = b.RowLockWaits(ctx, admin); err != nil {
@@ -127,6 +149,7 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 	var spans []span
 	var idgenIDs []int64
 	var leafWaited, idgenWaited, idgenLoads atomic.Int64
+	var leafWorst atomic.Int64
 	var wg sync.WaitGroup
 	began := time.Now()
 
@@ -139,13 +162,16 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 		wg.Go(func() {
 			for r := range leafRounds {
 				custom := r%2 == 1 // Leaf's dynamic step uses the custom-step statement
-				s, waited, err := leafReserve(ctx, db, b.Rebind, tag, custom, int64(step*(1+i)))
+				s, took, err := leafReserve(ctx, db, b.Rebind, tag, custom, int64(step*(1+i)))
 				if err != nil {
 					t.Errorf("leaf server %d: %v", i, err)
 					return
 				}
-				if waited {
+				if took > leafLine {
 					leafWaited.Add(1)
+				}
+				if int64(took) > leafWorst.Load() {
+					leafWorst.Store(int64(took))
 				}
 				mu.Lock()
 				spans = append(spans, s)
@@ -154,7 +180,7 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 		})
 	}
 	for i, s := range idg {
-		obs := &latencyObserver{slow: &idgenWaited, loads: &idgenLoads}
+		obs := &latencyObserver{line: idgenLine, slow: &idgenWaited, loads: &idgenLoads}
 		a, err := segment.New(s, &segment.Options{FixedStep: true, Observer: obs, WaitTimeout: 30 * time.Second, LoadTimeout: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -237,16 +263,17 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 	}
 	t.Logf("%s shared leaf_alloc: %d Leaf reservations (%d IDs) by %d Leaf connections, %d idgen reservations (%d IDs issued) by %d idgen instances, in %v; 0 duplicates; final max_id %d",
 		b.Kind.Name, len(spans), leafIDs, leafServers, idgenLoads.Load(), len(idgenIDs), len(idg), elapsed.Round(time.Millisecond), maxID)
-	t.Logf("%s row-lock waits: Leaf UPDATEs over %v: %d of %d; idgen reservations over %v: %d of %d; server counter of row-lock waits: %s; sessions seen waiting: %s",
-		b.Kind.Name, lockWaitThreshold, leafWaited.Load(), len(spans), lockWaitThreshold, idgenWaited.Load(), idgenLoads.Load(), exact, sample)
+	t.Logf("%s row-lock waits: Leaf UPDATEs slower than %dx uncontended (%v): %d of %d (slowest %v); idgen reservations slower than %dx uncontended (%v): %d of %d; server's row-lock wait counter: %s; sampler saw sessions waiting: %s",
+		b.Kind.Name, waitFactor, leafLine.Round(time.Microsecond), leafWaited.Load(), len(spans), time.Duration(leafWorst.Load()).Round(time.Microsecond),
+		waitFactor, idgenLine.Round(time.Microsecond), idgenWaited.Load(), idgenLoads.Load(), exact, sample)
 }
 
 // leafReserve is one reservation as a Leaf server makes it, and reports
-// whether its UPDATE, the statement that takes the row lock, waited.
-func leafReserve(ctx context.Context, db *sql.DB, rebind func(string) string, tag string, custom bool, customStep int64) (span, bool, error) {
+// how long its UPDATE, the statement that takes the row lock, took.
+func leafReserve(ctx context.Context, db *sql.DB, rebind func(string) string, tag string, custom bool, customStep int64) (span, time.Duration, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return span{}, false, err
+		return span{}, 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	began := time.Now()
@@ -256,27 +283,29 @@ func leafReserve(ctx context.Context, db *sql.DB, rebind func(string) string, ta
 		_, err = tx.ExecContext(ctx, rebind(leafUpdateFixed), tag)
 	}
 	if err != nil {
-		return span{}, false, err
+		return span{}, 0, err
 	}
-	waited := time.Since(began) > lockWaitThreshold
+	took := time.Since(began)
 	var key string
 	var maxID, step int64
 	if err := tx.QueryRowContext(ctx, rebind(leafSelect), tag).Scan(&key, &maxID, &step); err != nil {
-		return span{}, false, err
+		return span{}, 0, err
 	}
 	if err := tx.Commit(); err != nil {
-		return span{}, false, err
+		return span{}, 0, err
 	}
 	// Leaf's segment: [max_id - step, max_id), with the step it asked for.
 	if custom {
 		step = customStep
 	}
-	return span{start: maxID - step, end: maxID, leaf: true}, waited, nil
+	return span{start: maxID - step, end: maxID}, took, nil
 }
 
-// latencyObserver counts idgen's reservations and those slower than
-// lockWaitThreshold.
-type latencyObserver struct{ slow, loads *atomic.Int64 }
+// latencyObserver counts idgen's reservations and those slower than line.
+type latencyObserver struct {
+	line        time.Duration
+	slow, loads *atomic.Int64
+}
 
 func (o *latencyObserver) WaitedForLoad(string) {}
 func (o *latencyObserver) SegmentLoaded(_ string, _ int64, latency time.Duration, err error) {
@@ -284,7 +313,13 @@ func (o *latencyObserver) SegmentLoaded(_ string, _ int64, latency time.Duration
 		return
 	}
 	o.loads.Add(1)
-	if latency > lockWaitThreshold {
+	if latency > o.line {
 		o.slow.Add(1)
 	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
