@@ -21,7 +21,7 @@ func CheckTag(name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c != '.' && !ValidTag(name[i:i+1]) {
-			return fmt.Errorf("%w: byte %d of %q is %s, outside A-Z a-z 0-9 _ . : -",
+			return fmt.Errorf("%w: byte %d of %q is %s",
 				ErrInvalidTag, i+1, name, strconv.QuoteRune(rune(c)))
 		}
 	}

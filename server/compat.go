@@ -146,7 +146,7 @@ func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 			if ae == errUnauthorized || ae == errForbidden {
 				code = 5
 			}
-			c.AbortWithStatusJSON(ae.status, gin.H{"data": nil, "code": code, "message": ae.code + ": " + ae.message})
+			c.AbortWithStatusJSON(ae.status, tinyidResponse{Code: code, Message: ae.code + ": " + ae.message})
 		}
 		if !s.auth.apiOpen {
 			tok := q.Get("token")
@@ -203,4 +203,11 @@ func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 		}
 		c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
 	}
+}
+
+// tinyidResponse is tinyid's Response, its fields in tinyid's order.
+type tinyidResponse struct {
+	Data    []int64 `json:"data"`
+	Code    int     `json:"code"`
+	Message string  `json:"message"`
 }
