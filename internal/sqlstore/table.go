@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
+	"strings"
 )
 
 // SequenceTable names the table a Store reserves segments from and the
@@ -46,23 +48,23 @@ var (
 	reDescSel = regexp.MustCompile(`\bstep, description,`)
 )
 
-// OnTable returns d with its segment statements rewritten to run on t
-// instead of id_sequence. The worker_node statements are left alone.
-// description may be NULL in tables idgen did not create (Leaf's is), so
-// List reads it as ”.
+// OnTable returns d with its segment statements, every string field but
+// the Worker ones, rewritten to run on t instead of id_sequence, so that
+// statements added later follow too. description may be NULL in tables
+// idgen did not create (Leaf's is), so List reads it as ”.
 func (d Dialect) OnTable(t SequenceTable) Dialect {
 	if t.Own() {
 		return d
 	}
-	rw := func(q string) string {
-		q = reTable.ReplaceAllLiteralString(q, t.Name)
-		return reUpdated.ReplaceAllLiteralString(q, t.UpdatedColumn)
+	v := reflect.ValueOf(&d).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.String || strings.HasPrefix(v.Type().Field(i).Name, "Worker") {
+			continue
+		}
+		q := reTable.ReplaceAllLiteralString(f.String(), t.Name)
+		f.SetString(reUpdated.ReplaceAllLiteralString(q, t.UpdatedColumn))
 	}
-	d.LockRow = rw(d.LockRow)
-	d.Advance = rw(d.Advance)
-	d.Insert = rw(d.Insert)
-	d.Release = rw(d.Release)
-	d.SetStep = rw(d.SetStep)
-	d.List = reDescSel.ReplaceAllLiteralString(rw(d.List), "step, COALESCE(description, ''),")
+	d.List = reDescSel.ReplaceAllLiteralString(d.List, "step, COALESCE(description, ''),")
 	return d
 }
