@@ -51,7 +51,7 @@ var (
 // OnTable returns d with its segment statements, every string field but
 // the Worker ones, rewritten to run on t instead of id_sequence, so that
 // statements added later follow too. description may be NULL in tables
-// idgen did not create (Leaf's is), so List reads it as ”.
+// idgen did not create (Leaf's is), so List reads it as an empty string.
 func (d Dialect) OnTable(t SequenceTable) Dialect {
 	if t.Own() {
 		return d
