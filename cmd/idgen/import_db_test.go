@@ -134,4 +134,20 @@ func TestImport_LeafAndTinyID(t *testing.T) {
 			t.Errorf("GET %s = %+v, want %s", path, got, want)
 		}
 	}
+
+	// Served from Leaf's table as it is, through Leaf's route: the next ID
+	// is Leaf's max_id, and a tag idgen refuses is named at start.
+	exec1(`INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('a/b', 1, 10)`)
+	leaf := proctest.Serve(t, bin, []string{"IDGEN_STORE=" + srv.DSN, "IDGEN_SEQUENCE_TABLE=leaf_alloc"},
+		"--compat", "leaf", "--snowflake=false", "--auto-create-tags=false")
+	if got := get(t, leaf, "/api/segment/get/orders"); got != (answer{200, textPlain, "9000"}) {
+		t.Errorf("GET /api/segment/get/orders on leaf_alloc = %+v, want 9000", got)
+	}
+	var leafMax int64
+	if err := db.QueryRowContext(ctx, `SELECT max_id FROM leaf_alloc WHERE biz_tag = 'orders'`).Scan(&leafMax); err != nil || leafMax != 10000 {
+		t.Errorf("leaf_alloc max_id %d (%v) after idgen's reservation, want 10000", leafMax, err)
+	}
+	if log := leaf.Log(); !strings.Contains(log, "will be refused") || !strings.Contains(log, `byte 2 of \"a/b\" is '/'`) {
+		t.Errorf("no warning naming the rule a/b breaks:\n%s", log)
+	}
 }
