@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -95,6 +97,20 @@ func TestServe_CompatRoutes(t *testing.T) {
 	}
 	if got := get(t, p, "/snowflake/decode/"+a.body); !strings.Contains(got.body, fmt.Sprintf(`"unix_ms":%d`, ms)) {
 		t.Errorf("/snowflake/decode/%d = %q, want unix_ms %d in the leaf layout", id, got.body, ms)
+	}
+
+	// idgen decode takes the same layout flags, and the environment.
+	leafExample := strconv.FormatInt((1567733700834-1288834974657)<<22|39<<12|3448, 10)
+	for _, args := range [][]string{{"--snowflake-layout", "leaf"}, {"--snowflake-layout", "41/10/12", "--snowflake-epoch", "2010-11-04T01:42:54.657Z"}} {
+		out, err := exec.Command(bin, append([]string{"decode", leafExample}, args...)...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), `"unix_ms":1567733700834`) || !strings.Contains(string(out), `"worker_id":39`) {
+			t.Errorf("idgen decode %s %v = %s %v, want 1567733700834 ms on worker 39", leafExample, args, out, err)
+		}
+	}
+	cmd := exec.Command(bin, "decode", leafExample)
+	cmd.Env = append(os.Environ(), "IDGEN_SNOWFLAKE_LAYOUT=twitter")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), `"unix_ms":1567733700834`) {
+		t.Errorf("IDGEN_SNOWFLAKE_LAYOUT=twitter idgen decode = %s %v", out, err)
 	}
 
 	// Errors: idgen's status and a plain-text line saying what to do,

@@ -1,10 +1,10 @@
 // Command idgen runs the ID service and administers its database.
 //
-//	idgen serve              serve IDs over HTTP
-//	idgen migrate            create or upgrade the schema
-//	idgen tag add|list|step  manage segment tags
-//	idgen import leaf|tinyid copy Leaf's or tinyid's sequences into idgen's table
-//	idgen decode ID          split an ID into its parts
+//	idgen serve                serve IDs over HTTP
+//	idgen migrate              create or upgrade the schema
+//	idgen tag add|list|step    manage segment tags
+//	idgen import leaf|tinyid   copy Leaf's or tinyid's sequences into idgen's table
+//	idgen decode ID            split an ID into its parts
 //
 // Every flag can also be set through the environment as IDGEN_<FLAG>,
 // upper-cased with dashes as underscores (--default-step is
