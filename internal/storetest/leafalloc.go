@@ -37,6 +37,9 @@ type LeafBackend struct {
 	Open func(ctx context.Context, dsn string) (Store, error)
 	// SQL opens a database/sql pool, as a Leaf server's JDBC pool.
 	SQL func(dsn string) (*sql.DB, error)
+	// LeafDSN, if set, marks the DSN of the Leaf side's pools, so the
+	// server's records can tell them from idgen's.
+	LeafDSN func(dsn string) string
 	// Rebind turns the JDBC ? placeholders into the database's own.
 	Rebind func(q string) string
 	// CreateTable is leaf_alloc's DDL, as Leaf's scripts/leaf_alloc.sql.
@@ -47,6 +50,11 @@ type LeafBackend struct {
 	// WaitingNow, if set, counts sessions waiting for a lock right now;
 	// it is sampled during the run.
 	WaitingNow func(ctx context.Context, db *sql.DB) (int64, error)
+	// LockWaitLog, if set, makes the server log every lock wait, before
+	// the run, and returns a function that counts, after it, the waits
+	// of Leaf's UPDATE and of idgen's SELECT … FOR UPDATE that the server
+	// logged; ok is false where the log cannot be read.
+	LockWaitLog func(ctx context.Context, t *testing.T, srv *dbtest.Server, admin *sql.DB) func() (leaf, idgen int64, ok bool)
 }
 
 // span is a range [start, end) a Leaf server reserved.
@@ -126,6 +134,10 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 			t.Fatal(err)
 		}
 	}
+	var countLogged func() (int64, int64, bool)
+	if b.LockWaitLog != nil {
+		countLogged = b.LockWaitLog(ctx, t, srv, admin)
+	}
 	samplerCtx, stopSampler := context.WithCancel(ctx)
 	var sampled, waitingSeen atomic.Int64
 	var samplerDone sync.WaitGroup
@@ -153,8 +165,12 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 	var wg sync.WaitGroup
 	began := time.Now()
 
+	leafDSN := srv.DSN
+	if b.LeafDSN != nil {
+		leafDSN = b.LeafDSN(leafDSN)
+	}
 	for i := range leafServers {
-		db, err := b.SQL(srv.DSN)
+		db, err := b.SQL(leafDSN)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,6 +279,13 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 	}
 	t.Logf("%s shared leaf_alloc: %d Leaf reservations (%d IDs) by %d Leaf connections, %d idgen reservations (%d IDs issued) by %d idgen instances, in %v; 0 duplicates; final max_id %d",
 		b.Kind.Name, len(spans), leafIDs, leafServers, idgenLoads.Load(), len(idgenIDs), len(idg), elapsed.Round(time.Millisecond), maxID)
+	logged := "n/a"
+	if countLogged != nil {
+		if l, i, ok := countLogged(); ok {
+			logged = fmt.Sprintf("Leaf %d, idgen %d", l, i)
+		}
+	}
+	t.Logf("%s reservations with a lock wait the server logged (waits of 1ms or more): %s", b.Kind.Name, logged)
 	t.Logf("%s row-lock waits: Leaf UPDATEs slower than %dx uncontended (%v): %d of %d (slowest %v); idgen reservations slower than %dx uncontended (%v): %d of %d; server's row-lock wait counter: %s; sampler saw sessions waiting: %s",
 		b.Kind.Name, waitFactor, leafLine.Round(time.Microsecond), leafWaited.Load(), len(spans), time.Duration(leafWorst.Load()).Round(time.Microsecond),
 		waitFactor, idgenLine.Round(time.Microsecond), idgenWaited.Load(), idgenLoads.Load(), exact, sample)
