@@ -3,6 +3,7 @@ package snowflake_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -113,4 +114,15 @@ func TestNewLeased_WorkerRangeOutsideLayout(t *testing.T) {
 			t.Errorf("WorkerRange %+v: %v, want ErrInvalidConfig", wr, err)
 		}
 	}
+}
+
+// A Leaf or Twitter snowflake ID decodes with the leaf preset.
+func ExampleParseLayout() {
+	l, err := snowflake.ParseLayout("leaf", "")
+	if err != nil {
+		panic(err)
+	}
+	p, _ := l.Decode(1169786042799259000)
+	fmt.Println(p.Time.UnixMilli(), p.WorkerID, p.Sequence)
+	// Output: 1567733700834 39 3448
 }
