@@ -188,3 +188,33 @@ func TestServe_CompatRoutesAuth(t *testing.T) {
 		}
 	}
 }
+
+// --worker-range confines the leased worker IDs of real processes that
+// share a store, as idgen beside Leaf's servers needs.
+func TestServe_WorkerRange(t *testing.T) {
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "range.db"), "IDGEN_WORKER_RANGE=700-701"}
+	seen := map[string]bool{}
+	for range 2 {
+		p := proctest.Serve(t, bin, env, "--snowflake-layout", "leaf")
+		m := get(t, p, "/metrics").body
+		for _, w := range []string{"idgen_worker_id 700", "idgen_worker_id 701"} {
+			if strings.Contains(m, w) {
+				seen[w] = true
+			}
+		}
+		a := get(t, p, "/snowflake/orders", "Accept", "text/plain")
+		id, err := strconv.ParseInt(a.body, 10, 64)
+		if w := (id >> 12) & 1023; err != nil || (w != 700 && w != 701) {
+			t.Errorf("snowflake ID %q is from worker %d, want 700 or 701", a.body, w)
+		}
+	}
+	if len(seen) != 2 {
+		t.Errorf("two processes with --worker-range 700-701 hold %v, want both 700 and 701", seen)
+	}
+	out, err := exec.Command(bin, "serve", "--worker-range", "700-1024", "--snowflake-layout", "leaf").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "worker IDs end at 1023") {
+		t.Errorf("serve --worker-range 700-1024 = %v %s, want a refusal naming the layout's last worker ID", err, out)
+	}
+}
