@@ -35,7 +35,11 @@ const (
 // Up applies every pending migration of dialect d to db and returns the
 // schema version reached.
 func Up(ctx context.Context, db *sql.DB, d Dialect, logger *slog.Logger) (int64, error) {
-	p, err := provider(db, d, logger)
+	return up(ctx, db, d, logger)
+}
+
+func up(ctx context.Context, db *sql.DB, d Dialect, logger *slog.Logger, extra ...goose.ProviderOption) (int64, error) {
+	p, err := provider(db, d, logger, extra...)
 	if err != nil {
 		return 0, err
 	}
@@ -49,7 +53,7 @@ func Up(ctx context.Context, db *sql.DB, d Dialect, logger *slog.Logger) (int64,
 	return v, nil
 }
 
-func provider(db *sql.DB, d Dialect, logger *slog.Logger) (*goose.Provider, error) {
+func provider(db *sql.DB, d Dialect, logger *slog.Logger, extra ...goose.ProviderOption) (*goose.Provider, error) {
 	sub, err := fs.Sub(files, string(d))
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
@@ -79,6 +83,11 @@ func provider(db *sql.DB, d Dialect, logger *slog.Logger) (*goose.Provider, erro
 	if logger != nil {
 		opts = append(opts, goose.WithSlog(logger))
 	}
+	// A database that served from a shared sequence table (UpShared)
+	// lacks the id_sequence migrations below its version; they are the
+	// only ones that can be missing, and are applied first.
+	opts = append(opts, goose.WithAllowOutofOrder(true))
+	opts = append(opts, extra...)
 	p, err := goose.NewProvider(gd, db, sub, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)

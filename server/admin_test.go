@@ -213,7 +213,8 @@ func newFullServer(t *testing.T) *server.Server {
 	st := openStore(t)
 	m := server.NewMetrics()
 	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, Observer: m})
-	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, Ranges: alloc, MaxRange: 5000, AdminToken: "admin-token-0001", Metrics: m, Ready: st.Ping})
+	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, Ranges: alloc, MaxRange: 5000, AdminToken: "admin-token-0001", Metrics: m, Ready: st.Ping,
+		Compat: server.Compat{Leaf: true, TinyID: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

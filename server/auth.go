@@ -164,24 +164,33 @@ func (s *Server) requireTagToken(c *gin.Context) {
 		s.writeError(c, errUnauthorized)
 		return
 	}
+	if err := s.auth.check(tok, c.Param("tag")); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.Next()
+}
+
+// check returns nil if the client token tok may use tag, and otherwise
+// the answer: errAdminOnIDs for the admin token, errForbidden for any
+// other token that does not allow tag.
+func (a *authz) check(tok, tag string) error {
 	d := digest(tok)
-	if s.auth.admin != nil && subtle.ConstantTimeCompare(d[:], s.auth.admin[:]) == 1 {
+	if a.admin != nil && subtle.ConstantTimeCompare(d[:], a.admin[:]) == 1 {
 		// One secret, one job: the admin token leaking into every client
 		// that needs IDs would make it no secret at all.
-		s.writeError(c, errAdminOnIDs)
-		return
+		return errAdminOnIDs
 	}
 	var tags map[string]bool
 	// Compare against every token, without stopping at a match, so that
 	// timing does not tell which prefix of the table matched.
-	for _, known := range s.auth.apiAllow {
+	for _, known := range a.apiAllow {
 		if subtle.ConstantTimeCompare(d[:], known[:]) == 1 {
-			tags = s.auth.api[known]
+			tags = a.api[known]
 		}
 	}
-	if tags == nil || !(tags["*"] || tags[c.Param("tag")]) {
-		s.writeError(c, errForbidden)
-		return
+	if tags == nil || !(tags["*"] || tags[tag]) {
+		return errForbidden
 	}
-	c.Next()
+	return nil
 }

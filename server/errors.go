@@ -76,8 +76,16 @@ var messages = map[string]string{
 
 const serverErrorMessage = "the server could not answer; retry later; the server log has the cause under this request ID"
 
-// writeError answers err in the one JSON error shape.
+// writeError answers err in the one JSON error shape, or as plain text
+// on the routes of other services' APIs (see compat.go). Unknown errors
+// are logged and answered without detail, so no internals leak.
 func (s *Server) writeError(c *gin.Context, err error) {
+	s.fail(c, s.answer(c, err), err)
+}
+
+// answer maps err to its status, code and message, setting Retry-After
+// on the way.
+func (s *Server) answer(c *gin.Context, err error) *apiError {
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = errInternal
@@ -99,12 +107,26 @@ func (s *Server) writeError(c *gin.Context, err error) {
 			}
 		}
 	}
-	s.fail(c, ae, err)
+	return ae
 }
 
 // fail answers ae with the request ID. For a 5xx it logs cause under that
 // ID; ae's message never carries cause's text.
 func (s *Server) fail(c *gin.Context, ae *apiError, cause error) {
+	rid := s.record(c, ae, cause)
+	if c.GetBool(plainErrors) {
+		// Other services' APIs (compat.go): one line of text; the request
+		// ID is in the X-Request-ID header.
+		c.Abort()
+		c.Data(ae.status, "text/plain; charset=utf-8", []byte(ae.code+": "+ae.message+"\n"))
+		return
+	}
+	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message, "request_id": rid}})
+}
+
+// record logs a 5xx's cause under the request ID, which it returns, and
+// counts the error.
+func (s *Server) record(c *gin.Context, ae *apiError, cause error) string {
 	rid := c.Writer.Header().Get(requestIDHeader)
 	if ae.status >= 500 {
 		level := slog.LevelWarn
@@ -120,5 +142,5 @@ func (s *Server) fail(c *gin.Context, ae *apiError, cause error) {
 	} else if s.metrics != nil {
 		s.metrics.clientErrs.WithLabelValues(ae.code).Inc()
 	}
-	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message, "request_id": rid}})
+	return rid
 }

@@ -70,6 +70,8 @@ type Config struct {
 	// X-Forwarded-For is believed for the client address in logs. None
 	// by default, so a caller cannot choose the address that is logged.
 	TrustedProxies []string
+	// Compat serves other ID services' APIs too (compat.go).
+	Compat Compat
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -89,6 +91,7 @@ type Server struct {
 	layout   snowflake.Layout
 	ranges   RangeReserver
 	maxRange int64
+	compat   Compat
 
 	metricsToken *token
 	proxies      []string
@@ -118,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 		ranges:   cfg.Ranges,
 		maxRange: cfg.MaxRange,
 		proxies:  cfg.TrustedProxies,
+		compat:   cfg.Compat,
 	}
 	if cfg.MetricsToken != "" {
 		d := digest(cfg.MetricsToken)
@@ -208,6 +212,7 @@ func (s *Server) routes() error {
 	admin.POST("/tags", s.createTag)
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
+	s.compatRoutes(e, s.compat)
 	registerUI(e)
 	s.engine = e
 	return nil

@@ -107,6 +107,15 @@ type StaticLeaseStore interface {
 	Unpin(ctx context.Context, workerID int64) error
 }
 
+// RangeClaimer is a LeaseStore that can confine a claim to part of the
+// worker IDs, so that idgen can run beside other generators that keep
+// worker IDs of their own (LeasedConfig.WorkerRange). Leased finds it by
+// type assertion.
+type RangeClaimer interface {
+	// ClaimRange is Claim for the lowest free worker ID in from..to-1.
+	ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (Lease, error)
+}
+
 // CheckClaim checks Claim's arguments against the LeaseStore contract, so
 // that every implementation refuses the same input before any I/O: an
 // owner of 1 to 128 bytes, a TTL from 1ms to 2^31-1 ms (about 24 days, what

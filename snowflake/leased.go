@@ -67,6 +67,13 @@ type LeasedConfig struct {
 	// be shorter than TTL. Zero means TTL/10.
 	Margin time.Duration
 
+	// WorkerRange confines the lease to part of the layout's worker IDs,
+	// so that idgen can run beside generators that keep worker IDs of
+	// their own (Leaf's servers with ZooKeeper-assigned ones). A range not
+	// starting at 0 needs a store that implements RangeClaimer. Zero means
+	// every worker ID.
+	WorkerRange WorkerRange
+
 	// Logger receives lease losses, failed heartbeats and recoveries.
 	// Nil means discard; Ready reports the same state.
 	Logger *slog.Logger
@@ -152,7 +159,7 @@ type Leased struct {
 	static     int64 // the static worker ID, or -1 to lease any
 	clock      Clock
 	owner      string
-	maxWorkers int64
+	workers    WorkerRange
 	ttl        time.Duration
 	renewEvery time.Duration
 	retryEvery time.Duration
@@ -203,6 +210,16 @@ func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased
 		}
 		static = cfg.Generator.WorkerID
 	}
+	wr := cfg.WorkerRange
+	if wr == (WorkerRange{}) {
+		wr.To = g.layout.MaxWorkerID() + 1
+	}
+	if wr.From < 0 || wr.To <= wr.From || wr.To > g.layout.MaxWorkerID()+1 {
+		return nil, fmt.Errorf("%w: WorkerRange %s is not within the layout's worker IDs 0-%d", ErrInvalidConfig, wr, g.layout.MaxWorkerID())
+	}
+	if _, ok := store.(RangeClaimer); wr.From > 0 && !ok {
+		return nil, fmt.Errorf("%w: WorkerRange %s needs a LeaseStore that implements RangeClaimer", ErrInvalidConfig, wr)
+	}
 	g.Pause(fmt.Errorf("%w: no worker ID claimed yet", ErrNoWorkerLease))
 	l := &Leased{
 		g:          g,
@@ -211,7 +228,7 @@ func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased
 		static:     static,
 		clock:      g.clock,
 		owner:      cfg.Owner,
-		maxWorkers: g.layout.MaxWorkerID() + 1,
+		workers:    wr,
 		ttl:        cfg.TTL,
 		renewEvery: cfg.RenewInterval,
 		retryEvery: cfg.RetryInterval,
@@ -350,8 +367,10 @@ func (l *Leased) claim(ctx context.Context) error {
 	var err error
 	if l.static >= 0 {
 		lease, err = l.store.(StaticLeaseStore).ClaimStatic(ctx, l.owner, l.static, l.now(), l.ttl)
+	} else if rc, ok := l.store.(RangeClaimer); ok && l.workers.From > 0 {
+		lease, err = rc.ClaimRange(ctx, l.owner, l.now(), l.ttl, l.workers.From, l.workers.To)
 	} else {
-		lease, err = l.store.Claim(ctx, l.owner, l.now(), l.ttl, l.maxWorkers)
+		lease, err = l.store.Claim(ctx, l.owner, l.now(), l.ttl, l.workers.To)
 	}
 	if err != nil {
 		err = fmt.Errorf("snowflake: claim a worker ID: %w", err)

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idgen/idgen/readable"
-	"github.com/idgen/idgen/snowflake"
 )
 
 // newHealth is a probe for images without curl: it exits 0 only when the
@@ -42,14 +41,18 @@ func newHealth() *cobra.Command {
 // newDecode prints what an ID is made of: a snowflake ID's time, worker
 // and sequence, or a prefixed ID's tag and number.
 func newDecode() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "decode ID",
 		Short: "Decode a snowflake ID (time, worker, sequence) or a prefixed ID (tag, number)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out any
 			if n, err := strconv.ParseInt(args[0], 10, 64); err == nil {
-				p, err := snowflake.Decode(n)
+				layout, err := readLayout(cmd)
+				if err != nil {
+					return err
+				}
+				p, err := layout.Decode(n)
 				if err != nil {
 					return err
 				}
@@ -66,4 +69,6 @@ func newDecode() *cobra.Command {
 			return enc.Encode(out)
 		},
 	}
+	layoutFlags(cmd.Flags())
+	return cmd
 }

@@ -1,8 +1,10 @@
 // Command idgen runs the ID service and administers its database.
 //
-//	idgen serve              serve IDs over HTTP
-//	idgen migrate            create or upgrade the schema
-//	idgen tag add|list|step  manage segment tags
+//	idgen serve                serve IDs over HTTP
+//	idgen migrate              create or upgrade the schema
+//	idgen tag add|list|step    manage segment tags
+//	idgen import leaf|tinyid   copy Leaf's or tinyid's sequences into idgen's table
+//	idgen decode ID            split an ID into its parts
 //
 // Every flag can also be set through the environment as IDGEN_<FLAG>,
 // upper-cased with dashes as underscores (--default-step is
@@ -43,7 +45,9 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().String("store", "sqlite://./idgen.db",
 		"database DSN: sqlite://PATH, postgres://user:pass@host:5432/db, or mysql://user:pass@host:3306/db")
-	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode(), newVersion())
+	root.PersistentFlags().String("sequence-table", "id_sequence",
+		"table segments are reserved from: id_sequence (idgen's own) or leaf_alloc (Meituan Leaf's, shared with Leaf servers; see docs/migrating.md)")
+	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode(), newImport(), newVersion())
 	root.SetVersionTemplate("idgen {{.Version}}\n")
 	return root
 }

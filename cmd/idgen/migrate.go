@@ -14,7 +14,7 @@ func newMigrate() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, err := openStore(ctx, storeDSN(cmd))
+			st, err := openFlagStore(ctx, cmd)
 			if err != nil {
 				return err
 			}

@@ -48,6 +48,7 @@ func newServe() *cobra.Command {
 	f.Int("max-tags", 10000, "most tags one process serves; past it, new tags get 409 tag_limit_reached (0: no limit)")
 	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
 	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
+	compatFlags(f)
 	return cmd
 }
 
@@ -61,6 +62,7 @@ type serveConfig struct {
 	trustedProxies                                                    []string
 
 	tokens server.APITokens // parsed from apiTokens by validate
+	compat compatConfig     // the layout and compatibility flags
 }
 
 func readServeFlags(cmd *cobra.Command) serveConfig {
@@ -154,6 +156,10 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	var err error
+	if c.compat, err = readCompatFlags(cmd); err != nil {
+		return err
+	}
 	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
@@ -161,7 +167,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	st, err := openStore(ctx, c.store)
+	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
 		return err
 	}
@@ -172,6 +178,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 		log.Info("schema ready", "version", v)
+	}
+	if name, _ := cmd.Flags().GetString("sequence-table"); name == "leaf_alloc" {
+		warnRefusedTags(ctx, st, log)
 	}
 
 	metrics := server.NewMetrics()
@@ -195,6 +204,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		AdminToken: c.adminToken,
 		APITokens:  c.tokens,
 		Metrics:    metrics,
+		Layout:     c.compat.layout,
+		Compat:     c.compat.apis,
 
 		MetricsToken:   c.metricsToken,
 		TrustedProxies: c.trustedProxies,

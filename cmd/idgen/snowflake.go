@@ -22,10 +22,14 @@ type snowflakeMode struct {
 }
 
 func startSnowflake(ctx context.Context, st backend, c serveConfig, log *slog.Logger) (*snowflakeMode, error) {
-	cfg := snowflake.LeasedConfig{TTL: c.leaseTTL, Logger: log}
+	cfg := snowflake.LeasedConfig{Generator: c.compat.layout.Config(), WorkerRange: c.compat.workers, TTL: c.leaseTTL, Logger: log}
 	source := "lease"
 	if c.workerID >= 0 {
-		cfg.Static, cfg.Generator.WorkerID, source = true, c.workerID, "static"
+		gen, err := c.compat.staticConfig(c.workerID)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Static, cfg.Generator, source = true, gen, "static"
 	}
 	l, err := snowflake.NewLeased(ctx, st.Leases(), cfg)
 	if err != nil {

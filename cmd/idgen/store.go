@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store/mysql"
@@ -50,15 +52,26 @@ func storeScheme(dsn string) string {
 
 // openStore picks the backend from the DSN's scheme. A DSN without a
 // scheme is a SQLite file path.
-func openStore(ctx context.Context, dsn string) (backend, error) {
+func openStore(ctx context.Context, dsn string, table sqlstore.SequenceTable) (backend, error) {
 	switch scheme := storeScheme(dsn); scheme {
 	case "sqlite", "file":
-		return sqlite.Open(ctx, strings.TrimPrefix(dsn, "file://"))
+		return sqlite.OpenTable(ctx, strings.TrimPrefix(dsn, "file://"), table)
 	case "postgres", "postgresql":
-		return postgres.Open(ctx, dsn)
+		return postgres.OpenTable(ctx, dsn, table)
 	case "mysql":
-		return mysql.Open(ctx, dsn)
+		return mysql.OpenTable(ctx, dsn, table)
 	default:
 		return nil, fmt.Errorf("unsupported store %q: use sqlite://PATH, postgres://… or mysql://…", scheme+"://")
 	}
+}
+
+// openFlagStore opens the store named by the --store and
+// --sequence-table flags.
+func openFlagStore(ctx context.Context, cmd *cobra.Command) (backend, error) {
+	name, _ := cmd.Flags().GetString("sequence-table")
+	table, err := sqlstore.ParseSequenceTable(name)
+	if err != nil {
+		return nil, fmt.Errorf("--sequence-table: %w", err)
+	}
+	return openStore(ctx, storeDSN(cmd), table)
 }

@@ -102,7 +102,7 @@ func isDigits(s string) bool {
 // withStore opens and migrates the store, runs fn, and closes the store.
 func withStore(cmd *cobra.Command, fn func(st backend) error) error {
 	ctx := cmd.Context()
-	st, err := openStore(ctx, storeDSN(cmd))
+	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
 		return err
 	}

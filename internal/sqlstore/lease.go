@@ -50,22 +50,33 @@ type Leases struct {
 // NewLeases returns a Leases that runs d's worker statements on db.
 func NewLeases(db DB, d Dialect) *Leases { return &Leases{db: db, d: d} }
 
+var _ snowflake.RangeClaimer = (*Leases)(nil)
+
 // Claim implements snowflake.LeaseStore.
 func (s *Leases) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
-	if err := snowflake.CheckClaim(owner, ttl, maxWorkers); err != nil {
+	return s.ClaimRange(ctx, owner, now, ttl, 0, maxWorkers)
+}
+
+// ClaimRange implements snowflake.RangeClaimer: Claim confined to worker
+// IDs from..to-1.
+func (s *Leases) ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (snowflake.Lease, error) {
+	if err := snowflake.CheckClaim(owner, ttl, to-from); err != nil {
 		return snowflake.Lease{}, err
 	}
-	maxID := min(maxWorkers-1, maxWorkerID)
+	if from < 0 {
+		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: the range starts at %d, below 0", from)
+	}
+	minID, maxID := from, min(to-1, maxWorkerID)
 	nowMs := now.UnixMilli()
 	for failures := 0; ; {
-		lease, found, err := s.claimFree(ctx, owner, nowMs, ttl, maxID)
+		lease, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID)
 		if err == nil && found {
 			return lease, nil
 		}
 		if err == nil {
 			var seeded bool
-			if seeded, err = s.seed(ctx, maxID); err == nil && !seeded {
-				return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs are leased", snowflake.ErrNoFreeWorker, maxID+1)
+			if seeded, err = s.seed(ctx, minID, maxID); err == nil && !seeded {
+				return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs from %d to %d are leased", snowflake.ErrNoFreeWorker, maxID-minID+1, minID, maxID)
 			}
 		}
 		if err != nil {
@@ -92,12 +103,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // claimFree takes the lowest free existing row, if there is one.
-func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, maxID int64) (snowflake.Lease, bool, error) {
+func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64) (snowflake.Lease, bool, error) {
 	var lease snowflake.Lease
 	found := false
 	err := s.db.InTx(ctx, func(q Querier) error {
 		var id, expires, last int64
-		err := q.QueryRow(ctx, s.d.WorkerSelectFree, maxID, nowMs).Scan(&id, &expires, &last)
+		err := q.QueryRow(ctx, s.d.WorkerSelectFree, minID, maxID, nowMs).Scan(&id, &expires, &last)
 		if errors.Is(err, s.d.NoRows) {
 			return nil
 		}
@@ -170,14 +181,14 @@ func (s *Leases) Unpin(ctx context.Context, workerID int64) error {
 	return nil
 }
 
-// seed inserts free rows for the lowest missing worker IDs up to maxID.
-// It reports false if none are missing.
-func (s *Leases) seed(ctx context.Context, maxID int64) (bool, error) {
+// seed inserts free rows for the lowest missing worker IDs from minID
+// to maxID. It reports false if none are missing.
+func (s *Leases) seed(ctx context.Context, minID, maxID int64) (bool, error) {
 	var lo int64
-	if err := s.db.QueryRow(ctx, s.d.WorkerLowestMissing, maxID, maxID).Scan(&lo); err != nil {
+	if err := s.db.QueryRow(ctx, s.d.WorkerLowestMissing, minID, minID, maxID, maxID).Scan(&lo); err != nil {
 		return false, err
 	}
-	if lo < 0 || lo > maxID {
+	if lo < minID || lo > maxID {
 		return false, nil
 	}
 	hi := min(lo+seedBatch-1, maxID)

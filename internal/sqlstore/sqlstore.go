@@ -65,9 +65,9 @@ type Dialect struct {
 	// The worker_node statements of Leases. Times are Unix milliseconds.
 
 	// WorkerSelectFree selects worker_id, lease_expires_at and
-	// last_timestamp of the lowest row with worker_id <= max whose owner is
-	// '' or whose lease_expires_at <= now, locking it and skipping rows
-	// other transactions have locked. Args: max, now.
+	// last_timestamp of the lowest row with min <= worker_id <= max whose
+	// owner is '' or whose lease_expires_at <= now, locking it and
+	// skipping rows other transactions have locked. Args: min, max, now.
 	WorkerSelectFree string
 	// WorkerSelectFree skips pinned rows (see WorkerSelectOne).
 	//
@@ -81,8 +81,8 @@ type Dialect struct {
 	// WorkerUnpin returns a static worker ID to the leased pool. Args:
 	// worker_id.
 	WorkerUnpin string
-	// WorkerLowestMissing selects the lowest worker ID from 0 to max that
-	// has no row, or -1 if there is none. Args: max, max.
+	// WorkerLowestMissing selects the lowest worker ID from min to max
+	// that has no row, or -1 if there is none. Args: min, min, max, max.
 	WorkerLowestMissing string
 	// WorkerSeed inserts rows with only worker_id set, skipping those that
 	// exist. Its one %s is replaced by "(id),(id),…", written by the store.

@@ -33,6 +33,7 @@ type Store struct {
 	*sqlstore.Store
 	db     *sql.DB
 	leases *sqlstore.Leases
+	table  sqlstore.SequenceTable
 }
 
 var dialect = sqlstore.Dialect{
@@ -50,11 +51,11 @@ var dialect = sqlstore.Dialect{
 
 	// SKIP LOCKED needs MySQL 8.0 or MariaDB 10.6.
 	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 	WorkerTake:      `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE worker_id = ?`,
 	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ? FOR UPDATE`,
 	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`,
-	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < ?) c
+	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS SIGNED) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
 		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
 	WorkerSeed: `INSERT IGNORE INTO worker_node (worker_id) VALUES %s`,
 	WorkerRenew: `UPDATE worker_node SET lease_expires_at = GREATEST(lease_expires_at, ?), last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
@@ -73,6 +74,13 @@ var dialect = sqlstore.Dialect{
 // with optional driver parameters in the query string. It checks the
 // connection once; it does not create the schema (call Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenTable(ctx, dsn, sqlstore.IDSequence)
+}
+
+// OpenTable is Open with segments reserved from table t, such as Leaf's
+// leaf_alloc, used as it is; Migrate then leaves idgen's own sequence
+// table out.
+func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Store, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -89,7 +97,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("mysql: connect to %s: %w", cfg.Addr, err)
 	}
 	sdb := sqlstore.StdDB{DB: db}
-	return &Store{Store: sqlstore.New(sdb, dialect), db: db, leases: sqlstore.NewLeases(sdb, dialect)}, nil
+	return &Store{Store: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node
@@ -188,6 +196,9 @@ func redacted(dsn string) string {
 // Migrate creates or upgrades the schema under goose's MySQL lock, so
 // that instances starting together apply it once.
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	if !s.table.Own() {
+		return migrations.UpShared(ctx, s.db, migrations.MySQL, logger)
+	}
 	return migrations.Up(ctx, s.db, migrations.MySQL, logger)
 }
 

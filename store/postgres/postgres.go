@@ -31,6 +31,7 @@ type Store struct {
 	*sqlstore.Store
 	pool   *pgxpool.Pool
 	leases *sqlstore.Leases
+	table  sqlstore.SequenceTable
 }
 
 var dialect = sqlstore.Dialect{
@@ -47,12 +48,12 @@ var dialect = sqlstore.Dialect{
 	},
 
 	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id <= $1 AND (owner = '' OR lease_expires_at <= $2) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		WHERE worker_id >= $1 AND worker_id <= $2 AND (owner = '' OR lease_expires_at <= $3) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 	WorkerTake:      `UPDATE worker_node SET owner = $1, lease_expires_at = $2, last_timestamp = $3, pinned = $4, updated_at = now() WHERE worker_id = $5`,
 	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = $1 FOR UPDATE`,
 	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = $1`,
-	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < $1) c
-		WHERE c.w <= $2 AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
+	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST($1 AS INTEGER) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= $2 AND worker_id < $3) c
+		WHERE c.w <= $4 AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
 	WorkerSeed: `INSERT INTO worker_node (worker_id) VALUES %s ON CONFLICT (worker_id) DO NOTHING`,
 	WorkerRenew: `UPDATE worker_node SET lease_expires_at = GREATEST(lease_expires_at, $1), last_timestamp = GREATEST(last_timestamp, $2), updated_at = now()
 		WHERE worker_id = $3 AND owner = $4 AND lease_expires_at > $5`,
@@ -70,6 +71,13 @@ var dialect = sqlstore.Dialect{
 // postgresql:// URL or a key=value string as pgx accepts. It checks the
 // connection once; it does not create the schema (call Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenTable(ctx, dsn, sqlstore.IDSequence)
+}
+
+// OpenTable is Open with segments reserved from table t, such as Leaf's
+// leaf_alloc, used as it is; Migrate then leaves idgen's own sequence
+// table out.
+func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
@@ -82,7 +90,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	return &Store{Store: sqlstore.New(poolDB{pool}, dialect), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect)}, nil
+	return &Store{Store: sqlstore.New(poolDB{pool}, dialect.OnTable(t)), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node
@@ -97,6 +105,9 @@ func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
+	if !s.table.Own() {
+		return migrations.UpShared(ctx, db, migrations.Postgres, logger)
+	}
 	return migrations.Up(ctx, db, migrations.Postgres, logger)
 }
 

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 )
 
@@ -12,4 +13,8 @@ import (
 func TestLeases_Conformance(t *testing.T) {
 	path := "sqlite://" + filepath.Join(t.TempDir(), "leases.db")
 	snowflaketest.RunLeaseStore(t, func(t *testing.T) snowflaketest.LeaseStore { return open(t, path).Leases() })
+}
+
+func TestLeases_WorkerRange(t *testing.T) {
+	storetest.RunWorkerRange(t, open(t, "sqlite://"+filepath.Join(t.TempDir(), "range.db")).Leases())
 }

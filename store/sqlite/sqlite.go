@@ -31,6 +31,7 @@ type Store struct {
 	*sqlstore.Store
 	db     *sql.DB
 	leases *sqlstore.Leases
+	table  sqlstore.SequenceTable
 }
 
 var dialect = sqlstore.Dialect{
@@ -49,11 +50,11 @@ var dialect = sqlstore.Dialect{
 	// No FOR UPDATE: the transaction's BEGIN IMMEDIATE holds the write
 	// lock, so claims run one at a time.
 	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1`,
+		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1`,
 	WorkerTake:      `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = CURRENT_TIMESTAMP WHERE worker_id = ?`,
 	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ?`,
 	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`,
-	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT 0 AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id < ?) c
+	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS INTEGER) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
 		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
 	WorkerSeed: `INSERT INTO worker_node (worker_id) VALUES %s ON CONFLICT (worker_id) DO NOTHING`,
 	WorkerRenew: `UPDATE worker_node SET lease_expires_at = MAX(lease_expires_at, ?), last_timestamp = MAX(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP
@@ -68,6 +69,13 @@ var dialect = sqlstore.Dialect{
 // sqlite:///var/lib/idgen.db). It does not create the schema; call
 // Migrate.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenTable(ctx, dsn, sqlstore.IDSequence)
+}
+
+// OpenTable is Open with segments reserved from table t, such as Leaf's
+// leaf_alloc, used as it is; Migrate then leaves idgen's own sequence
+// table out.
+func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Store, error) {
 	path, err := Path(dsn)
 	if err != nil {
 		return nil, err
@@ -92,7 +100,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	sdb := sqlstore.StdDB{DB: db}
-	return &Store{Store: sqlstore.New(sdb, dialect), db: db, leases: sqlstore.NewLeases(sdb, dialect)}, nil
+	return &Store{Store: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this file's worker_node
@@ -112,6 +120,9 @@ func Path(dsn string) (string, error) {
 
 // Migrate creates or upgrades the schema.
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	if !s.table.Own() {
+		return migrations.UpShared(ctx, s.db, migrations.SQLite, logger)
+	}
 	return migrations.Up(ctx, s.db, migrations.SQLite, logger)
 }
 

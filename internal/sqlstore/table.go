@@ -1,0 +1,70 @@
+package sqlstore
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+)
+
+// SequenceTable names the table a Store reserves segments from and the
+// column that records its last change. idgen's own is IDSequence; LeafAlloc
+// is Meituan Leaf's leaf_alloc, used as it is, so that Leaf's servers and
+// idgen can serve the same tags from one table while callers move.
+type SequenceTable struct {
+	// Name is the table.
+	Name string
+	// UpdatedColumn is the timestamp column set on every change.
+	UpdatedColumn string
+}
+
+// The sequence tables idgen knows. Both have biz_tag, max_id, step and
+// description columns with the same meaning: max_id is the first ID not
+// reserved yet, and a reservation moves it up by at least step under the
+// row lock.
+var (
+	IDSequence = SequenceTable{Name: "id_sequence", UpdatedColumn: "updated_at"}
+	LeafAlloc  = SequenceTable{Name: "leaf_alloc", UpdatedColumn: "update_time"}
+)
+
+// ParseSequenceTable returns the known table called name.
+func ParseSequenceTable(name string) (SequenceTable, error) {
+	switch name {
+	case "", IDSequence.Name:
+		return IDSequence, nil
+	case LeafAlloc.Name:
+		return LeafAlloc, nil
+	}
+	return SequenceTable{}, fmt.Errorf("store: unknown sequence table %q: use %s (idgen's own) or %s (Leaf's, shared with Leaf servers)",
+		name, IDSequence.Name, LeafAlloc.Name)
+}
+
+// Own reports whether t is idgen's own table, the one its migrations create.
+func (t SequenceTable) Own() bool { return t == IDSequence || t == SequenceTable{} }
+
+var (
+	reTable   = regexp.MustCompile(`\bid_sequence\b`)
+	reUpdated = regexp.MustCompile(`\bupdated_at\b`)
+	reDescSel = regexp.MustCompile(`\bstep, description,`)
+)
+
+// OnTable returns d with its segment statements, every string field but
+// the Worker ones, rewritten to run on t instead of id_sequence, so that
+// statements added later follow too. description may be NULL in tables
+// idgen did not create (Leaf's is), so List reads it as an empty string.
+func (d Dialect) OnTable(t SequenceTable) Dialect {
+	if t.Own() {
+		return d
+	}
+	v := reflect.ValueOf(&d).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.String || strings.HasPrefix(v.Type().Field(i).Name, "Worker") {
+			continue
+		}
+		q := reTable.ReplaceAllLiteralString(f.String(), t.Name)
+		f.SetString(reUpdated.ReplaceAllLiteralString(q, t.UpdatedColumn))
+	}
+	d.List = reDescSel.ReplaceAllLiteralString(d.List, "step, COALESCE(description, ''),")
+	return d
+}

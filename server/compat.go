@@ -1,0 +1,214 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen"
+)
+
+// Compat switches on the HTTP APIs of other ID services beside idgen's
+// own, so their callers can move to idgen by changing a host name. The
+// routes share the auth, metrics, limits and generators of idgen's own;
+// only the shape of the answers differs.
+type Compat struct {
+	// Leaf serves Meituan Leaf's routes: GET /api/segment/get/{key} and
+	// /api/snowflake/get/{key}, answering the bare ID, and
+	// /decodeSnowflakeId?snowflakeId=N.
+	Leaf bool
+	// TinyID serves didi tinyid's GET /tinyid/id/nextId and
+	// /tinyid/id/nextIdSimple.
+	TinyID bool
+}
+
+// ParseCompat reads a comma-separated list of APIs: leaf, tinyid. The
+// empty string is none.
+func ParseCompat(s string) (Compat, error) {
+	var c Compat
+	for _, name := range strings.Split(s, ",") {
+		switch strings.TrimSpace(name) {
+		case "":
+		case "leaf":
+			c.Leaf = true
+		case "tinyid":
+			c.TinyID = true
+		default:
+			return Compat{}, fmt.Errorf("server: unknown compat API %q: use leaf, tinyid or both, comma-separated", name)
+		}
+	}
+	return c, nil
+}
+
+// plainErrors is the gin context key that makes writeError answer in
+// plain text: Leaf's and tinyid's callers read bodies as text, and a
+// status of 4xx or 503 with a readable line serves them better than an ID
+// of -1 or an empty 200.
+const plainErrors = "idgen.plainErrors"
+
+func plainText(c *gin.Context) { c.Set(plainErrors, true) }
+
+// tinyidMaxBatch is tinyid's own batch.size.max.
+const tinyidMaxBatch = 100000
+
+func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
+	if c.Leaf {
+		e.GET("/api/segment/get/:tag", plainText, s.requireTagToken, s.leafID(ModeSegment))
+		e.GET("/api/snowflake/get/:tag", plainText, s.requireTagToken, s.leafID(ModeSnowflake))
+		e.GET("/decodeSnowflakeId", plainText, s.leafDecode)
+	}
+	if c.TinyID {
+		e.GET("/tinyid/id/nextIdSimple", plainText, s.tinyid(false))
+		e.GET("/tinyid/id/nextId", s.tinyid(true))
+	}
+}
+
+// leafID answers one ID as Leaf does: status 200 and the decimal digits
+// as the whole body.
+func (s *Server) leafID(mode string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		g := s.gens[mode]
+		if g == nil {
+			s.writeError(c, errModeDisabled)
+			return
+		}
+		tag := c.Param("tag")
+		if err := idgen.CheckTag(tag); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		id, err := g.Next(c.Request.Context(), tag)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		s.issued(tag, mode, 1)
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", strconv.AppendInt(nil, id, 10))
+	}
+}
+
+// leafDecode answers Leaf's /decodeSnowflakeId with Leaf's keys and
+// string values, in the order Leaf's HashMap writes them, decoded with
+// the server's layout. The time is in the server's local time zone, as
+// Leaf's is (TZ).
+func (s *Server) leafDecode(c *gin.Context) {
+	vals := c.Request.URL.Query()["snowflakeId"]
+	var id int64 = -1
+	if len(vals) == 1 {
+		if n, err := strconv.ParseInt(vals[0], 10, 64); err == nil {
+			id = n
+		}
+	}
+	if id < 0 {
+		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_id", "snowflakeId must be one non-negative decimal 64-bit integer"})
+		return
+	}
+	p, err := s.layout.Decode(id)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ms := p.Time.UnixMilli()
+	b := make([]byte, 0, 112)
+	b = append(b, `{"workerId":"`...)
+	b = strconv.AppendInt(b, p.WorkerID, 10)
+	b = append(b, `","sequenceId":"`...)
+	b = strconv.AppendInt(b, p.Sequence, 10)
+	b = append(b, `","timestamp":"`...)
+	b = strconv.AppendInt(b, ms, 10)
+	b = append(b, '(')
+	b = time.UnixMilli(ms).Local().AppendFormat(b, "2006-01-02 15:04:05.000")
+	b = append(b, `)"}`...)
+	c.Data(http.StatusOK, "application/json", b)
+}
+
+// tinyid serves tinyid's nextId (JSON) and nextIdSimple (text). The
+// token query parameter is checked against the client tokens as a bearer
+// token would be, and errors keep idgen's status codes: in nextId's body
+// as tinyid's code 5 (token) or 6 (anything else) with idgen's message;
+// in nextIdSimple's as a plain-text line, never the empty 200 tinyid
+// gives.
+func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		q := c.Request.URL.Query()
+		tag := q.Get("bizType")
+		fail := func(err error) {
+			if !asJSON {
+				s.writeError(c, err)
+				return
+			}
+			ae := s.answer(c, err)
+			s.record(c, ae, err)
+			code := 6
+			if ae == errUnauthorized || ae == errForbidden || ae == errAdminOnIDs {
+				code = 5
+			}
+			c.AbortWithStatusJSON(ae.status, tinyidResponse{Code: code, Message: ae.code + ": " + ae.message})
+		}
+		if !s.auth.apiOpen {
+			tok := q.Get("token")
+			if tok == "" {
+				tok, _ = bearer(c)
+			}
+			if tok == "" {
+				fail(errUnauthorized)
+				return
+			}
+			if err := s.auth.check(tok, tag); err != nil {
+				fail(err)
+				return
+			}
+		}
+		if err := idgen.CheckTag(tag); err != nil {
+			fail(err)
+			return
+		}
+		n := 1
+		if v, ok := q["batchSize"]; ok {
+			var err error
+			// tinyid caps a larger batch at its maximum rather than refusing it.
+			if len(v) != 1 || len(v[0]) > 9 {
+				err = errInvalidCount
+			} else if n, err = strconv.Atoi(v[0]); err != nil || n < 1 {
+				err = errInvalidCount
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			n = min(n, s.maxBatch, tinyidMaxBatch)
+		}
+		ids, err := s.gens[ModeSegment].NextN(c.Request.Context(), tag, n)
+		if err != nil {
+			fail(err)
+			return
+		}
+		s.issued(tag, ModeSegment, n)
+		b := make([]byte, 0, 16+len(ids)*20)
+		if asJSON {
+			b = append(b, `{"data":[`...)
+		}
+		for i, id := range ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, id, 10)
+		}
+		if asJSON {
+			c.Data(http.StatusOK, "application/json", append(b, `],"code":200,"message":""}`...))
+			return
+		}
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
+	}
+}
+
+// tinyidResponse is tinyid's Response, its fields in tinyid's order.
+type tinyidResponse struct {
+	Data    []int64 `json:"data"`
+	Code    int     `json:"code"`
+	Message string  `json:"message"`
+}
