@@ -117,18 +117,7 @@ func (s *Server) requireMetrics(c *gin.Context) {
 		c.Next()
 		return
 	}
-	tok, ok := bearer(c)
-	if !ok {
-		c.Header("WWW-Authenticate", `Bearer realm="idgen-metrics"`)
-		s.writeError(c, errUnauthorized)
-		return
-	}
-	d := digest(tok)
-	if subtle.ConstantTimeCompare(d[:], s.metricsToken[:]) != 1 {
-		s.writeError(c, errForbidden)
-		return
-	}
-	c.Next()
+	s.requireBearer(c, "idgen-metrics", s.metricsToken)
 }
 
 // requireAdmin guards /admin/*: closed unless a token is configured.
@@ -137,14 +126,20 @@ func (s *Server) requireAdmin(c *gin.Context) {
 		s.writeError(c, errAdminDisabled)
 		return
 	}
+	s.requireBearer(c, "idgen-admin", s.auth.admin)
+}
+
+// requireBearer lets the request on only with the bearer token whose
+// digest is want: 401 without a token, 403 with another one.
+func (s *Server) requireBearer(c *gin.Context, realm string, want *token) {
 	tok, ok := bearer(c)
 	if !ok {
-		c.Header("WWW-Authenticate", `Bearer realm="idgen-admin"`)
+		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 		s.writeError(c, errUnauthorized)
 		return
 	}
 	d := digest(tok)
-	if subtle.ConstantTimeCompare(d[:], s.auth.admin[:]) != 1 {
+	if subtle.ConstantTimeCompare(d[:], want[:]) != 1 {
 		s.writeError(c, errForbidden)
 		return
 	}
