@@ -147,9 +147,11 @@ func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err 
 		m.known.Store(tag, struct{}{})
 		m.loads.WithLabelValues(tag, "ok").Inc()
 		m.loadLatency.WithLabelValues().Observe(latency.Seconds())
-		// A tag's regression counter exists at 0 from its first load: a
-		// series that first appears at 1 has no increase() for an alert.
+		// A tag's regression and wait counters exist at 0 from its first
+		// load: a series that first appears at 1 has no increase() for an
+		// alert, and a dashboard shows 0 rather than nothing.
 		m.regressions.WithLabelValues(tag)
+		m.waits.WithLabelValues(tag)
 	case errors.Is(err, segment.ErrTagNotFound), errors.Is(err, segment.ErrTagLimit), errors.Is(err, segment.ErrInvalidTag):
 	default:
 		m.storeErrors.WithLabelValues("reserve").Inc()

@@ -154,7 +154,7 @@ func TestServe_CompatRoutesAuth(t *testing.T) {
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	p := proctest.Serve(t, bin, nil, "--store", "sqlite://"+filepath.Join(dir, "auth.db"),
-		"--compat", "leaf,tinyid", "--snowflake=false", "--api-tokens", "0f673adf80504e2e=pay;leaf-token-1=orders")
+		"--compat", "leaf,tinyid", "--snowflake=false", "--api-tokens", "0f673adf80504e2e=pay;leaf-client-token-1=orders")
 
 	for _, tt := range []struct {
 		path   string
@@ -163,7 +163,7 @@ func TestServe_CompatRoutesAuth(t *testing.T) {
 	}{
 		{"/tinyid/id/nextIdSimple?bizType=pay&token=0f673adf80504e2e", nil, answer{200, textPlain, "1"}},
 		{"/tinyid/id/nextId?bizType=pay&token=0f673adf80504e2e&batchSize=2", nil, answer{200, "application/json", `{"data":[2,3],"code":200,"message":""}`}},
-		{"/api/segment/get/orders", []string{"Authorization", "Bearer leaf-token-1"}, answer{200, textPlain, "1"}},
+		{"/api/segment/get/orders", []string{"Authorization", "Bearer leaf-client-token-1"}, answer{200, textPlain, "1"}},
 	} {
 		if got := get(t, p, tt.path, tt.header...); got != tt.want {
 			t.Errorf("GET %s = %+v, want %+v", tt.path, got, tt.want)
@@ -180,8 +180,8 @@ func TestServe_CompatRoutesAuth(t *testing.T) {
 		{"/tinyid/id/nextIdSimple?bizType=pay", nil, 401, "unauthorized: "},
 		{"/tinyid/id/nextId?bizType=pay&token=wrong-token", nil, 403, `{"data":null,"code":5,"message":"forbidden: `},
 		{"/api/segment/get/orders", nil, 401, "unauthorized: "},
-		{"/api/segment/get/pay", []string{"Authorization", "Bearer leaf-token-1"}, 403, "forbidden: "},
-		{"/api/snowflake/get/orders", []string{"Authorization", "Bearer leaf-token-1"}, 404, "mode_disabled: "},
+		{"/api/segment/get/pay", []string{"Authorization", "Bearer leaf-client-token-1"}, 403, "forbidden: "},
+		{"/api/snowflake/get/orders", []string{"Authorization", "Bearer leaf-client-token-1"}, 404, "mode_disabled: "},
 	} {
 		if got := get(t, p, tt.path, tt.header...); got.status != tt.status || !strings.HasPrefix(got.body, tt.prefix) {
 			t.Errorf("GET %s = %+v, want %d starting %q", tt.path, got, tt.status, tt.prefix)
