@@ -14,7 +14,9 @@
 //
 // The package has tests only. TestScaleOut runs three instances on one
 // database (PostgreSQL and MySQL) and kills one of them mid-load; TestFaults
-// runs the fault scenarios on PostgreSQL. Both end with a table of faults
+// runs the fault scenarios on PostgreSQL. TestClusterPatroni and
+// TestClusterGalera run three instances on real database clusters
+// (internal/clustertest) while the leader, or a node, is killed. Both end with a table of faults
 // injected, IDs issued, duplicates, errors by code and the longest stall,
 // printed with t.Logf and, with IDGEN_RELIABILITY_WRITE=1, written to
 // results/latest.md. docs/reliability.md describes the scenarios and
@@ -26,7 +28,12 @@
 //	IDGEN_FAULT_PROFILE     "ci" (default: 60 s of kills, one outage of each
 //	                        kind) or "long" (300 s of kills, three outages)
 //	IDGEN_FAULT_SEED        seed of the random kill schedule (default: time)
-//	IDGEN_RELIABILITY_WRITE 1 writes results/latest.md
+//	IDGEN_CLUSTER_PROFILE   "ci" (default: one failover per replication
+//	                        mode, one Galera node kill) or "long" (four
+//	                        failovers each, three node kills)
+//	IDGEN_RELIABILITY_WRITE 1 writes results/latest.md (results/clusters.md
+//	                        for the cluster tests)
 //
-// They need Docker, like the other integration tests (see internal/dbtest).
+// They need Docker, like the other integration tests (see internal/dbtest);
+// the cluster tests need Debian's cluster packages and root instead.
 package reliability

@@ -37,7 +37,10 @@ type fleet struct {
 	args []string
 	ttl  time.Duration
 	db   *sqlDB
-	ctl  *http.Client // probes and admin calls
+	// slotArgs, if set, adds serve flags per slot, such as a --store or
+	// --mode of its own.
+	slotArgs [][]string
+	ctl      *http.Client // probes and admin calls
 
 	slots []atomic.Pointer[instance]
 
@@ -132,7 +135,11 @@ func claimsIn(log string, ttl time.Duration) ([]claim, error) {
 func (f *fleet) start(slot int) *instance {
 	f.t.Helper()
 	t0 := time.Now()
-	p := proctest.Serve(f.t, f.bin, f.env, f.args...)
+	args := f.args
+	if slot < len(f.slotArgs) {
+		args = append(append([]string(nil), args...), f.slotArgs[slot]...)
+	}
+	p := proctest.Serve(f.t, f.bin, f.env, args...)
 	inst := &instance{slot: slot, p: p, url: p.URL, start: t0, ready: time.Now()}
 	claims, err := claimsIn(p.Log(), f.ttl)
 	if err != nil || len(claims) == 0 {

@@ -94,8 +94,8 @@ func startLoad(f *fleet, seed uint64, perSlot map[string]int, mixes map[string]m
 		for _, name := range []string{"steady", "fresh"} {
 			for range perSlot[name] {
 				c := &client{id: len(l.clients), slot: slot, kind: name, mix: mixes[name],
-					rng:    rand.New(rand.NewPCG(seed, uint64(len(l.clients)))),
-					ids:    map[idKey][]int64{},
+					rng: rand.New(rand.NewPCG(seed, uint64(len(l.clients)))),
+					ids: map[idKey][]int64{}, pendingMode: map[string]time.Time{},
 					errors: map[string]int{}, prev: map[string]int64{}}
 				l.clients = append(l.clients, c)
 				l.wg.Go(func() { c.run(ctx, l) })
@@ -135,11 +135,13 @@ type client struct {
 	ids          map[idKey][]int64
 	errors       map[string]int // failed requests by status and code, or transport error
 	maxStall     time.Duration  // longest wait from a first attempt to a success
-	pending      time.Time      // first attempt since the last success
-	maxLatency   time.Duration  // slowest answer, success or failure
-	maxFailed    time.Duration  // slowest failed answer
-	noRetryAfter int            // 503 answers without Retry-After
-	violations   []string       // ordering and shape violations (the first few)
+	stalls       []stall        // waits of stallFloor or more per ID space, for stalls per fault
+	pendingMode  map[string]time.Time
+	pending      time.Time     // first attempt since the last success
+	maxLatency   time.Duration // slowest answer, success or failure
+	maxFailed    time.Duration // slowest failed answer
+	noRetryAfter int           // 503 answers without Retry-After
+	violations   []string      // ordering and shape violations (the first few)
 	nViolations  int
 
 	cur  *instance
@@ -168,6 +170,13 @@ func (c *client) run(ctx context.Context, l *load) {
 			c.pending = time.Now()
 		}
 		t0 := time.Now()
+		space := r.mode
+		if !r.track {
+			space = "new tag" // every request needs the database
+		}
+		if c.pendingMode[space].IsZero() {
+			c.pendingMode[space] = t0
+		}
 		ids, key, retryAfter := l.do(ctx, inst.url+r.path, &buf)
 		lat := time.Since(t0)
 		if ctx.Err() != nil {
@@ -188,6 +197,10 @@ func (c *client) run(ctx context.Context, l *load) {
 		}
 		now := time.Now()
 		c.maxStall = max(c.maxStall, now.Sub(c.pending))
+		if d := now.Sub(c.pendingMode[space]); d >= stallFloor {
+			c.stalls = append(c.stalls, stall{mode: space, end: now, d: d})
+		}
+		c.pendingMode[space] = time.Time{}
 		c.pending = time.Time{}
 		c.ok++
 		if len(ids) != r.count {
@@ -227,6 +240,19 @@ func (c *client) run(ctx context.Context, l *load) {
 		c.maxStall = max(c.maxStall, time.Since(c.pending))
 	}
 }
+
+// stall is a wait from a first attempt to a success of one kind of
+// request (segment, snowflake, or "new tag": a fresh tag's first IDs),
+// ended at end.
+type stall struct {
+	mode string
+	end  time.Time
+	d    time.Duration
+}
+
+// stallFloor is the shortest wait kept in client.stalls: far above an
+// answer from memory or a normal segment load.
+const stallFloor = 100 * time.Millisecond
 
 // do sends one request and returns the IDs, or the error key of a
 // failure and whether a 503 carried Retry-After.
@@ -310,6 +336,7 @@ type summary struct {
 	requests, ok       int
 	errors             map[string]int
 	stall              time.Duration
+	stalls             []stall // every client's, unordered
 	maxLatency         time.Duration
 	maxFailed          time.Duration
 	noRetryAfter       int
@@ -329,6 +356,7 @@ func (l *load) summary() summary {
 			s.errors[k] += v
 		}
 		s.stall = max(s.stall, c.maxStall)
+		s.stalls = append(s.stalls, c.stalls...)
 		s.maxLatency = max(s.maxLatency, c.maxLatency)
 		s.maxFailed = max(s.maxFailed, c.maxFailed)
 		s.noRetryAfter += c.noRetryAfter

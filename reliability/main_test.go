@@ -114,6 +114,9 @@ var results struct {
 	profile  string
 	scaleout time.Duration
 	rows     []result
+
+	clusterProfile string
+	clusters       []clusterResult // see clusters_results_test.go
 }
 
 // record adds r to the table of this run and logs it.
@@ -195,6 +198,9 @@ func writeResults() error {
 	}
 	results.Lock()
 	defer results.Unlock()
+	if err := writeClusterResults(); err != nil {
+		return err
+	}
 	if len(results.rows) == 0 {
 		return nil
 	}

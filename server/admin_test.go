@@ -196,6 +196,7 @@ func TestMetricsAndRequestID(t *testing.T) {
 		`idgen_ids_issued_total{mode="segment",tag="order"} 5`,
 		`idgen_segment_loads_total{result="ok",tag="order"} 1`,
 		`idgen_segment_load_seconds_count 1`,
+		`idgen_segment_reserved_ids_total{tag="order"} `,
 		`idgen_http_request_duration_seconds_count{code="200",method="GET",route="/id/:tag"} 1`,
 		`idgen_clock_backward_events_total 0`,
 		`idgen_worker_lease_held 0`,

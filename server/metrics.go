@@ -27,11 +27,13 @@ type Metrics struct {
 
 	issued      *prometheus.CounterVec
 	loads       *prometheus.CounterVec
+	reserved    *prometheus.CounterVec
 	loadLatency *prometheus.HistogramVec
 	waits       *prometheus.CounterVec
 	regressions *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
 	clientErrs  *prometheus.CounterVec
+	retries     *prometheus.CounterVec
 	clockBack   prometheus.Counter
 	requests    *prometheus.HistogramVec
 	buildInfo   *prometheus.GaugeVec
@@ -59,6 +61,8 @@ func NewMetrics() *Metrics {
 			Help: "IDs handed out, by tag and mode."}, []string{"tag", "mode"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_loads_total",
 			Help: "Segment reservations, by tag and result (ok or error)."}, []string{"tag", "result"}),
+		reserved: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_reserved_ids_total",
+			Help: "IDs reserved from the store by segment loads, by tag: summed over instances, the growth of max_id."}, []string{"tag"}),
 		// One histogram for all tags: per tag it cost 19 series each, and
 		// /admin/segments has every tag's last load latency.
 		loadLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "segment_load_seconds",
@@ -74,6 +78,8 @@ func NewMetrics() *Metrics {
 			Help: "Requests refused because of the caller's input, credentials or limits, by error code."}, []string{"code"}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idgen", Name: "build_info",
 			Help: "Always 1; the labels say which build is running."}, []string{"version", "goversion"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "store_retries_total",
+			Help: "Store transactions run again after the database aborted them as a deadlock or serialization failure, by operation."}, []string{"op"}),
 		clockBack: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "idgen", Name: "clock_backward_events_total",
 			Help: "Requests refused because the clock was behind the last issued timestamp."}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "http_request_duration_seconds",
@@ -129,7 +135,8 @@ func NewMetrics() *Metrics {
 	// The one store operation every instance performs: its series exists
 	// from the start, so that rate() over it is 0 rather than absent.
 	m.storeErrors.WithLabelValues("reserve")
-	for _, c := range []prometheus.Collector{m.issued, m.loads, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.clockBack,
+	m.retries.WithLabelValues("reserve")
+	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.clockBack,
 		m.requests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -141,11 +148,12 @@ func NewMetrics() *Metrics {
 // know, or that the tag cap refuses, is the caller's mistake, not the
 // store's: the server counts it as a client error, and it adds no series.
 // A store failure is labelled by tag only for tags that exist.
-func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err error) {
+func (m *Metrics) SegmentLoaded(tag string, size int64, latency time.Duration, err error) {
 	switch {
 	case err == nil:
 		m.known.Store(tag, struct{}{})
 		m.loads.WithLabelValues(tag, "ok").Inc()
+		m.reserved.WithLabelValues(tag).Add(float64(size))
 		m.loadLatency.WithLabelValues().Observe(latency.Seconds())
 		// A tag's regression and wait counters exist at 0 from its first
 		// load: a series that first appears at 1 has no increase() for an
@@ -160,6 +168,10 @@ func (m *Metrics) SegmentLoaded(tag string, _ int64, latency time.Duration, err 
 		}
 	}
 }
+
+// StoreRetried counts a store transaction run again after a retryable
+// error; it fits sqlstore.RetryObserver.
+func (m *Metrics) StoreRetried(op string) { m.retries.WithLabelValues(op).Inc() }
 
 // WaitedForLoad implements segment.Observer. The first load of a tag
 // always has a waiter; waits count from the second on.

@@ -34,6 +34,7 @@ func newServe() *cobra.Command {
 	f.String("mode", server.ModeSegment, "strategy behind /id/{tag}: segment or snowflake")
 	f.Bool("auto-create-tags", true, "create a tag on its first use (turn off in production to refuse typos)")
 	f.Int64("default-step", 1000, "step of auto-created tags")
+	f.Int64("max-step", 1_000_000, "largest segment a load reserves when the step grows under load")
 	f.Int("max-batch", 10000, "largest ?count= accepted")
 	f.Int64("max-range", 1_000_000, "largest ?size= of POST /segment/{tag}/range")
 	f.Bool("migrate", true, "apply schema migrations at start")
@@ -56,7 +57,7 @@ func newServe() *cobra.Command {
 type serveConfig struct {
 	store, addr, mode, logFormat, adminToken, apiTokens, metricsToken string
 	autoCreate, migrate, snowflake, accessLog                         bool
-	defaultStep, maxRange, workerID                                   int64
+	defaultStep, maxStep, maxRange, workerID                          int64
 	maxBatch, maxTags                                                 int
 	leaseTTL, drain                                                   time.Duration
 	trustedProxies                                                    []string
@@ -72,6 +73,7 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	c.mode, _ = f.GetString("mode")
 	c.autoCreate, _ = f.GetBool("auto-create-tags")
 	c.defaultStep, _ = f.GetInt64("default-step")
+	c.maxStep, _ = f.GetInt64("max-step")
 	c.maxBatch, _ = f.GetInt("max-batch")
 	c.maxRange, _ = f.GetInt64("max-range")
 	c.migrate, _ = f.GetBool("migrate")
@@ -106,6 +108,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.defaultStep < 1 {
 		bad("--default-step must be at least 1, got %d", c.defaultStep)
+	}
+	if c.maxStep < 1 {
+		bad("--max-step must be at least 1, got %d", c.maxStep)
 	}
 	if c.maxBatch < 1 {
 		bad("--max-batch must be at least 1, got %d", c.maxBatch)
@@ -186,7 +191,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	metrics := server.NewMetrics()
 	metrics.SetBuildInfo(buildVersion(), runtime.Version())
 	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
-		MaxTags: c.maxTags, Logger: log, Observer: metrics})
+		MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
+	st.ObserveRetries(metrics.StoreRetried)
+	st.Leases().ObserveRetries(metrics.StoreRetried)
 	if err != nil {
 		return err
 	}

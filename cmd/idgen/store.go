@@ -27,6 +27,9 @@ type backend interface {
 	Close() error
 	// Leases is the snowflake worker lease table in the same database.
 	Leases() *sqlstore.Leases
+	// ObserveRetries counts the reservations retried after a deadlock or
+	// serialization failure.
+	ObserveRetries(f sqlstore.RetryObserver)
 }
 
 // checkStoreDSN checks a DSN without connecting.

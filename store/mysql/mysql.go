@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -62,17 +63,27 @@ var dialect = sqlstore.Dialect{
 		WHERE worker_id = ? AND owner = ? AND lease_expires_at > ?`,
 	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
 		WHERE worker_id = ? AND owner = ?`,
-	WorkerList: `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
-	IsRetryable: func(err error) bool {
-		var me *driver.MySQLError
-		// ER_LOCK_DEADLOCK: concurrent INSERT IGNOREs of the same rows.
-		return errors.As(err, &me) && me.Number == 1213
-	},
+	WorkerList:  `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
+	IsRetryable: isRetryable,
+}
+
+// isRetryable reports the errors after which InnoDB has rolled the
+// transaction back: ER_LOCK_DEADLOCK (1213: a deadlock, concurrent INSERT
+// IGNOREs of the same rows, or a Galera certification conflict) and
+// ER_LOCK_WAIT_TIMEOUT (1205: rolled back with
+// innodb_rollback_on_timeout, or by the deferred Rollback otherwise).
+func isRetryable(err error) bool {
+	var me *driver.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
 // Open connects to the database named by dsn: mysql://user:pass@host:3306/db
-// with optional driver parameters in the query string. It checks the
-// connection once; it does not create the schema (call Migrate).
+// with optional driver parameters in the query string. The host part may
+// list several servers, mysql://user:pass@h1:3306,h2:3306/db, for a
+// multi-primary cluster such as Galera: each new connection goes to the
+// first one that accepts it and answers a query (see failover). It
+// checks the connection once; it does not create the schema (call
+// Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	return OpenTable(ctx, dsn, sqlstore.IDSequence)
 }
@@ -81,20 +92,22 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // leaf_alloc, used as it is; Migrate then leaves idgen's own sequence
 // table out.
 func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Store, error) {
-	cfg, err := ParseDSN(dsn)
+	cfgs, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := driver.NewConnector(cfg)
+	conn, err := newFailover(cfgs)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
 	db := sql.OpenDB(conn)
+	// A connection moved to a fallback host returns to the first one
+	// within this time, once it is back.
 	db.SetConnMaxLifetime(5 * time.Minute)
 	db.SetMaxIdleConns(8)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("mysql: connect to %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("mysql: connect to %s: %w", hostList(cfgs), err)
 	}
 	sdb := sqlstore.StdDB{DB: db}
 	return &Store{Store: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
@@ -107,10 +120,10 @@ func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Stor
 // after the Leased generators that use it.
 func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 
-// ParseDSN turns a mysql:// URL into the driver's configuration. It
-// always sets parseTime, so timestamps scan into time.Time, and
-// clientFoundRows, so an UPDATE that changes nothing still reports the
-// row it matched.
+// ParseDSN turns a mysql:// URL into the driver's configuration, for its
+// first host if it lists several (see Open). It always sets parseTime, so
+// timestamps scan into time.Time, and clientFoundRows, so an UPDATE that
+// changes nothing still reports the row it matched.
 //
 // Two query parameters choose TLS:
 //
@@ -126,35 +139,63 @@ func (s *Store) Leases() *sqlstore.Leases { return s.leases }
 // Every other query parameter is a session variable, set on each new
 // connection (e.g. ?time_zone=%27%2B00:00%27).
 func ParseDSN(dsn string) (*driver.Config, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme != "mysql" || u.Host == "" {
-		return nil, fmt.Errorf("mysql: DSN must look like mysql://user:pass@host:3306/db, got %q", redacted(dsn))
-	}
-	cfg := driver.NewConfig()
-	cfg.Net = "tcp"
-	cfg.Addr = u.Host
-	if !strings.Contains(u.Host, ":") {
-		cfg.Addr += ":3306"
-	}
-	cfg.User = u.User.Username()
-	cfg.Passwd, _ = u.User.Password()
-	cfg.DBName = strings.TrimPrefix(u.Path, "/")
-	cfg.ParseTime = true
-	cfg.ClientFoundRows = true
-	cfg.Timeout = 5 * time.Second
-	q := u.Query()
-	if err := setTLS(cfg, u.Hostname(), q.Get("tls"), q.Get("tls-ca")); err != nil {
+	cfgs, err := parseDSN(dsn)
+	if err != nil {
 		return nil, err
 	}
-	q.Del("tls")
-	q.Del("tls-ca")
-	if len(q) > 0 {
-		cfg.Params = map[string]string{}
-		for k := range q {
-			cfg.Params[k] = q.Get(k)
-		}
+	return cfgs[0], nil
+}
+
+// parseDSN returns one configuration per host of dsn, in order.
+func parseDSN(dsn string) ([]*driver.Config, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "mysql" || u.Host == "" {
+		return nil, fmt.Errorf("mysql: DSN must look like mysql://user:pass@host:3306/db (or host1:3306,host2:3306 for a cluster), got %q", redacted(dsn))
 	}
-	return cfg, nil
+	var cfgs []*driver.Config
+	for _, host := range strings.Split(u.Host, ",") {
+		if host == "" {
+			return nil, fmt.Errorf("mysql: empty host in the host list of %q", redacted(dsn))
+		}
+		cfg := driver.NewConfig()
+		cfg.Net = "tcp"
+		cfg.Addr = host
+		if _, _, err := net.SplitHostPort(host); err != nil {
+			cfg.Addr = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
+		}
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+		cfg.DBName = strings.TrimPrefix(u.Path, "/")
+		cfg.ParseTime = true
+		cfg.ClientFoundRows = true
+		cfg.Timeout = 5 * time.Second
+		q := u.Query()
+		name, _, err := net.SplitHostPort(cfg.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: host %q in %q: %w", host, redacted(dsn), err)
+		}
+		if err := setTLS(cfg, name, q.Get("tls"), q.Get("tls-ca")); err != nil {
+			return nil, err
+		}
+		q.Del("tls")
+		q.Del("tls-ca")
+		if len(q) > 0 {
+			cfg.Params = map[string]string{}
+			for k := range q {
+				cfg.Params[k] = q.Get(k)
+			}
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs, nil
+}
+
+func hostList(cfgs []*driver.Config) string {
+	addrs := make([]string, len(cfgs))
+	for i, c := range cfgs {
+		addrs[i] = c.Addr
+	}
+	return strings.Join(addrs, ",")
 }
 
 // setTLS applies the tls and tls-ca parameters of a DSN to cfg.

@@ -2,10 +2,12 @@ package mysql_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/idgen/idgen/internal/dbtest"
 	"github.com/idgen/idgen/internal/storetest"
+	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store/mysql"
 )
 
@@ -25,6 +27,8 @@ func TestParseDSN(t *testing.T) {
 		{"mysql://u:p@db/idgen", "db:3306", "u", "idgen", true},
 		{"postgres://u:p@db/idgen", "", "", "", false},
 		{"mysql://", "", "", "", false},
+		{"mysql://u:p@n1:3311,n2,n3:3313/idgen", "n1:3311", "u", "idgen", true},
+		{"mysql://u:p@n1:3311,,n3/idgen", "", "", "", false},
 	} {
 		cfg, err := mysql.ParseDSN(tc.dsn)
 		if (err == nil) != tc.ok {
@@ -34,5 +38,34 @@ func TestParseDSN(t *testing.T) {
 		if tc.ok && (cfg.Addr != tc.addr || cfg.User != tc.user || cfg.DBName != tc.db || !cfg.ParseTime || !cfg.ClientFoundRows) {
 			t.Errorf("ParseDSN(%q) = %+v", tc.dsn, cfg)
 		}
+	}
+}
+
+// A host list whose first server refuses connections: every connection
+// goes to the next one.
+func TestOpen_FallbackHost(t *testing.T) {
+	srv := dbtest.Start(t, dbtest.MySQL)
+	dsn := strings.Replace(srv.DSN, "@", "@127.0.0.1:1,", 1)
+	ctx := context.Background()
+	st, err := mysql.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dsn, err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	tag := segment.Tag{Name: "fallback", Step: 10}
+	if err := st.CreateTag(ctx, tag); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Reserve(ctx, tag.Name, 10)
+	if err != nil || r.End-r.Start != 10 {
+		t.Fatalf("Reserve = %+v, %v", r, err)
+	}
+
+	if _, err := mysql.Open(ctx, "mysql://u:p@127.0.0.1:1,127.0.0.1:2/idgen"); err == nil ||
+		!strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "127.0.0.1:2") {
+		t.Errorf("Open with no server up: err = %v, want both hosts named", err)
 	}
 }
