@@ -62,9 +62,12 @@ type tagJSON struct {
 	UpdatedAt   string `json:"updated_at"`
 }
 
+// toTagJSON renders updated_at at millisecond precision, like every other
+// time in the API: the stores keep seconds (SQLite) to microseconds
+// (PostgreSQL), and an answer's precision must not depend on which.
 func toTagJSON(t segment.Tag) tagJSON {
 	return tagJSON{Tag: t.Name, NextID: strconv.FormatInt(t.MaxID, 10), Step: t.Step,
-		Description: t.Description, UpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano)}
+		Description: t.Description, UpdatedAt: t.UpdatedAt.UTC().Format(timeLayout)}
 }
 
 // decodeBody reads a small JSON body strictly into v.
@@ -202,11 +205,15 @@ func bufJSON(b segment.BufferStats) *bufferJSON {
 	return &bufferJSON{strconv.FormatInt(b.Start, 10), strconv.FormatInt(b.End, 10), strconv.FormatInt(b.Pos, 10)}
 }
 
+// timeLayout is RFC 3339 at millisecond precision, the one form of every
+// time in the API.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
 func timeJSON(t time.Time) *string {
 	if t.IsZero() {
 		return nil
 	}
-	s := t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	s := t.UTC().Format(timeLayout)
 	return &s
 }
 

@@ -67,7 +67,7 @@ func (s *Server) decodeSnowflake(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, gin.H{
 		"id":        strconv.FormatInt(id, 10),
-		"time":      p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		"time":      p.Time.UTC().Format(timeLayout),
 		"unix_ms":   p.Time.UnixMilli(),
 		"worker_id": p.WorkerID,
 		"sequence":  p.Sequence,
