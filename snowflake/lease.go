@@ -116,6 +116,17 @@ type RangeClaimer interface {
 	ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (Lease, error)
 }
 
+// LeaseTable is a StaticLeaseStore and RangeClaimer whose worker IDs can
+// be listed, free or leased: what every store of idgen returns from
+// Leases, so that tools can show the table as well as lease from it.
+type LeaseTable interface {
+	StaticLeaseStore
+	RangeClaimer
+	// Workers returns the table's worker IDs, free or leased, ordered by
+	// worker ID. A leased one whose ExpiresAt has passed is free to claim.
+	Workers(ctx context.Context) ([]Lease, error)
+}
+
 // CheckClaim checks Claim's arguments against the LeaseStore contract, so
 // that every implementation refuses the same input before any I/O: an
 // owner of 1 to 128 bytes, a TTL from 1ms to 2^31-1 ms (about 24 days, what

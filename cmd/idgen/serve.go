@@ -193,7 +193,6 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
 		MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
 	st.ObserveRetries(metrics.StoreRetried)
-	st.Leases().ObserveRetries(metrics.StoreRetried)
 	if err != nil {
 		return err
 	}

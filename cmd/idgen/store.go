@@ -10,6 +10,7 @@ import (
 
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/sqlite"
@@ -26,10 +27,10 @@ type backend interface {
 	Ping(ctx context.Context) error
 	Close() error
 	// Leases is the snowflake worker lease table in the same database.
-	Leases() *sqlstore.Leases
-	// ObserveRetries counts the reservations retried after a deadlock or
-	// serialization failure.
-	ObserveRetries(f sqlstore.RetryObserver)
+	Leases() snowflake.LeaseTable
+	// ObserveRetries counts the reservations and worker-ID claims retried
+	// after a deadlock or serialization failure.
+	ObserveRetries(f func(op string))
 }
 
 // checkStoreDSN checks a DSN without connecting.

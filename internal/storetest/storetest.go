@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 )
 
@@ -29,7 +29,7 @@ type Store interface {
 	segment.Store
 	segmenttest.Admin
 	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
-	Leases() *sqlstore.Leases
+	Leases() snowflake.LeaseTable
 	DB() *sql.DB
 	Close() error
 }

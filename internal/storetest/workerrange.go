@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -15,7 +14,7 @@ import (
 // (--worker-range) take only worker IDs in it, lowest first, create no
 // rows outside it, and report ErrNoFreeWorker when it is used up. leases
 // must be on a worker_node table with no row from 512 up.
-func RunWorkerRange(t *testing.T, leases *sqlstore.Leases) {
+func RunWorkerRange(t *testing.T, leases snowflake.LeaseTable) {
 	ctx := context.Background()
 	wr := snowflake.WorkerRange{From: 512, To: 515}
 	cfg := func(i int) snowflake.LeasedConfig {

@@ -26,12 +26,13 @@ import (
 
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
+	"github.com/idgen/idgen/snowflake"
 )
 
 // Store is a segment store in MySQL. Leases returns the worker leases of
 // snowflake mode in the same database.
 type Store struct {
-	*sqlstore.Store
+	seg    *sqlstore.Store
 	db     *sql.DB
 	leases *sqlstore.Leases
 	table  sqlstore.SequenceTable
@@ -110,7 +111,7 @@ func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Stor
 		return nil, fmt.Errorf("mysql: connect to %s: %w", hostList(cfgs), err)
 	}
 	sdb := sqlstore.StdDB{DB: db}
-	return &Store{Store: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
+	return &Store{seg: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node
@@ -118,7 +119,7 @@ func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Stor
 // LOCKED (MySQL 8.0+, MariaDB 10.6+), so instances starting together
 // never wait for each other. It shares the Store's pool; close the Store
 // after the Leased generators that use it.
-func (s *Store) Leases() *sqlstore.Leases { return s.leases }
+func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 
 // ParseDSN turns a mysql:// URL into the driver's configuration, for its
 // first host if it lists several (see Open). It always sets parseTime, so

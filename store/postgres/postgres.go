@@ -23,12 +23,13 @@ import (
 
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
+	"github.com/idgen/idgen/snowflake"
 )
 
 // Store is a segment store in PostgreSQL. Leases returns the worker
 // leases of snowflake mode in the same database.
 type Store struct {
-	*sqlstore.Store
+	seg    *sqlstore.Store
 	pool   *pgxpool.Pool
 	leases *sqlstore.Leases
 	table  sqlstore.SequenceTable
@@ -90,7 +91,7 @@ func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Stor
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	return &Store{Store: sqlstore.New(poolDB{pool}, dialect.OnTable(t)), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect), table: t}, nil
+	return &Store{seg: sqlstore.New(poolDB{pool}, dialect.OnTable(t)), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node
@@ -98,7 +99,7 @@ func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Stor
 // LOCKED, so instances starting together never wait for each other. It
 // shares the Store's pool; close the Store after the Leased generators
 // that use it.
-func (s *Store) Leases() *sqlstore.Leases { return s.leases }
+func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 
 // Migrate creates or upgrades the schema, holding a session advisory lock
 // so that instances starting together apply it once.

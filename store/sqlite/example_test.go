@@ -58,7 +58,9 @@ func ExampleStore_Leases() {
 		panic(err)
 	}
 
-	gen, err := snowflake.NewLeased(ctx, store.Leases(), snowflake.LeasedConfig{})
+	// A LeaseTable is a snowflake.LeaseStore that also lists its rows.
+	var leases snowflake.LeaseTable = store.Leases()
+	gen, err := snowflake.NewLeased(ctx, leases, snowflake.LeasedConfig{})
 	if err != nil {
 		panic(err)
 	}
@@ -73,7 +75,7 @@ func ExampleStore_Leases() {
 	if err := gen.Close(ctx); err != nil {
 		panic(err)
 	}
-	workers, _ := store.Leases().Workers(ctx)
+	workers, _ := leases.Workers(ctx)
 	fmt.Printf("worker %d: owner %q, last timestamp recorded: %v\n", workers[0].WorkerID, workers[0].Owner, !workers[0].LastTimestamp.IsZero())
 	// Output:
 	// 0 0 <nil>

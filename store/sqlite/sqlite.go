@@ -23,12 +23,13 @@ import (
 
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
+	"github.com/idgen/idgen/snowflake"
 )
 
 // Store is a segment store in a SQLite file. Leases returns the worker
 // leases of snowflake mode in the same file.
 type Store struct {
-	*sqlstore.Store
+	seg    *sqlstore.Store
 	db     *sql.DB
 	leases *sqlstore.Leases
 	table  sqlstore.SequenceTable
@@ -100,13 +101,13 @@ func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Stor
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	sdb := sqlstore.StdDB{DB: db}
-	return &Store{Store: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
+	return &Store{seg: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this file's worker_node
 // table, for snowflake.NewLeased. It shares the Store's pool; close the
 // Store after the Leased generators that use it.
-func (s *Store) Leases() *sqlstore.Leases { return s.leases }
+func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 
 // Path returns the file path of a sqlite DSN.
 func Path(dsn string) (string, error) {

@@ -1,0 +1,61 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/idgen/idgen/segment"
+)
+
+// The tag table's methods, spelled out rather than promoted from the
+// shared SQL implementation, so that the package's API names only types
+// that users can name too.
+
+var (
+	_ segment.Store    = (*Store)(nil)
+	_ segment.Releaser = (*Store)(nil)
+	_ segment.Raiser   = (*Store)(nil)
+)
+
+// Reserve implements segment.Store: it advances the tag's max_id by step
+// in one transaction and returns the range it covered.
+func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	return s.seg.Reserve(ctx, tag, step)
+}
+
+// Raise implements segment.Raiser: it moves the tag's max_id up to to,
+// never down, and reports whether it moved.
+func (s *Store) Raise(ctx context.Context, tag string, to int64) (bool, error) {
+	return s.seg.Raise(ctx, tag, to)
+}
+
+// Bump moves the tag's max_id up by n, skipping n IDs, and returns the new
+// max_id: the repair after a restore or a failover that lost commits.
+func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
+	return s.seg.Bump(ctx, tag, n)
+}
+
+// CreateTag implements segment.Store.
+func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error { return s.seg.CreateTag(ctx, t) }
+
+// Release implements segment.Releaser: it hands the unused end of a range
+// back, if no one reserved after it.
+func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
+	return s.seg.Release(ctx, tag, from, to)
+}
+
+// ListTags returns every tag, ordered by name.
+func (s *Store) ListTags(ctx context.Context) ([]segment.Tag, error) { return s.seg.ListTags(ctx) }
+
+// SetStep changes a tag's configured step; allocators pick it up at their
+// next reservation.
+func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
+	return s.seg.SetStep(ctx, tag, step)
+}
+
+// ObserveRetries makes f count the reservations and worker-ID claims this
+// store retried after a deadlock or a serialization failure, by operation:
+// "reserve" or "claim". f must not block.
+func (s *Store) ObserveRetries(f func(op string)) {
+	s.seg.ObserveRetries(f)
+	s.leases.ObserveRetries(f)
+}
