@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -12,21 +13,30 @@ import (
 
 const requestIDHeader = "X-Request-ID"
 
+// requestIDKey is requestIDHeader in the canonical form net/http keys
+// headers by: indexing the header maps with it directly skips the
+// canonicalisation and validation that Get and Set do on every call.
+var requestIDKey = http.CanonicalHeaderKey(requestIDHeader)
+
 // requestID takes the caller's X-Request-ID when it is sane, or makes
 // one, and echoes it in the response, so one ID follows a request
 // through proxies, this server's log and the caller's log.
 func requestID(c *gin.Context) {
-	id := c.GetHeader(requestIDHeader)
-	if !saneRequestID(id) {
+	var id string
+	if v := c.Request.Header[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
+		id = v[0]
+	} else {
 		// A request ID only has to be unlikely to repeat within a log's
 		// window, not unguessable: the fast generator will do.
 		var b [8]byte
+		var h [16]byte
 		binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-		id = hex.EncodeToString(b[:])
+		hex.Encode(h[:], b[:])
+		id = string(h[:])
 	}
 	// The response header is where the access log reads it back, which
 	// saves gin's per-request key map.
-	c.Header(requestIDHeader, id)
+	c.Writer.Header()[requestIDKey] = []string{id}
 	c.Next()
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +43,9 @@ type Metrics struct {
 	// known holds the tags that reserved a segment in this process: only
 	// they get per-tag series, so that made-up tags add none.
 	known sync.Map
+
+	// cache keeps the hot path's labelled children (metricscache.go).
+	cache seriesCache
 }
 
 // readyProbeTimeout bounds the readiness check behind idgen_ready, so
@@ -269,7 +271,7 @@ func (m *Metrics) observe(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, methodLabel(c.Request.Method), strconv.Itoa(c.Writer.Status())).Observe(time.Since(start).Seconds())
+	m.requestObserver(route, methodLabel(c.Request.Method), c.Writer.Status()).Observe(time.Since(start).Seconds())
 }
 
 // methodLabel keeps made-up methods, which any caller can send, from

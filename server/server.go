@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -243,8 +244,14 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 		}
 		tag := c.Param("tag")
 		ctx := c.Request.Context()
-		text := c.NegotiateFormat(binding.MIMEJSON, binding.MIMEPlain) == binding.MIMEPlain
-		q := c.Request.URL.Query() // parsed once: count and format both live here
+		// Most requests have neither an Accept header nor a query: skip
+		// parsing what is not there.
+		text := len(c.Request.Header["Accept"]) > 0 &&
+			c.NegotiateFormat(binding.MIMEJSON, binding.MIMEPlain) == binding.MIMEPlain
+		var q url.Values
+		if c.Request.URL.RawQuery != "" {
+			q = c.Request.URL.Query() // parsed once: count and format both live here
+		}
 		format, err := parseFormat(q)
 		if err != nil {
 			s.writeError(c, err)
@@ -359,6 +366,6 @@ func (s *Server) issued(tag, mode string, n int) {
 		tag = ""
 	}
 	if s.metrics != nil {
-		s.metrics.issued.WithLabelValues(tag, mode).Add(float64(n))
+		s.metrics.issuedCounter(tag, mode).Add(float64(n))
 	}
 }

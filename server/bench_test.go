@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/server"
+)
+
+// discard is a ResponseWriter that keeps nothing, so that the benchmarks
+// time the handlers and not a recorder.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+func benchServe(b *testing.B, h http.Handler, path string) {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		w := &discard{h: http.Header{}}
+		for pb.Next() {
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		}
+	})
+}
+
+// BenchmarkServeID is GET /id/order through the whole server, metrics on
+// as in the binary, beside the floor of the HTTP benchmarks (bench/cmd/
+// floor): gin with one bare handler answering the same JSON. The gap is
+// the server's own cost per request, without the network.
+func BenchmarkServeID(b *testing.B) {
+	st := openStore(b)
+	m := server.NewMetrics()
+	alloc := newAllocator(b, st, &segment.Options{AutoCreate: true, Observer: m})
+	h, err := server.New(server.Config{Segment: alloc, Metrics: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("idgen", func(b *testing.B) { benchServe(b, h, "/id/order") })
+
+	e := gin.New()
+	var n atomic.Int64
+	e.GET("/id/:tag", func(c *gin.Context) {
+		tag := c.Param("tag")
+		buf := make([]byte, 0, 32+len(tag)+22)
+		buf = append(buf, `{"tag":"`...)
+		buf = append(buf, tag...)
+		buf = append(buf, `","id":"`...)
+		buf = strconv.AppendInt(buf, n.Add(1), 10)
+		buf = append(buf, `"}`...)
+		c.Data(http.StatusOK, "application/json", buf)
+	})
+	b.Run("floor", func(b *testing.B) { benchServe(b, e, "/id/order") })
+}

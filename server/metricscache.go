@@ -1,0 +1,93 @@
+package server
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The hot path's metric children are looked up once and kept here:
+// WithLabelValues hashes every label value and takes the vector's lock on
+// each call, which the profile of GET /id/{tag} put among the largest
+// costs of a request. A cached child is the same series, so nothing
+// changes in /metrics; the vectors are never Reset, which would orphan
+// the children kept here.
+
+// maxCachedPerKey bounds the children cached under one route or tag;
+// beyond it lookups go to the vector as before, uncached. The series
+// themselves are bounded where their labels are chosen.
+const maxCachedPerKey = 32
+
+// children is a copy-on-write list of the children of one vector that
+// share a first label value, found by the rest of their labels: a status
+// code and method for a route, a mode for a tag. It is short, so a linear
+// scan beats a map.
+type children[T any] struct {
+	mu   sync.Mutex
+	list atomic.Pointer[[]child[T]]
+}
+
+type child[T any] struct {
+	label string
+	code  int
+	m     T
+}
+
+func (c *children[T]) get(label string, code int, create func() T) T {
+	if p := c.list.Load(); p != nil {
+		for _, ch := range *p {
+			if ch.code == code && ch.label == label {
+				return ch.m
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old []child[T]
+	if p := c.list.Load(); p != nil {
+		old = *p
+		for _, ch := range old {
+			if ch.code == code && ch.label == label {
+				return ch.m
+			}
+		}
+	}
+	m := create()
+	if len(old) < maxCachedPerKey {
+		list := append(old[:len(old):len(old)], child[T]{label, code, m})
+		c.list.Store(&list)
+	}
+	return m
+}
+
+// seriesCache holds the cached children of the request histogram, by
+// route pattern, and of the issued counter, by tag.
+type seriesCache struct {
+	routes sync.Map // route pattern → *children[prometheus.Observer]
+	tags   sync.Map // tag → *children[prometheus.Counter]
+}
+
+func load[T any](m *sync.Map, key string) *children[T] {
+	if v, ok := m.Load(key); ok {
+		return v.(*children[T])
+	}
+	v, _ := m.LoadOrStore(key, new(children[T]))
+	return v.(*children[T])
+}
+
+// requestObserver returns the request histogram's child for route,
+// method and status code.
+func (m *Metrics) requestObserver(route, method string, code int) prometheus.Observer {
+	return load[prometheus.Observer](&m.cache.routes, route).get(method, code, func() prometheus.Observer {
+		return m.requests.WithLabelValues(route, method, strconv.Itoa(code))
+	})
+}
+
+// issuedCounter returns the issued counter's child for tag and mode.
+func (m *Metrics) issuedCounter(tag, mode string) prometheus.Counter {
+	return load[prometheus.Counter](&m.cache.tags, tag).get(mode, 0, func() prometheus.Counter {
+		return m.issued.WithLabelValues(tag, mode)
+	})
+}
