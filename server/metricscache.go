@@ -65,29 +65,58 @@ func (c *children[T]) get(label string, code int, create func() T) T {
 // seriesCache holds the cached children of the request histogram, by
 // route pattern, and of the issued counter, by tag.
 type seriesCache struct {
-	routes sync.Map // route pattern → *children[prometheus.Observer]
-	tags   sync.Map // tag → *children[prometheus.Counter]
+	// routes is copied on write: its keys are route patterns (gin's
+	// FullPath) and "unmatched", a fixed handful, and a plain map reads
+	// faster than a sync.Map.
+	routesMu sync.Mutex
+	routes   atomic.Pointer[map[string]*children[prometheus.Observer]]
+	tags     sync.Map // tag → *children[prometheus.Counter]
 }
 
-func load[T any](m *sync.Map, key string) *children[T] {
-	if v, ok := m.Load(key); ok {
-		return v.(*children[T])
+func (sc *seriesCache) route(route string) *children[prometheus.Observer] {
+	if p := sc.routes.Load(); p != nil {
+		if c, ok := (*p)[route]; ok {
+			return c
+		}
 	}
-	v, _ := m.LoadOrStore(key, new(children[T]))
-	return v.(*children[T])
+	sc.routesMu.Lock()
+	defer sc.routesMu.Unlock()
+	old := map[string]*children[prometheus.Observer]{}
+	if p := sc.routes.Load(); p != nil {
+		old = *p
+	}
+	if c, ok := old[route]; ok {
+		return c
+	}
+	c := new(children[prometheus.Observer])
+	routes := make(map[string]*children[prometheus.Observer], len(old)+1)
+	for k, v := range old {
+		routes[k] = v
+	}
+	routes[route] = c
+	sc.routes.Store(&routes)
+	return c
+}
+
+func (sc *seriesCache) tag(tag string) *children[prometheus.Counter] {
+	if v, ok := sc.tags.Load(tag); ok {
+		return v.(*children[prometheus.Counter])
+	}
+	v, _ := sc.tags.LoadOrStore(tag, new(children[prometheus.Counter]))
+	return v.(*children[prometheus.Counter])
 }
 
 // requestObserver returns the request histogram's child for route,
 // method and status code.
 func (m *Metrics) requestObserver(route, method string, code int) prometheus.Observer {
-	return load[prometheus.Observer](&m.cache.routes, route).get(method, code, func() prometheus.Observer {
+	return m.cache.route(route).get(method, code, func() prometheus.Observer {
 		return m.requests.WithLabelValues(route, method, strconv.Itoa(code))
 	})
 }
 
 // issuedCounter returns the issued counter's child for tag and mode.
 func (m *Metrics) issuedCounter(tag, mode string) prometheus.Counter {
-	return load[prometheus.Counter](&m.cache.tags, tag).get(mode, 0, func() prometheus.Counter {
+	return m.cache.tag(tag).get(mode, 0, func() prometheus.Counter {
 		return m.issued.WithLabelValues(tag, mode)
 	})
 }

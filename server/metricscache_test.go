@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // scrape returns m's /metrics text.
@@ -46,7 +44,7 @@ func TestSeriesCache_SameSeries(t *testing.T) {
 			m.requestObserver("/id/:tag", "GET", 200+c).Observe(0.001)
 		}
 	}
-	if n := len(*load[prometheus.Observer](&m.cache.routes, "/id/:tag").list.Load()); n != maxCachedPerKey {
+	if n := len(*m.cache.route("/id/:tag").list.Load()); n != maxCachedPerKey {
 		t.Errorf("cached %d children of one route, want the bound %d", n, maxCachedPerKey)
 	}
 	text = scrape(t, m)

@@ -327,12 +327,25 @@ func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool,
 		if !single {
 			b = append(b, '\n')
 		}
-		c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
+		writeOK(c, "text/plain; charset=utf-8", b)
 	case single:
-		c.Data(http.StatusOK, "application/json", append(b, '}'))
+		writeOK(c, "application/json", append(b, '}'))
 	default:
-		c.Data(http.StatusOK, "application/json", append(b, "]}"...))
+		writeOK(c, "application/json", append(b, "]}"...))
 	}
+}
+
+// writeOK answers 200 with body, as c.Data would, minus its costs on the
+// hot path: the header keys are already canonical, and net/http works out
+// the Content-Length of a body it buffers whole (under 2 KiB) by itself.
+func writeOK(c *gin.Context, contentType string, body []byte) {
+	h := c.Writer.Header()
+	h["Content-Type"] = []string{contentType}
+	if len(body) >= 2048 {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	c.Writer.WriteHeader(http.StatusOK)
+	_, _ = c.Writer.Write(body)
 }
 
 // parseCount accepts exactly one count from 1 to MaxBatch. A repeated
