@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -209,4 +210,51 @@ func TestRecorder(t *testing.T) {
 	if len(rec.Waits()) != 0 || len(rec.Loads()) != 0 {
 		t.Fatal("Reset kept events")
 	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	tests := []struct {
+		name, stat string
+		want       time.Duration
+		err        bool
+	}{
+		{"plain", "4242 (idgen) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 75 0 0 20 0 9 0 100 0 0", 3250 * time.Millisecond, false},
+		{"spaces and parentheses in the name", "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 5 0 0", 30 * time.Millisecond, false},
+		{"truncated", "7 (x) R 1 2 3", 0, true},
+		{"no name", "garbage", 0, true},
+		{"not numbers", "7 (x) R 1 7 7 0 -1 0 0 0 0 0 a b 0 0 20 0 1 0 5 0 0", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStatCPU(tt.stat)
+			if (err != nil) != tt.err || got != tt.want {
+				t.Fatalf("parseStatCPU = %v, %v; want %v, error %v", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+// The CPU time of this very process grows while it works.
+func TestProcessCPU(t *testing.T) {
+	before, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for {
+		for i := range 10_000_000 {
+			x ^= i
+		}
+		now, err := ProcessCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now >= before+30*time.Millisecond {
+			break
+		}
+	}
+	if _, err := ProcessCPU(-1); err == nil {
+		t.Fatal("ProcessCPU(-1) succeeded")
+	}
+	_ = x
 }

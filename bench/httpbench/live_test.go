@@ -51,10 +51,14 @@ func currentPlan() plan {
 	return plan{rounds: 5, round: 5 * time.Second, hidden: 30 * time.Second, rideWarmup: 20 * time.Second, rideCap: 60 * time.Second}
 }
 
+// throughputConns are the wrk -c of the throughput rows: few and many
+// connections per server core.
+var throughputConns = []int{16, 64}
+
 // The load settings of the tables.
 const (
 	wrkThreads   = 2
-	wrkConns     = 64
+	wrkConns     = 64 // batches, and the maximum that sets the latency rate
 	latencyConns = 64
 	batchSize    = 1000
 
@@ -102,7 +106,7 @@ func TestLiveHTTP(t *testing.T) {
 	floor := proctest.Start(t, buildFloor(t, dir), nil, "-addr", "127.0.0.1:0")
 
 	res := HTTPResult{Quick: *liveQuick, LoadAvg: LoadAvg{Start: loadAvg()}, Rounds: p.rounds, Seconds: p.round.Seconds(),
-		WrkThreads: wrkThreads, WrkConns: wrkConns, BatchConns: wrkConns, LatencyConns: latencyConns, Batch: batchSize}
+		WrkThreads: wrkThreads, ThroughputConns: throughputConns, BatchConns: wrkConns, LatencyConns: latencyConns, Batch: batchSize}
 	stores := []struct {
 		name string
 		dsn  func(t *testing.T) string
@@ -119,7 +123,7 @@ func TestLiveHTTP(t *testing.T) {
 				}
 			}()
 			idgen := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=" + st.dsn(t)}, "--access-log=false")
-			res.Stores = append(res.Stores, measureHTTP(t, p, floor.Addr(), idgen.Addr()))
+			res.Stores = append(res.Stores, measureHTTP(t, p, floor, idgen))
 			res.Stores[len(res.Stores)-1].Store = st.name
 		})
 	}
@@ -127,35 +131,46 @@ func TestLiveHTTP(t *testing.T) {
 	writeJSON(t, out, HTTPFile, res)
 }
 
-func measureHTTP(t *testing.T, p plan, floorAddr, idgenAddr string) HTTPStore {
+func measureHTTP(t *testing.T, p plan, floor, idgen *proctest.Proc) HTTPStore {
 	ctx := t.Context()
 	const path = "/id/order"
-	wrk := func(addr, target, accept string, d time.Duration) WrkResult {
+	floorAddr, idgenAddr := floor.Addr(), idgen.Addr()
+	wrk := func(proc *proctest.Proc, target, accept string, conns int, d time.Duration) WrkResult {
 		t.Helper()
-		r, err := Wrk{URL: "http://" + addr + target, Threads: wrkThreads, Conns: wrkConns, Duration: d, Accept: accept}.Run(ctx)
+		r, err := Wrk{URL: "http://" + proc.Addr() + target, Threads: wrkThreads, Conns: conns, Duration: d, Accept: accept,
+			PID: proc.PID()}.Run(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Non2xx > 0 || r.SocketErrors > 0 {
-			t.Logf("%s%s: %d non-2xx answers, %d socket errors", addr, target, r.Non2xx, r.SocketErrors)
+			t.Logf("%s%s: %d non-2xx answers, %d socket errors", proc.Addr(), target, r.Non2xx, r.SocketErrors)
 		}
 		return r
 	}
 	// Warm up both: the tag's first segments, connections, caches.
 	warm := min(p.round, 2*time.Second)
-	wrk(floorAddr, path, "", warm)
-	wrk(idgenAddr, path, "", warm)
+	wrk(floor, path, "", wrkConns, warm)
+	wrk(idgen, path, "", wrkConns, warm)
 
 	var s HTTPStore
-	for r := range p.rounds {
-		s.FloorRPS = append(s.FloorRPS, wrk(floorAddr, path, "", p.round))
-		s.IdgenRPS = append(s.IdgenRPS, wrk(idgenAddr, path, "", p.round))
-		t.Logf("round %d: floor %.0f req/s, idgen %.0f req/s", r+1, s.FloorRPS[r].RPS, s.IdgenRPS[r].RPS)
+	for _, conns := range throughputConns {
+		tp := Throughput{Conns: conns}
+		for r := range p.rounds {
+			tp.Floor = append(tp.Floor, wrk(floor, path, "", conns, p.round))
+			tp.Idgen = append(tp.Idgen, wrk(idgen, path, "", conns, p.round))
+			t.Logf("c%d round %d: floor %.0f req/s %.1f µs CPU/req, idgen %.0f req/s %.1f µs CPU/req", conns, r+1,
+				tp.Floor[r].RPS, tp.Floor[r].CPUPerRequest(), tp.Idgen[r].RPS, tp.Idgen[r].CPUPerRequest())
+		}
+		s.Throughput = append(s.Throughput, tp)
 	}
 
 	var rps []float64
-	for _, w := range s.IdgenRPS {
-		rps = append(rps, w.RPS)
+	for _, tp := range s.Throughput {
+		if tp.Conns == wrkConns {
+			for _, w := range tp.Idgen {
+				rps = append(rps, w.RPS)
+			}
+		}
 	}
 	s.LatencyRate = float64(int(Median(rps)/2/100) * 100)
 	load := func(addr string) Latencies {
@@ -173,10 +188,10 @@ func measureHTTP(t *testing.T, p plan, floorAddr, idgenAddr string) HTTPStore {
 	}
 
 	batch := path + "?count=" + strconv.Itoa(batchSize)
-	wrk(idgenAddr, batch, "", warm)
+	wrk(idgen, batch, "", wrkConns, warm)
 	for r := range p.rounds {
-		s.BatchJSON = append(s.BatchJSON, wrk(idgenAddr, batch, "", p.round))
-		s.BatchText = append(s.BatchText, wrk(idgenAddr, batch, "text/plain", p.round))
+		s.BatchJSON = append(s.BatchJSON, wrk(idgen, batch, "", wrkConns, p.round))
+		s.BatchText = append(s.BatchText, wrk(idgen, batch, "text/plain", wrkConns, p.round))
 		t.Logf("round %d, batches of %d: JSON %.0f req/s, text %.0f req/s", r+1, batchSize, s.BatchJSON[r].RPS, s.BatchText[r].RPS)
 	}
 	return s

@@ -24,15 +24,16 @@ type HTTPResult struct {
 	// Rounds of Seconds each, for every measurement.
 	Rounds  int     `json:"rounds"`
 	Seconds float64 `json:"seconds"`
-	// WrkThreads and WrkConns are wrk's -t and -c; LatencyConns is the
-	// open-loop generator's connection count.
-	WrkThreads   int          `json:"wrk_threads"`
-	WrkConns     int          `json:"wrk_conns"`
-	BatchConns   int          `json:"batch_conns"`
-	LatencyConns int          `json:"latency_conns"`
-	Batch        int          `json:"batch"`
-	Stores       []HTTPStore  `json:"stores"`
-	Skipped      []SkipReason `json:"skipped,omitempty"`
+	// WrkThreads is wrk's -t; ThroughputConns are the -c of the
+	// throughput rows, BatchConns that of the batches, and LatencyConns
+	// the open-loop generator's connection count.
+	WrkThreads      int          `json:"wrk_threads"`
+	ThroughputConns []int        `json:"throughput_conns"`
+	BatchConns      int          `json:"batch_conns"`
+	LatencyConns    int          `json:"latency_conns"`
+	Batch           int          `json:"batch"`
+	Stores          []HTTPStore  `json:"stores"`
+	Skipped         []SkipReason `json:"skipped,omitempty"`
 }
 
 // SkipReason names a store that was not measured, and why.
@@ -44,10 +45,10 @@ type SkipReason struct {
 // HTTPStore is one store's measurements, each slice one value per round.
 type HTTPStore struct {
 	Store string `json:"store"`
-	// Throughput, interleaved floor, idgen, floor, idgen…
-	FloorRPS []WrkResult `json:"floor_rps"`
-	IdgenRPS []WrkResult `json:"idgen_rps"`
-	// Latency at LatencyRate requests/s, half of idgen's median maximum,
+	// Throughput at each of HTTPResult.ThroughputConns, with the server's
+	// CPU time.
+	Throughput []Throughput `json:"throughput"`
+	// Latency at LatencyRate requests/s, half of idgen's median maximum
 	// for idgen and for the floor at the same rate, interleaved.
 	LatencyRate  float64     `json:"latency_rate"`
 	IdgenLatency []Latencies `json:"idgen_latency"`
@@ -55,6 +56,14 @@ type HTTPStore struct {
 	// Batches of HTTPResult.Batch IDs, as JSON and as text/plain.
 	BatchJSON []WrkResult `json:"batch_json"`
 	BatchText []WrkResult `json:"batch_text"`
+}
+
+// Throughput is wrk at one connection count: rounds interleaved floor,
+// idgen, floor, idgen…, each with the CPU time of the server measured.
+type Throughput struct {
+	Conns int         `json:"conns"`
+	Floor []WrkResult `json:"floor"`
+	Idgen []WrkResult `json:"idgen"`
 }
 
 // HiddenResult is the hidden-latency table: one run with the dynamic step

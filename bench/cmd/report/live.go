@@ -218,18 +218,29 @@ func renderHTTP(body []byte, m meta) (string, error) {
 		"generators on the same cores. Every figure is a median over %d rounds of %s each; rounds alternate floor, "+
 		"idgen, floor, idgen…, and the ratio is the median of each round's idgen ÷ floor.\n\n", r.Rounds, secs(r.Seconds))
 
-	fmt.Fprintf(&b, "**Maximum throughput**, `GET /id/order`, `wrk -t%d -c%d`:\n\n", r.WrkThreads, r.WrkConns)
-	b.WriteString("| store | floor req/s | idgen req/s | idgen ÷ floor | ratio range |\n|---|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "**Maximum throughput**, `GET /id/order`, `wrk -t%d`, at %s connections. *CPU µs/req* is the "+
+		"user and system CPU time the server process used during a round (from /proc/PID/stat), divided by the "+
+		"requests it answered: the cost of a request, steadier than the rate on a busy machine.\n\n",
+		r.WrkThreads, joinInts(r.ThroughputConns, " and "))
+	b.WriteString("| store | conns | floor req/s | idgen req/s | idgen ÷ floor | ratio range | floor CPU µs/req | idgen CPU µs/req | CPU idgen ÷ floor | ratio range |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range r.Stores {
-		var ratios []float64
-		for i := range min(len(s.FloorRPS), len(s.IdgenRPS)) {
-			if s.FloorRPS[i].RPS > 0 {
-				ratios = append(ratios, s.IdgenRPS[i].RPS/s.FloorRPS[i].RPS)
+		for _, tp := range s.Throughput {
+			var rps, cpu []float64
+			for i := range min(len(tp.Floor), len(tp.Idgen)) {
+				if tp.Floor[i].RPS > 0 {
+					rps = append(rps, tp.Idgen[i].RPS/tp.Floor[i].RPS)
+				}
+				if f := tp.Floor[i].CPUPerRequest(); f > 0 {
+					cpu = append(cpu, tp.Idgen[i].CPUPerRequest()/f)
+				}
 			}
+			rlo, rhi := minMax(rps)
+			clo, chi := minMax(cpu)
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %.2f | %.2f–%.2f | %.1f | %.1f | %.2f | %.2f–%.2f |\n", storeName(s.Store),
+				tp.Conns, thousands(medianRPS(tp.Floor)), thousands(medianRPS(tp.Idgen)), httpbench.Median(rps), rlo, rhi,
+				medianCPU(tp.Floor), medianCPU(tp.Idgen), httpbench.Median(cpu), clo, chi)
 		}
-		lo, hi := minMax(ratios)
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %.2f–%.2f |\n", storeName(s.Store), thousands(medianRPS(s.FloorRPS)),
-			thousands(medianRPS(s.IdgenRPS)), httpbench.Median(ratios), lo, hi)
 	}
 
 	fmt.Fprintf(&b, "\n**Latency at half of idgen's maximum**, open loop: %d connections take requests that fall due "+
@@ -276,7 +287,11 @@ func renderHTTP(body []byte, m meta) (string, error) {
 	var notes []string
 	for _, s := range r.Stores {
 		var non2xx, sock int64
-		for _, set := range [][]httpbench.WrkResult{s.FloorRPS, s.IdgenRPS, s.BatchJSON, s.BatchText} {
+		sets := [][]httpbench.WrkResult{s.BatchJSON, s.BatchText}
+		for _, tp := range s.Throughput {
+			sets = append(sets, tp.Floor, tp.Idgen)
+		}
+		for _, set := range sets {
 			for _, w := range set {
 				non2xx += w.Non2xx
 				sock += w.SocketErrors
@@ -386,6 +401,23 @@ func medianRPS(ws []httpbench.WrkResult) float64 {
 		vs = append(vs, w.RPS)
 	}
 	return httpbench.Median(vs)
+}
+
+// medianCPU is the median CPU µs per request of ws.
+func medianCPU(ws []httpbench.WrkResult) float64 {
+	var vs []float64
+	for _, w := range ws {
+		vs = append(vs, w.CPUPerRequest())
+	}
+	return httpbench.Median(vs)
+}
+
+func joinInts(vs []int, sep string) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, sep)
 }
 
 func minMax(vs []float64) (lo, hi float64) {

@@ -45,12 +45,17 @@ func TestRender(t *testing.T) {
 		render func([]byte, meta) (string, error)
 		want   []string
 	}{
-		{"http", httpbench.HTTPResult{Rounds: 1, Seconds: 5, Batch: 1000, Stores: []httpbench.HTTPStore{{
-			Store: "sqlite", FloorRPS: w(40000), IdgenRPS: w(30000), LatencyRate: 15000,
+		{"http", httpbench.HTTPResult{Rounds: 1, Seconds: 5, Batch: 1000, ThroughputConns: []int{16, 64}, Stores: []httpbench.HTTPStore{{
+			Store: "sqlite", Throughput: []httpbench.Throughput{
+				{Conns: 16, Floor: []httpbench.WrkResult{{RPS: 40000, Requests: 200000, CPUSeconds: 4}},
+					Idgen: []httpbench.WrkResult{{RPS: 38000, Requests: 190000, CPUSeconds: 4.18}}},
+				{Conns: 64, Floor: w(40000), Idgen: w(30000)}},
+			LatencyRate:  15000,
 			IdgenLatency: []httpbench.Latencies{{P50: 200, P99: 1500, P999: 4000}}, FloorLatency: []httpbench.Latencies{{P50: 150}},
 			BatchJSON: w(6000), BatchText: w(7000)}},
 			Skipped: []httpbench.SkipReason{{Store: "postgres", Reason: "no Docker"}}},
-			renderHTTP, []string{"| SQLite | 40,000 | 30,000 | 0.75 |", "| idgen, SQLite | 15,000 | 200 µs | 1.5 ms | 4.0 ms |",
+			renderHTTP, []string{"at 16 and 64 connections", "| SQLite | 16 | 40,000 | 38,000 | 0.95 | 0.95–0.95 | 20.0 | 22.0 | 1.10 | 1.10–1.10 |",
+				"| SQLite | 64 | 40,000 | 30,000 | 0.75 |", "| idgen, SQLite | 15,000 | 200 µs | 1.5 ms | 4.0 ms |",
 				"| SQLite | 6.00 M | 7.00 M |", "PostgreSQL not measured: no Docker."}},
 		{"hidden", httpbench.HiddenResult{DelayMS: 100, RowStep: 100, Rate: 2000, Seconds: 30, Store: "postgres",
 			Runs: []httpbench.HiddenRun{{Dynamic: true, Requests: 60000, Waits: 120, LastWaitS: 0.2, Loads: 12, LastStep: 204800}}},
