@@ -38,6 +38,7 @@ const (
 	NotReady            ErrorErrorCode = "not_ready"
 	TagExhausted        ErrorErrorCode = "tag_exhausted"
 	TagExists           ErrorErrorCode = "tag_exists"
+	TagLimitReached     ErrorErrorCode = "tag_limit_reached"
 	TagNotFound         ErrorErrorCode = "tag_not_found"
 	TimeExhausted       ErrorErrorCode = "time_exhausted"
 	Unauthorized        ErrorErrorCode = "unauthorized"
@@ -84,6 +85,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case TagExhausted:
 		return true
 	case TagExists:
+		return true
+	case TagLimitReached:
 		return true
 	case TagNotFound:
 		return true
@@ -219,8 +222,13 @@ type DecodedID struct {
 // Error defines model for Error.
 type Error struct {
 	Error struct {
-		Code    ErrorErrorCode `json:"code"`
-		Message string         `json:"message"`
+		Code ErrorErrorCode `json:"code"`
+
+		// Message What to do. Never the cause of a 5xx, which the server logs under request_id.
+		Message string `json:"message"`
+
+		// RequestId The X-Request-ID of the request, also in the server's log lines about it
+		RequestId string `json:"request_id"`
 	} `json:"error"`
 }
 
@@ -2161,9 +2169,37 @@ func (r NextIDsResponse) ContentType() string {
 	return ""
 }
 
+// MetricsResponse401Headers the declared response headers of an HTTP 401 response for Metrics
+type MetricsResponse401Headers struct {
+	RetryAfter *int
+}
+
+// MetricsResponse403Headers the declared response headers of an HTTP 403 response for Metrics
+type MetricsResponse403Headers struct {
+	RetryAfter *int
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MetricsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *MetricsResponse403Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MetricsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r MetricsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -3520,6 +3556,46 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	response := &MetricsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MetricsResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers MetricsResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
