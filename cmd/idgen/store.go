@@ -59,11 +59,11 @@ func storeScheme(dsn string) string {
 func openStore(ctx context.Context, dsn string, table sqlstore.SequenceTable) (backend, error) {
 	switch scheme := storeScheme(dsn); scheme {
 	case "sqlite", "file":
-		return sqlite.OpenTable(ctx, strings.TrimPrefix(dsn, "file://"), table)
+		return sqlite.OpenTable(ctx, strings.TrimPrefix(dsn, "file://"), table.Name)
 	case "postgres", "postgresql":
-		return postgres.OpenTable(ctx, dsn, table)
+		return postgres.OpenTable(ctx, dsn, table.Name)
 	case "mysql":
-		return mysql.OpenTable(ctx, dsn, table)
+		return mysql.OpenTable(ctx, dsn, table.Name)
 	default:
 		return nil, fmt.Errorf("unsupported store %q: use sqlite://PATH, postgres://… or mysql://…", scheme+"://")
 	}

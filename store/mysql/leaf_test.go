@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/mysql"
 )
@@ -15,7 +14,7 @@ func TestStore_SharedLeafAlloc(t *testing.T) {
 	storetest.RunLeafAlloc(t, storetest.LeafBackend{
 		Kind: dbtest.MySQL,
 		Open: func(ctx context.Context, dsn string) (storetest.Store, error) {
-			return mysql.OpenTable(ctx, dsn, sqlstore.LeafAlloc)
+			return mysql.OpenTable(ctx, dsn, "leaf_alloc")
 		},
 		SQL: func(dsn string) (*sql.DB, error) {
 			cfg, err := mysql.ParseDSN(dsn)

@@ -86,13 +86,17 @@ func isRetryable(err error) bool {
 // checks the connection once; it does not create the schema (call
 // Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	return OpenTable(ctx, dsn, sqlstore.IDSequence)
+	return OpenTable(ctx, dsn, sqlstore.IDSequence.Name)
 }
 
-// OpenTable is Open with segments reserved from table t, such as Leaf's
-// leaf_alloc, used as it is; Migrate then leaves idgen's own sequence
-// table out.
-func OpenTable(ctx context.Context, dsn string, t sqlstore.SequenceTable) (*Store, error) {
+// OpenTable is Open with segments reserved from the named table:
+// "id_sequence", idgen's own, or "leaf_alloc", Meituan Leaf's, used as it
+// is (Migrate then leaves idgen's own sequence table out).
+func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
+	t, err := sqlstore.ParseSequenceTable(table)
+	if err != nil {
+		return nil, err
+	}
 	cfgs, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err

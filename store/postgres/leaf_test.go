@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/postgres"
 )
@@ -20,7 +19,7 @@ func TestStore_SharedLeafAlloc(t *testing.T) {
 	storetest.RunLeafAlloc(t, storetest.LeafBackend{
 		Kind: dbtest.Postgres,
 		Open: func(ctx context.Context, dsn string) (storetest.Store, error) {
-			return postgres.OpenTable(ctx, dsn, sqlstore.LeafAlloc)
+			return postgres.OpenTable(ctx, dsn, "leaf_alloc")
 		},
 		SQL: func(dsn string) (*sql.DB, error) { return sql.Open("pgx", dsn) },
 		LeafDSN: func(dsn string) string {
