@@ -347,6 +347,11 @@ type FormatParam string
 // TagParam defines model for TagParam.
 type TagParam = string
 
+// LeafDecodeSnowflakeIDParams defines parameters for LeafDecodeSnowflakeID.
+type LeafDecodeSnowflakeIDParams struct {
+	SnowflakeId string `form:"snowflakeId" json:"snowflakeId"`
+}
+
 // NextIDsParams defines parameters for NextIDs.
 type NextIDsParams struct {
 	// Count Number of IDs, 1 to --max-batch (default 10000). Absent means one ID, answered as `id`; present means a batch, answered as `ids`, even for count=1.
@@ -387,6 +392,30 @@ type NextSnowflakeIDsParams struct {
 
 // NextSnowflakeIDsParamsFormat defines parameters for NextSnowflakeIDs.
 type NextSnowflakeIDsParamsFormat string
+
+// TinyidNextIDParams defines parameters for TinyidNextID.
+type TinyidNextIDParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
+
+	// BatchSize 1 or more; above the lower of --max-batch and 100000 it is capped, as tinyid does
+	BatchSize *string `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextIDSimpleParams defines parameters for TinyidNextIDSimple.
+type TinyidNextIDSimpleParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
+
+	// BatchSize 1 or more; above the lower of --max-batch and 100000 it is capped, as tinyid does
+	BatchSize *string `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
 
 // CreateTagJSONRequestBody defines body for CreateTag for application/json ContentType.
 type CreateTagJSONRequestBody = NewTag
@@ -506,6 +535,21 @@ type ClientInterface interface {
 	// Corresponds with PATCH /admin/tags/{tag} (the `SetTagStep` operationId).
 	SetTagStep(ctx context.Context, tag TagParam, body SetTagStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// LeafSegmentID Leaf's segment route (--compat leaf): one ID as the bare body
+	//
+	// Corresponds with GET /api/segment/get/{tag} (the `LeafSegmentID` operationId).
+	LeafSegmentID(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeafSnowflakeID Leaf's snowflake route (--compat leaf): one ID as the bare body
+	//
+	// Corresponds with GET /api/snowflake/get/{tag} (the `LeafSnowflakeID` operationId).
+	LeafSnowflakeID(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeafDecodeSnowflakeID Leaf's decoder (--compat leaf), with the server's layout; the time is in the server's time zone
+	//
+	// Corresponds with GET /decodeSnowflakeId (the `LeafDecodeSnowflakeID` operationId).
+	LeafDecodeSnowflakeID(ctx context.Context, params *LeafDecodeSnowflakeIDParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz 200 while the process runs
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -550,6 +594,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /snowflake/{tag} (the `NextSnowflakeIDs` operationId).
 	NextSnowflakeIDs(ctx context.Context, tag TagParam, params *NextSnowflakeIDsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextID tinyid's JSON route (--compat tinyid)
+	//
+	// Corresponds with GET /tinyid/id/nextId (the `TinyidNextID` operationId).
+	TinyidNextID(ctx context.Context, params *TinyidNextIDParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIDSimple tinyid's text route (--compat tinyid): comma-separated segment IDs
+	//
+	// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIDSimple` operationId).
+	TinyidNextIDSimple(ctx context.Context, params *TinyidNextIDSimpleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Ui Monitoring page (static; reads /admin/segments with the admin token)
 	//
@@ -650,6 +704,51 @@ func (c *Client) SetTagStepWithBody(ctx context.Context, tag TagParam, contentTy
 // Corresponds with PATCH /admin/tags/{tag} (the `SetTagStep` operationId).
 func (c *Client) SetTagStep(ctx context.Context, tag TagParam, body SetTagStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetTagStepRequest(c.Server, tag, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeafSegmentID Leaf's segment route (--compat leaf): one ID as the bare body
+//
+// Corresponds with GET /api/segment/get/{tag} (the `LeafSegmentID` operationId).
+func (c *Client) LeafSegmentID(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeafSegmentIDRequest(c.Server, tag)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeafSnowflakeID Leaf's snowflake route (--compat leaf): one ID as the bare body
+//
+// Corresponds with GET /api/snowflake/get/{tag} (the `LeafSnowflakeID` operationId).
+func (c *Client) LeafSnowflakeID(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeafSnowflakeIDRequest(c.Server, tag)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeafDecodeSnowflakeID Leaf's decoder (--compat leaf), with the server's layout; the time is in the server's time zone
+//
+// Corresponds with GET /decodeSnowflakeId (the `LeafDecodeSnowflakeID` operationId).
+func (c *Client) LeafDecodeSnowflakeID(ctx context.Context, params *LeafDecodeSnowflakeIDParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeafDecodeSnowflakeIDRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -785,6 +884,36 @@ func (c *Client) DecodeSnowflakeID(ctx context.Context, id string, reqEditors ..
 // Corresponds with GET /snowflake/{tag} (the `NextSnowflakeIDs` operationId).
 func (c *Client) NextSnowflakeIDs(ctx context.Context, tag TagParam, params *NextSnowflakeIDsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewNextSnowflakeIDsRequest(c.Server, tag, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextID tinyid's JSON route (--compat tinyid)
+//
+// Corresponds with GET /tinyid/id/nextId (the `TinyidNextID` operationId).
+func (c *Client) TinyidNextID(ctx context.Context, params *TinyidNextIDParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIDRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIDSimple tinyid's text route (--compat tinyid): comma-separated segment IDs
+//
+// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIDSimple` operationId).
+func (c *Client) TinyidNextIDSimple(ctx context.Context, params *TinyidNextIDSimpleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIDSimpleRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -962,6 +1091,124 @@ func NewSetTagStepRequestWithBody(server string, tag TagParam, contentType strin
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewLeafSegmentIDRequest constructs an http.Request for the LeafSegmentID method
+func NewLeafSegmentIDRequest(server string, tag TagParam) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tag", tag, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/segment/get/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewLeafSnowflakeIDRequest constructs an http.Request for the LeafSnowflakeID method
+func NewLeafSnowflakeIDRequest(server string, tag TagParam) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tag", tag, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/snowflake/get/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewLeafDecodeSnowflakeIDRequest constructs an http.Request for the LeafDecodeSnowflakeID method
+func NewLeafDecodeSnowflakeIDRequest(server string, params *LeafDecodeSnowflakeIDParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/decodeSnowflakeId")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "snowflakeId", params.SnowflakeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -1391,6 +1638,154 @@ func NewNextSnowflakeIDsRequest(server string, tag TagParam, params *NextSnowfla
 	return req, nil
 }
 
+// NewTinyidNextIDRequest constructs an http.Request for the TinyidNextID method
+func NewTinyidNextIDRequest(server string, params *TinyidNextIDParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextId")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextIDSimpleRequest constructs an http.Request for the TinyidNextIDSimple method
+func NewTinyidNextIDSimpleRequest(server string, params *TinyidNextIDSimpleParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextIdSimple")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewUiRequest constructs an http.Request for the Ui method
 func NewUiRequest(server string) (*http.Request, error) {
 	var err error
@@ -1538,6 +1933,27 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /admin/tags/{tag} (the `SetTagStep` operationId).
 	SetTagStepWithResponse(ctx context.Context, tag TagParam, body SetTagStepJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTagStepResponse, error)
 
+	// LeafSegmentIDWithResponse Leaf's segment route (--compat leaf): one ID as the bare body
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/segment/get/{tag} (the `LeafSegmentID` operationId).
+	LeafSegmentIDWithResponse(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*LeafSegmentIDResponse, error)
+
+	// LeafSnowflakeIDWithResponse Leaf's snowflake route (--compat leaf): one ID as the bare body
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/snowflake/get/{tag} (the `LeafSnowflakeID` operationId).
+	LeafSnowflakeIDWithResponse(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*LeafSnowflakeIDResponse, error)
+
+	// LeafDecodeSnowflakeIDWithResponse Leaf's decoder (--compat leaf), with the server's layout; the time is in the server's time zone
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /decodeSnowflakeId (the `LeafDecodeSnowflakeID` operationId).
+	LeafDecodeSnowflakeIDWithResponse(ctx context.Context, params *LeafDecodeSnowflakeIDParams, reqEditors ...RequestEditorFn) (*LeafDecodeSnowflakeIDResponse, error)
+
 	// HealthzWithResponse 200 while the process runs
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1600,6 +2016,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /snowflake/{tag} (the `NextSnowflakeIDs` operationId).
 	NextSnowflakeIDsWithResponse(ctx context.Context, tag TagParam, params *NextSnowflakeIDsParams, reqEditors ...RequestEditorFn) (*NextSnowflakeIDsResponse, error)
+
+	// TinyidNextIDWithResponse tinyid's JSON route (--compat tinyid)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /tinyid/id/nextId (the `TinyidNextID` operationId).
+	TinyidNextIDWithResponse(ctx context.Context, params *TinyidNextIDParams, reqEditors ...RequestEditorFn) (*TinyidNextIDResponse, error)
+
+	// TinyidNextIDSimpleWithResponse tinyid's text route (--compat tinyid): comma-separated segment IDs
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIDSimple` operationId).
+	TinyidNextIDSimpleWithResponse(ctx context.Context, params *TinyidNextIDSimpleParams, reqEditors ...RequestEditorFn) (*TinyidNextIDSimpleResponse, error)
 
 	// UiWithResponse Monitoring page (static; reads /admin/segments with the admin token)
 	//
@@ -1942,6 +2372,127 @@ func (r SetTagStepResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetTagStepResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type LeafSegmentIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r LeafSegmentIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LeafSegmentIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeafSegmentIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeafSegmentIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type LeafSnowflakeIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r LeafSnowflakeIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LeafSnowflakeIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeafSnowflakeIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeafSnowflakeIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type LeafDecodeSnowflakeIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		SequenceId string `json:"sequenceId"`
+
+		// Timestamp Unix ms, then the local time in parentheses: 1567733700834(2019-09-06 09:35:00.834)
+		Timestamp string `json:"timestamp"`
+		WorkerId  string `json:"workerId"`
+	}
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r LeafDecodeSnowflakeIDResponse) GetJSON200() *struct {
+	SequenceId string `json:"sequenceId"`
+
+	// Timestamp Unix ms, then the local time in parentheses: 1567733700834(2019-09-06 09:35:00.834)
+	Timestamp string `json:"timestamp"`
+	WorkerId  string `json:"workerId"`
+} {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r LeafDecodeSnowflakeIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LeafDecodeSnowflakeIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeafDecodeSnowflakeIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeafDecodeSnowflakeIDResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2716,6 +3267,89 @@ func (r NextSnowflakeIDsResponse) ContentType() string {
 	return ""
 }
 
+type TinyidNextIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *struct {
+		Code    int      `json:"code"`
+		Data    *[]int64 `json:"data"`
+		Message string   `json:"message"`
+	}
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r TinyidNextIDResponse) GetJSONDefault() *struct {
+	Code    int      `json:"code"`
+	Data    *[]int64 `json:"data"`
+	Message string   `json:"message"`
+} {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TinyidNextIDSimpleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIDSimpleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIDSimpleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIDSimpleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIDSimpleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type UiResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2876,6 +3510,45 @@ func (c *ClientWithResponses) SetTagStepWithResponse(ctx context.Context, tag Ta
 	return ParseSetTagStepResponse(rsp)
 }
 
+// LeafSegmentIDWithResponse Leaf's segment route (--compat leaf): one ID as the bare body
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/segment/get/{tag} (the `LeafSegmentID` operationId).
+func (c *ClientWithResponses) LeafSegmentIDWithResponse(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*LeafSegmentIDResponse, error) {
+	rsp, err := c.LeafSegmentID(ctx, tag, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeafSegmentIDResponse(rsp)
+}
+
+// LeafSnowflakeIDWithResponse Leaf's snowflake route (--compat leaf): one ID as the bare body
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/snowflake/get/{tag} (the `LeafSnowflakeID` operationId).
+func (c *ClientWithResponses) LeafSnowflakeIDWithResponse(ctx context.Context, tag TagParam, reqEditors ...RequestEditorFn) (*LeafSnowflakeIDResponse, error) {
+	rsp, err := c.LeafSnowflakeID(ctx, tag, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeafSnowflakeIDResponse(rsp)
+}
+
+// LeafDecodeSnowflakeIDWithResponse Leaf's decoder (--compat leaf), with the server's layout; the time is in the server's time zone
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /decodeSnowflakeId (the `LeafDecodeSnowflakeID` operationId).
+func (c *ClientWithResponses) LeafDecodeSnowflakeIDWithResponse(ctx context.Context, params *LeafDecodeSnowflakeIDParams, reqEditors ...RequestEditorFn) (*LeafDecodeSnowflakeIDResponse, error) {
+	rsp, err := c.LeafDecodeSnowflakeID(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeafDecodeSnowflakeIDResponse(rsp)
+}
+
 // HealthzWithResponse 200 while the process runs
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2991,6 +3664,32 @@ func (c *ClientWithResponses) NextSnowflakeIDsWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseNextSnowflakeIDsResponse(rsp)
+}
+
+// TinyidNextIDWithResponse tinyid's JSON route (--compat tinyid)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /tinyid/id/nextId (the `TinyidNextID` operationId).
+func (c *ClientWithResponses) TinyidNextIDWithResponse(ctx context.Context, params *TinyidNextIDParams, reqEditors ...RequestEditorFn) (*TinyidNextIDResponse, error) {
+	rsp, err := c.TinyidNextID(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIDResponse(rsp)
+}
+
+// TinyidNextIDSimpleWithResponse tinyid's text route (--compat tinyid): comma-separated segment IDs
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIDSimple` operationId).
+func (c *ClientWithResponses) TinyidNextIDSimpleWithResponse(ctx context.Context, params *TinyidNextIDSimpleParams, reqEditors ...RequestEditorFn) (*TinyidNextIDSimpleResponse, error) {
+	rsp, err := c.TinyidNextIDSimple(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIDSimpleResponse(rsp)
 }
 
 // UiWithResponse Monitoring page (static; reads /admin/segments with the admin token)
@@ -3334,6 +4033,70 @@ func ParseSetTagStepResponse(rsp *http.Response) (*SetTagStepResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers404 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseLeafSegmentIDResponse parses an HTTP response from a LeafSegmentIDWithResponse call
+func ParseLeafSegmentIDResponse(rsp *http.Response) (*LeafSegmentIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeafSegmentIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseLeafSnowflakeIDResponse parses an HTTP response from a LeafSnowflakeIDWithResponse call
+func ParseLeafSnowflakeIDResponse(rsp *http.Response) (*LeafSnowflakeIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeafSnowflakeIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseLeafDecodeSnowflakeIDResponse parses an HTTP response from a LeafDecodeSnowflakeIDWithResponse call
+func ParseLeafDecodeSnowflakeIDResponse(rsp *http.Response) (*LeafDecodeSnowflakeIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeafDecodeSnowflakeIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			SequenceId string `json:"sequenceId"`
+
+			// Timestamp Unix ms, then the local time in parentheses: 1567733700834(2019-09-06 09:35:00.834)
+			Timestamp string `json:"timestamp"`
+			WorkerId  string `json:"workerId"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	}
 
 	return response, nil
@@ -4087,6 +4850,52 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextIDResponse parses an HTTP response from a TinyidNextIDWithResponse call
+func ParseTinyidNextIDResponse(rsp *http.Response) (*TinyidNextIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest struct {
+			Code    int      `json:"code"`
+			Data    *[]int64 `json:"data"`
+			Message string   `json:"message"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextIDSimpleResponse parses an HTTP response from a TinyidNextIDSimpleWithResponse call
+func ParseTinyidNextIDSimpleResponse(rsp *http.Response) (*TinyidNextIDSimpleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIDSimpleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
 	}
 
 	return response, nil
