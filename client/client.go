@@ -239,7 +239,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, out 
 	u.RawQuery = q.Encode()
 	backoff := c.minBackoff
 	for attempt := 0; ; attempt++ {
-		err, wait := c.once(ctx, method, u.String(), out)
+		wait, err := c.once(ctx, method, u.String(), out)
 		if err == nil || wait < 0 || attempt >= c.retries {
 			return err
 		}
@@ -259,10 +259,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, out 
 
 // once makes one attempt. wait is -1 when the error is final, 0 for the
 // default backoff, or the server's Retry-After.
-func (c *Client) once(ctx context.Context, method, u string, out any) (err error, wait time.Duration) {
+func (c *Client) once(ctx context.Context, method, u string, out any) (wait time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
-		return fmt.Errorf("client: %w", err), -1
+		return -1, fmt.Errorf("client: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
@@ -271,20 +271,20 @@ func (c *Client) once(ctx context.Context, method, u string, out any) (err error
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("client: %w", err), -1
+			return -1, fmt.Errorf("client: %w", err)
 		}
-		return fmt.Errorf("%w: %w", segment.ErrUnavailable, err), 0
+		return 0, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read in full below; a failed close loses nothing
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return fmt.Errorf("%w: reading answer: %w", segment.ErrUnavailable, err), 0
+		return 0, fmt.Errorf("%w: reading answer: %w", segment.ErrUnavailable, err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(body, out); err != nil {
-			return fmt.Errorf("client: server sent bad JSON: %w", err), -1
+			return -1, fmt.Errorf("client: server sent bad JSON: %w", err)
 		}
-		return nil, -1
+		return -1, nil
 	}
 	apiErr := &Error{Status: resp.StatusCode}
 	var e struct {
@@ -297,9 +297,9 @@ func (c *Client) once(ctx context.Context, method, u string, out any) (err error
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout {
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			return apiErr, min(time.Duration(s)*time.Second, c.maxBackoff)
+			return min(time.Duration(s)*time.Second, c.maxBackoff), apiErr
 		}
-		return apiErr, 0
+		return 0, apiErr
 	}
-	return apiErr, -1
+	return -1, apiErr
 }

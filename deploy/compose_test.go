@@ -354,9 +354,10 @@ func TestCompose_Stack(t *testing.T) {
 	for _, seq := range []string{"postgres", "snowflake", "mysql"} {
 		ids := bySeq[seq]
 		want := clients * requests * count
-		if seq == "postgres" {
+		switch seq {
+		case "postgres":
 			want += clients * requests * count / 2
-		} else if seq == "snowflake" {
+		case "snowflake":
 			want /= 2
 		}
 		dups := duplicates(ids)
@@ -557,7 +558,7 @@ func (s *stack) waitHealthy(ctx context.Context, timeout time.Duration) error {
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
-	last := "nothing yet"
+	var last string
 	for {
 		status, err := s.status(ctx)
 		switch {

@@ -54,7 +54,6 @@ type Server struct {
 
 	t          testing.TB
 	adminToken string
-	clientMode string
 }
 
 // NewServer starts the real idgen server with both modes over a fresh

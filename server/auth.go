@@ -184,7 +184,7 @@ func (a *authz) check(tok, tag string) error {
 			tags = a.api[known]
 		}
 	}
-	if tags == nil || !(tags["*"] || tags[tag]) {
+	if !tags["*"] && !tags[tag] { // a nil map allows nothing
 		return errForbidden
 	}
 	return nil

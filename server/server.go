@@ -224,8 +224,8 @@ func (s *Server) routes() error {
 func (s *Server) recover(c *gin.Context) {
 	defer func() {
 		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(v) // net/http's way to abort a response; it handles it
 			}
 			s.fail(c, errInternal, fmt.Errorf("panic: %v", v))
 		}

@@ -152,8 +152,9 @@ func New(cfg Config) (*Generator, error) {
 		clock:       clock,
 		maxBackward: maxBackward,
 		epochMs:     layout.norm().epochMs,
-		timeShift:   uint8(layout.WorkerBits() + layout.SequenceBits()),
-		workerShift: uint8(layout.SequenceBits()),
+		// A valid Layout (checked above) has at most 63 bits in all.
+		timeShift:   uint8(layout.WorkerBits() + layout.SequenceBits()), //nolint:gosec // G115: at most 63
+		workerShift: uint8(layout.SequenceBits()),                       //nolint:gosec // G115: at most 63
 		maxTime:     layout.norm().maxTime(),
 		maxSeq:      layout.MaxSequence(),
 		workerID:    cfg.WorkerID,

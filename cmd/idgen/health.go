@@ -22,11 +22,15 @@ func newHealth() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url, _ := cmd.Flags().GetString("url")
 			timeout, _ := cmd.Flags().GetDuration("timeout")
-			resp, err := (&http.Client{Timeout: timeout}).Get(url)
+			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, url, nil)
 			if err != nil {
 				return err
 			}
-			defer resp.Body.Close()
+			resp, err := (&http.Client{Timeout: timeout}).Do(req)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = resp.Body.Close() }() // only the status is read
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("%s answered %s", url, resp.Status)
 			}

@@ -12,19 +12,19 @@ func newMigrate() *cobra.Command {
 		Use:   "migrate",
 		Short: "Create or upgrade the database schema",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
 			st, err := openFlagStore(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			defer closeStore(st, &err)
 			v, err := st.Migrate(ctx, slog.Default())
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", v)
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", v)
+			return err
 		},
 	}
 }

@@ -28,8 +28,8 @@ func newTag() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "created %s: first ID %d, step %d\n", args[0], start, step)
-				return nil
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "created %s: first ID %d, step %d\n", args[0], start, step)
+				return err
 			})
 		},
 	}
@@ -48,9 +48,13 @@ func newTag() *cobra.Command {
 					return err
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TAG\tNEXT FREE ID\tSTEP\tUPDATED\tDESCRIPTION")
+				p := &printer{w: w}
+				p.printf("TAG\tNEXT FREE ID\tSTEP\tUPDATED\tDESCRIPTION\n")
 				for _, t := range tags {
-					fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdatedAt.UTC().Format(time.RFC3339), t.Description)
+					p.printf("%s\t%d\t%d\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdatedAt.UTC().Format(time.RFC3339), t.Description)
+				}
+				if p.err != nil {
+					return p.err
 				}
 				return w.Flush()
 			})
@@ -72,8 +76,8 @@ func newTag() *cobra.Command {
 				} else if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: step %d\n", args[0], n)
-				return nil
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: step %d\n", args[0], n)
+				return err
 			})
 		},
 	}
@@ -100,13 +104,13 @@ func isDigits(s string) bool {
 }
 
 // withStore opens and migrates the store, runs fn, and closes the store.
-func withStore(cmd *cobra.Command, fn func(st backend) error) error {
+func withStore(cmd *cobra.Command, fn func(st backend) error) (err error) {
 	ctx := cmd.Context()
 	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer closeStore(st, &err)
 	if _, err := st.Migrate(ctx, nil); err != nil {
 		return err
 	}
@@ -147,14 +151,14 @@ docs/deploy.md for how large --by must be.`,
 						args = append(args, t.Name)
 					}
 				}
-				out := cmd.OutOrStdout()
+				out := &printer{w: cmd.OutOrStdout()}
 				for _, name := range args {
 					if by > 0 {
 						n, err := st.Bump(ctx, name, by)
 						if err != nil {
 							return err
 						}
-						fmt.Fprintf(out, "%s: max_id %d\n", name, n)
+						out.printf("%s: max_id %d\n", name, n)
 						continue
 					}
 					raised, err := st.Raise(ctx, name, to)
@@ -162,12 +166,12 @@ docs/deploy.md for how large --by must be.`,
 						return err
 					}
 					if raised {
-						fmt.Fprintf(out, "%s: max_id %d\n", name, to)
+						out.printf("%s: max_id %d\n", name, to)
 					} else {
-						fmt.Fprintf(out, "%s: already at or above %d\n", name, to)
+						out.printf("%s: already at or above %d\n", name, to)
 					}
 				}
-				return nil
+				return out.err
 			})
 		},
 	}

@@ -461,7 +461,7 @@ func (w *world) reserveRange(p *proc, tag string, n int64) {
 		// Checked here, on the client's goroutine, under mu; the step
 		// waits for it (quiesce), so the order is still the seed's.
 		for id := r.Start; id < r.End; id++ {
-			if prev, dup := w.segIDs[tagID{tag, id}]; dup && !(prev != inc && w.exposed(tag, id)) {
+			if prev, dup := w.segIDs[tagID{tag, id}]; dup && (prev == inc || !w.exposed(tag, id)) {
 				w.lateErr = w.violation("ReserveRange gave %s [%d,%d), whose ID %d incarnation %d handed out", tag, r.Start, r.End, id, prev)
 				return
 			}

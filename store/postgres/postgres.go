@@ -109,7 +109,7 @@ func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 // so that instances starting together apply it once.
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
 	db := stdlib.OpenDBFromPool(s.pool)
-	defer db.Close()
+	defer func() { _ = db.Close() }() // a view of the pool, which stays open
 	if !s.table.Own() {
 		return migrations.UpShared(ctx, db, migrations.Postgres, logger)
 	}
@@ -139,7 +139,7 @@ func (d poolDB) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Ro
 }
 
 func (d poolDB) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	return d.p.Query(ctx, q, args...)
+	return d.p.Query(ctx, q, args...) //nolint:sqlclosecheck // the caller closes the rows
 }
 
 func (d poolDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
@@ -160,7 +160,7 @@ func (t txQ) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
 }
 
 func (t txQ) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	return t.tx.Query(ctx, q, args...)
+	return t.tx.Query(ctx, q, args...) //nolint:sqlclosecheck // the caller closes the rows
 }
 
 func (t txQ) Exec(ctx context.Context, q string, args ...any) (int64, error) {

@@ -58,8 +58,7 @@ func ExampleStore_Leases() {
 		panic(err)
 	}
 
-	// A LeaseTable is a snowflake.LeaseStore that also lists its rows.
-	var leases snowflake.LeaseTable = store.Leases()
+	leases := store.Leases() // a snowflake.LeaseTable: a LeaseStore that also lists its rows
 	gen, err := snowflake.NewLeased(ctx, leases, snowflake.LeasedConfig{})
 	if err != nil {
 		panic(err)
