@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,5 +180,23 @@ func TestChecks_Runs(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("runs = %+v\nwant   %+v", got, want)
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	rows := []result{
+		{test: "TestFaults", scenario: "kill", faults: "kill -9", segment: 10, notes: []string{"first", "second"}},
+		{test: "TestFaults", scenario: "pause", faults: "pause", snowflake: 5},
+	}
+	got := markdown(resultHeader, rows)
+	want := resultHeader +
+		"| " + formatRow(rows[0]) + " |\n" +
+		"| " + formatRow(rows[1]) + " |\n" +
+		"\nTestFaults/kill:\n\n- first\n- second\n"
+	if got != want {
+		t.Fatalf("markdown =\n%s\nwant\n%s", got, want)
+	}
+	if !strings.HasPrefix(clusterTable(nil), "| scenario | load | faults injected") {
+		t.Fatalf("cluster table header: %q", clusterTable(nil))
 	}
 }

@@ -47,34 +47,16 @@ func setClusterProfile(name string) {
 // logClusterTable logs the cluster rows of test so far.
 func logClusterTable(t *testing.T, test string) {
 	t.Helper()
-	results.Lock()
-	var rows []clusterResult
-	for _, r := range results.clusters {
-		if r.test == test {
-			rows = append(rows, r)
-		}
-	}
-	results.Unlock()
-	t.Logf("%s results:\n%s", test, clusterTable(rows))
+	logRows(t, test, clusterHeader, func() []clusterResult { return results.clusters })
 }
 
-func clusterTable(rows []clusterResult) string {
-	var b strings.Builder
-	b.WriteString("| scenario | load | faults injected | segment IDs | snowflake IDs | duplicates | longest stall per fault, median / worst | store retries | regressions caught | errors by code |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---|---:|---:|---|\n")
-	for _, r := range rows {
-		b.WriteString("| " + formatClusterRow(r) + " |\n")
-	}
-	for _, r := range rows {
-		for i, n := range r.notes {
-			if i == 0 {
-				fmt.Fprintf(&b, "\n%s/%s:\n\n", r.test, r.scenario)
-			}
-			fmt.Fprintf(&b, "- %s\n", n)
-		}
-	}
-	return b.String()
-}
+const clusterHeader = "| scenario | load | faults injected | segment IDs | snowflake IDs | duplicates | longest stall per fault, median / worst | store retries | regressions caught | errors by code |\n" +
+	"|---|---|---|---:|---:|---:|---|---:|---:|---|\n"
+
+func clusterTable(rows []clusterResult) string { return markdown(clusterHeader, rows) }
+
+func (r clusterResult) id() (string, string, []string) { return r.test, r.scenario, r.notes }
+func (r clusterResult) cells() string                  { return formatClusterRow(r) }
 
 func formatClusterRow(r clusterResult) string {
 	name := r.test + "/" + r.scenario

@@ -132,28 +132,51 @@ func record(t *testing.T, r result) {
 // logTable logs the rows of test so far as a Markdown table.
 func logTable(t *testing.T, test string) {
 	t.Helper()
+	logRows(t, test, resultHeader, func() []result { return results.rows })
+}
+
+const resultHeader = "| scenario | load | faults injected | segment IDs | snowflake IDs | duplicates | errors by code | longest stall |\n" +
+	"|---|---|---|---:|---:|---:|---|---:|\n"
+
+func table(rows []result) string { return markdown(resultHeader, rows) }
+
+// row is what a results table needs of one result.
+type row interface {
+	id() (test, scenario string, notes []string)
+	cells() string
+}
+
+func (r result) id() (string, string, []string) { return r.test, r.scenario, r.notes }
+func (r result) cells() string                  { return formatRow(r) }
+
+// logRows logs the rows of test among those all returns (called under the
+// results lock) as a Markdown table under header.
+func logRows[R row](t *testing.T, test, header string, all func() []R) {
+	t.Helper()
 	results.Lock()
-	var rows []result
-	for _, r := range results.rows {
-		if r.test == test {
+	var rows []R
+	for _, r := range all() {
+		if name, _, _ := r.id(); name == test {
 			rows = append(rows, r)
 		}
 	}
 	results.Unlock()
-	t.Logf("%s results:\n%s", test, table(rows))
+	t.Logf("%s results:\n%s", test, markdown(header, rows))
 }
 
-func table(rows []result) string {
+// markdown renders rows under header (a table's first two lines), then
+// each row's notes.
+func markdown[R row](header string, rows []R) string {
 	var b strings.Builder
-	b.WriteString("| scenario | load | faults injected | segment IDs | snowflake IDs | duplicates | errors by code | longest stall |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---|---:|\n")
+	b.WriteString(header)
 	for _, r := range rows {
-		b.WriteString("| " + formatRow(r) + " |\n")
+		b.WriteString("| " + r.cells() + " |\n")
 	}
 	for _, r := range rows {
-		for i, n := range r.notes {
+		test, scenario, notes := r.id()
+		for i, n := range notes {
 			if i == 0 {
-				fmt.Fprintf(&b, "\n%s/%s:\n\n", r.test, r.scenario)
+				fmt.Fprintf(&b, "\n%s/%s:\n\n", test, scenario)
 			}
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
