@@ -33,6 +33,13 @@ type Allocator struct {
 
 	negMu sync.Mutex
 	neg   map[string]time.Time // unknown tag -> remembered until
+
+	// marks remembers, per tag, the ranges reserved for it (watermark),
+	// apart from the tag's Sequence, which is dropped when the row is
+	// missing and made again later: a tag has one while a reservation is
+	// in flight and once one succeeded.
+	marksMu sync.Mutex
+	marks   map[string]*watermark
 }
 
 // maxNegative bounds the negative cache so that a flood of distinct
@@ -51,7 +58,7 @@ func New(store Store, opts *Options) (*Allocator, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Allocator{store: store, opts: o, ctx: ctx, cancel: cancel, neg: make(map[string]time.Time)}, nil
+	return &Allocator{store: store, opts: o, ctx: ctx, cancel: cancel, neg: make(map[string]time.Time), marks: make(map[string]*watermark)}, nil
 }
 
 // Sequence returns the handle of tag, for callers that take many IDs of
@@ -129,11 +136,6 @@ func (a *Allocator) sequenceFor(tag string) (*Sequence, error) {
 // that unknown tags do not pile up in the map, and remembers the miss.
 func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
 	if err == nil || !errors.Is(err, ErrTagNotFound) {
-		return
-	}
-	if s.mark.reserved() {
-		// It reserved before: its high-water mark must outlive a row
-		// that was deleted and may be created again lower.
 		return
 	}
 	if a.tags.CompareAndDelete(tag, s) {
@@ -241,28 +243,55 @@ const maxRegressions = 3
 // process has handed out already. It logs and reports the regression,
 // raises max_id above everything reserved when the store can (Raiser),
 // and reserves again.
-func (a *Allocator) reserve(ctx context.Context, s *Sequence, step int64) (Range, error) {
+func (a *Allocator) reserve(ctx context.Context, tag string, step int64) (Range, error) {
 	for attempt := 1; ; attempt++ {
-		high, at := s.mark.begin()
-		r, err := a.reserveOnce(ctx, s.tag, step)
-		if !s.mark.end(high, at, r, err == nil) || err != nil {
+		high, at := a.beginReserve(tag)
+		r, err := a.reserveOnce(ctx, tag, step)
+		regressed, high := a.endReserve(tag, high, at, r, err == nil)
+		if !regressed {
 			return r, err
 		}
-		high = s.mark.highWater()
 		a.opts.Logger.Error("segment: the store handed out a range it had handed out before; skipping it",
-			"tag", s.tag, "start", r.Start, "end", r.End, "high_water", high)
+			"tag", tag, "start", r.Start, "end", r.End, "high_water", high)
 		if obs, ok := a.opts.Observer.(RegressionObserver); ok {
-			obs.SegmentRegressed(s.tag, r, high)
+			obs.SegmentRegressed(tag, r, high)
 		}
 		if attempt == maxRegressions {
-			return Range{}, fmt.Errorf("%w: tag %q: got [%d,%d) after reserving up to %d", ErrRegressed, s.tag, r.Start, r.End, high)
+			return Range{}, fmt.Errorf("%w: tag %q: got [%d,%d) after reserving up to %d", ErrRegressed, tag, r.Start, r.End, high)
 		}
 		if rs, ok := a.store.(Raiser); ok {
-			if _, err := rs.Raise(ctx, s.tag, high); err != nil {
-				return Range{}, fmt.Errorf("segment: raise %q to %d after a regression: %w", s.tag, high, err)
+			if _, err := rs.Raise(ctx, tag, high); err != nil {
+				return Range{}, fmt.Errorf("segment: raise %q to %d after a regression: %w", tag, high, err)
 			}
 		}
 	}
+}
+
+// beginReserve records the start of a reservation of tag in its
+// watermark.
+func (a *Allocator) beginReserve(tag string) (high int64, at uint64) {
+	a.marksMu.Lock()
+	defer a.marksMu.Unlock()
+	w := a.marks[tag]
+	if w == nil {
+		w = &watermark{}
+		a.marks[tag] = w
+	}
+	return w.begin()
+}
+
+// endReserve records its outcome and reports whether r is a regression,
+// with the tag's high-water mark. A tag that never reserved and has
+// nothing in flight is forgotten, so unknown tags cost nothing.
+func (a *Allocator) endReserve(tag string, high int64, at uint64, r Range, ok bool) (bool, int64) {
+	a.marksMu.Lock()
+	defer a.marksMu.Unlock()
+	w := a.marks[tag]
+	regressed := w.end(high, at, r, ok)
+	if w.idle() {
+		delete(a.marks, tag)
+	}
+	return regressed, w.high
 }
 
 // reserveOnce is one reservation, creating the tag first when allowed.
@@ -308,14 +337,23 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 	if err != nil {
 		return Range{}, err
 	}
-	if a.isClosed() {
+	// Counted as a load, so that Shutdown waits for it, and cancelled by
+	// Shutdown like one: a range reserved after the hand-back would look
+	// like a regression.
+	a.life.RLock()
+	if a.closed {
+		a.life.RUnlock()
 		return Range{}, ErrClosed
 	}
+	a.loads.Add(1)
+	a.life.RUnlock()
+	defer a.loads.Done()
 	// Bounded like a background load, so a hung store cannot hold the
 	// caller, and a connection, for as long as it hangs.
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
-	r, err := a.reserve(ctx, s, n)
+	defer context.AfterFunc(a.ctx, cancel)()
+	r, err := a.reserve(ctx, tag, n)
 	if err != nil && !errors.Is(err, ErrTagNotFound) && !errors.Is(err, ErrExhausted) && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, tag, err)
 	}

@@ -38,9 +38,6 @@ type Sequence struct {
 	tag string
 	a   *Allocator
 	cur atomic.Pointer[buffer]
-	// mark remembers the ranges reserved for this tag, by the buffers
-	// and by ReserveRange, so that the store cannot hand one out again.
-	mark watermark
 
 	mu       sync.Mutex
 	next     *buffer       // loaded and waiting for cur to run out
@@ -216,7 +213,7 @@ func (s *Sequence) startLoadLocked() bool {
 		ctx, cancel := context.WithTimeout(ctx, s.a.opts.LoadTimeout)
 		began := s.a.opts.Now()
 		t0 := time.Now()
-		r, err := s.a.reserve(ctx, s, step)
+		r, err := s.a.reserve(ctx, s.tag, step)
 		latency := time.Since(t0)
 		cancel()
 		if obs := s.a.opts.Observer; obs != nil {

@@ -165,3 +165,79 @@ func TestCheckTag(t *testing.T) {
 		})
 	}
 }
+
+// gatedStore has one tag that exists once created by the test; its first
+// Reserve waits at the gate.
+type gatedStore struct {
+	mu     sync.Mutex
+	exists bool
+	max    int64
+	calls  int
+	gate   chan struct{}
+}
+
+func (g *gatedStore) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	g.mu.Lock()
+	g.calls++
+	first := g.calls == 1
+	g.mu.Unlock()
+	if first {
+		<-g.gate
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.exists {
+		return segment.Range{}, segment.ErrTagNotFound
+	}
+	r := segment.Range{Start: g.max, End: g.max + 100, Step: 100}
+	g.max = r.End
+	return r, nil
+}
+
+func (g *gatedStore) CreateTag(context.Context, segment.Tag) error { return nil }
+
+// A reservation in flight while another call finds the tag missing (and
+// drops its Sequence) must still count towards the tag's high-water mark:
+// after a rollback, the next Sequence of the tag must not hand its range
+// out again.
+func TestAllocator_RegressionAcrossDroppedSequence(t *testing.T) {
+	st := &gatedStore{max: 100, gate: make(chan struct{})}
+	a, err := segment.New(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx := context.Background()
+	got := make(chan segment.Range, 1)
+	go func() {
+		r, err := a.ReserveRange(ctx, "t", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	for parked := false; !parked; time.Sleep(time.Millisecond) {
+		st.mu.Lock()
+		parked = st.calls == 1
+		st.mu.Unlock()
+	}
+	if _, err := a.ReserveRange(ctx, "t", 1); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("second ReserveRange: %v, want ErrTagNotFound", err)
+	}
+	st.mu.Lock()
+	st.exists = true
+	st.mu.Unlock()
+	close(st.gate)
+	r := <-got
+	st.mu.Lock()
+	st.max = r.Start // a restore: the range is handed out again
+	st.mu.Unlock()
+	seq, _ := a.Sequence("t")
+	id, err := seq.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Start <= id && id < r.End {
+		t.Fatalf("Next gave %d, inside [%d,%d) that ReserveRange handed out before the rollback", id, r.Start, r.End)
+	}
+}

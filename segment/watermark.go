@@ -1,7 +1,5 @@
 package segment
 
-import "sync"
-
 // watermark remembers what one tag's reservations returned, so that a
 // range the store hands out again (it went back in time: a restore, a
 // failover to a replica that lost commits, a max_id lowered by hand) is
@@ -16,8 +14,11 @@ import "sync"
 // rollback during the call shows up as exactly such an overlap. Ranges
 // are logged only while calls are in flight, and only as far back as the
 // oldest one began, so memory stays bounded by the calls in flight.
+//
+// The Allocator keeps one per tag, apart from the tag's Sequence (which
+// is dropped when the row is missing and made again later), and guards
+// them all with one mutex: reservations are rare.
 type watermark struct {
-	mu       sync.Mutex
 	high     int64          // end of the highest range returned
 	done     uint64         // ranges returned so far
 	log      []logged       // ranges returned while calls were in flight
@@ -31,8 +32,6 @@ type logged struct {
 
 // begin records a call's start; pass its result to end.
 func (w *watermark) begin() (high int64, at uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.inflight == nil {
 		w.inflight = map[uint64]int{}
 	}
@@ -43,8 +42,6 @@ func (w *watermark) begin() (high int64, at uint64) {
 // end records a call's outcome: ok false for a failed call. It reports
 // whether r is a regression; a regression is not recorded.
 func (w *watermark) end(high int64, at uint64, r Range, ok bool) (regressed bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if ok {
 		regressed = r.Start < high
 		for _, l := range w.log {
@@ -74,16 +71,6 @@ func (w *watermark) end(high int64, at uint64, r Range, ok bool) (regressed bool
 	return regressed
 }
 
-// highWater returns the end of the highest range returned.
-func (w *watermark) highWater() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.high
-}
-
-// reserved reports whether any range was returned.
-func (w *watermark) reserved() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.done > 0
-}
+// idle reports whether nothing was ever reserved and nothing is in
+// flight: then there is nothing to remember.
+func (w *watermark) idle() bool { return w.done == 0 && len(w.inflight) == 0 }

@@ -217,6 +217,11 @@ func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased
 	if wr.From < 0 || wr.To <= wr.From || wr.To > g.layout.MaxWorkerID()+1 {
 		return nil, fmt.Errorf("%w: WorkerRange %s is not within the layout's worker IDs 0-%d", ErrInvalidConfig, wr, g.layout.MaxWorkerID())
 	}
+	if static >= 0 && cfg.WorkerRange != (WorkerRange{}) && (static < wr.From || static >= wr.To) {
+		// The range keeps this process clear of worker IDs that other
+		// generators hold outside the table; a static ID must stay in it.
+		return nil, fmt.Errorf("%w: static worker ID %d is outside WorkerRange %s", ErrInvalidConfig, static, wr)
+	}
 	if _, ok := store.(RangeClaimer); wr.From > 0 && !ok {
 		return nil, fmt.Errorf("%w: WorkerRange %s needs a LeaseStore that implements RangeClaimer", ErrInvalidConfig, wr)
 	}

@@ -126,3 +126,29 @@ func ExampleParseLayout() {
 	fmt.Println(p.Time.UnixMilli(), p.WorkerID, p.Sequence)
 	// Output: 1567733700834 39 3448
 }
+
+// A static worker ID must lie inside the worker range given beside it:
+// the range keeps the process clear of IDs other generators hold.
+func TestNewLeased_StaticOutsideWorkerRange(t *testing.T) {
+	st := snowflaketest.NewMemLeaseStore()
+	for _, tc := range []struct {
+		id   int64
+		wr   snowflake.WorkerRange
+		fail bool
+	}{
+		{5, snowflake.WorkerRange{From: 0, To: 10}, false},
+		{12, snowflake.WorkerRange{From: 0, To: 10}, true},
+		{3, snowflake.WorkerRange{From: 4, To: 8}, true},
+		{900, snowflake.WorkerRange{}, false}, // no range: any worker ID of the layout
+	} {
+		l, err := snowflake.NewLeased(context.Background(), st, snowflake.LeasedConfig{
+			Static: true, Generator: snowflake.Config{WorkerID: tc.id}, WorkerRange: tc.wr, RenewInterval: -1,
+		})
+		if tc.fail != errors.Is(err, snowflake.ErrInvalidConfig) {
+			t.Errorf("static %d in %v: err = %v, want ErrInvalidConfig: %v", tc.id, tc.wr, err, tc.fail)
+		}
+		if l != nil {
+			_ = l.Close(context.Background())
+		}
+	}
+}

@@ -96,7 +96,7 @@ func Run(cfg Config) (Result, error) {
 		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		start:  time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC),
 		rows:   map[string]*row{},
-		segIDs: map[tagID]int{},
+		segIDs: map[tagID]int{}, reissued: map[tagID]int{},
 		snow:   map[int64]int{},
 		leases: snowflaketest.NewMemLeaseStore(),
 	}
@@ -136,11 +136,12 @@ type world struct {
 	clients atomic.Int64 // client goroutines (Close, ReserveRange) not yet done
 	lateErr error        // a violation found on a client goroutine
 
-	procs  []*proc
-	incs   int
-	segIDs map[tagID]int // segment ID -> incarnation that handed it out
-	snow   map[int64]int // snowflake ID -> incarnation
-	atRisk []span        // ranges a rollback exposed
+	procs    []*proc
+	incs     int
+	segIDs   map[tagID]int // segment ID -> incarnation that handed it out last
+	reissued map[tagID]int // segment ID -> holders a rollback explained
+	snow     map[int64]int // snowflake ID -> incarnation
+	atRisk   []span        // ranges a rollback exposed
 
 	leases *snowflaketest.MemLeaseStore
 }
@@ -429,21 +430,36 @@ func (w *world) handOut(p *proc, tag string, ids []int64) error {
 			return w.violation("process %d (incarnation %d): %s ID %d after %d, not increasing", p.id, p.inc, tag, id, p.last[tag])
 		}
 		p.last[tag] = id
-		if prev, dup := w.segIDs[tagID{tag, id}]; dup {
-			if prev != p.inc && w.exposed(tag, id) {
-				w.res.LostToRollback++
-				continue
-			}
+		if prev, bad := w.record(tag, id, p.inc); bad {
 			return w.violation("%s ID %d handed out twice: by incarnation %d and by process %d (incarnation %d) in %v", tag, id, prev, p.id, p.inc, ids)
 		}
-		w.segIDs[tagID{tag, id}] = p.inc
 	}
 	return nil
 }
 
-// exposed reports whether a rollback lowered tag's max_id below id.
-func (w *world) exposed(tag string, id int64) bool {
-	return slices.ContainsFunc(w.atRisk, func(s span) bool { return s.tag == tag && s.from <= id && id < s.to })
+// record notes that incarnation inc handed out a segment ID, and reports
+// a duplicate that no injected rollback explains, with the incarnation
+// that had it before. Each rollback that lowered max_id below the ID
+// explains one more holder of it, never the same incarnation twice: the
+// one duplicate no allocator can see (see Result.LostToRollback).
+func (w *world) record(tag string, id int64, inc int) (prev int, bad bool) {
+	k := tagID{tag, id}
+	prev, dup := w.segIDs[k]
+	if dup {
+		exposures := 0
+		for _, s := range w.atRisk {
+			if s.tag == tag && s.from <= id && id < s.to {
+				exposures++
+			}
+		}
+		if prev == inc || w.reissued[k] >= exposures {
+			return prev, true
+		}
+		w.reissued[k]++
+		w.res.LostToRollback++
+	}
+	w.segIDs[k] = inc
+	return prev, false
 }
 
 func (w *world) reserveRange(p *proc, tag string, n int64) {
@@ -461,11 +477,10 @@ func (w *world) reserveRange(p *proc, tag string, n int64) {
 		// Checked here, on the client's goroutine, under mu; the step
 		// waits for it (quiesce), so the order is still the seed's.
 		for id := r.Start; id < r.End; id++ {
-			if prev, dup := w.segIDs[tagID{tag, id}]; dup && (prev == inc || !w.exposed(tag, id)) {
+			if prev, bad := w.record(tag, id, inc); bad {
 				w.lateErr = w.violation("ReserveRange gave %s [%d,%d), whose ID %d incarnation %d handed out", tag, r.Start, r.End, id, prev)
 				return
 			}
-			w.segIDs[tagID{tag, id}] = inc
 		}
 	}()
 }

@@ -140,11 +140,11 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 // workerID, creating it if needed, unless another owner's lease on it is
 // live, and pins it, so that leased claims never take it.
 func (s *Leases) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
-	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
-		return snowflake.Lease{}, err
-	}
 	if workerID < 0 || workerID > maxWorkerID {
 		return snowflake.Lease{}, fmt.Errorf("%w: worker ID %d is not in 0..%d", snowflake.ErrInvalidWorkerID, workerID, maxWorkerID)
+	}
+	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
+		return snowflake.Lease{}, err
 	}
 	// Literal integer written by the store: nothing to escape.
 	if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {

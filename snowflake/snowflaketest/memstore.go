@@ -121,11 +121,11 @@ func (m *MemLeaseStore) Unpin(ctx context.Context, workerID int64) error {
 
 // ClaimStatic implements snowflake.StaticLeaseStore.
 func (m *MemLeaseStore) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
-	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
-		return snowflake.Lease{}, err
-	}
 	if workerID < 0 || workerID > math.MaxInt32 {
 		return snowflake.Lease{}, fmt.Errorf("%w: %d", snowflake.ErrInvalidWorkerID, workerID)
+	}
+	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
+		return snowflake.Lease{}, err
 	}
 	if err := m.failure(); err != nil {
 		return snowflake.Lease{}, err
