@@ -375,6 +375,11 @@ func (w *world) once() error {
 		}
 	case r < 95 && w.faults:
 		p.paused = p.wall().Add(time.Duration(1+w.pick(6000)) * time.Millisecond)
+	case w.faults:
+		// A clock stepped back past the lease margin, then a renewal
+		// from behind: the store must not shorten the lease.
+		p.offset -= time.Duration(300+w.pick(3000)) * time.Millisecond
+		w.heartbeat(p)
 	}
 	return nil
 }
