@@ -217,8 +217,13 @@ func contention(t *testing.T, b Backend, dsn string, admin Store) {
 			maxID = tg.MaxID
 		}
 	}
-	if maxID < start+int64(len(all)) || maxID > start+reserved {
-		t.Fatalf("final max_id %d: want between start+issued %d and start+reserved %d", maxID, start+int64(len(all)), start+reserved)
+	// A prefetch still in flight when Close cancels it may have committed
+	// without its allocator hearing so: a gap of one step, never a
+	// duplicate. One per instance at most.
+	unheard := int64(instances * 10)
+	if maxID < start+int64(len(all)) || maxID > start+reserved+unheard {
+		t.Fatalf("final max_id %d: want between start+issued %d and start+reserved %d (+%d for loads cancelled by Close)",
+			maxID, start+int64(len(all)), start+reserved, unheard)
 	}
 	slices.Sort(all)
 	if all[0] < start || all[len(all)-1] >= maxID {
