@@ -132,13 +132,13 @@ func (c *Container) BaseURL(ctx context.Context) (string, error) {
 // AdminToken returns the token /admin/* accepts, or "" without one.
 func (c *Container) AdminToken() string { return c.adminToken }
 
-// Client returns a client of the server whose Next and NextN use
-// /id/{tag}, the container's mode; opts come after that default, so
-// client.WithMode picks another route.
+// Client returns a client of the server. Its Next and NextN use
+// /id/{tag}, the container's mode, as every client.Client does unless
+// client.WithMode among opts picks another route.
 func (c *Container) Client(ctx context.Context, opts ...client.Option) (*client.Client, error) {
 	u, err := c.BaseURL(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return client.New(u, append([]client.Option{client.WithMode("")}, opts...)...)
+	return client.New(u, opts...)
 }

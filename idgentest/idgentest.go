@@ -122,12 +122,12 @@ func NewServer(t testing.TB, opts *Options) *Server {
 // AdminToken returns the token /admin/* accepts.
 func (s *Server) AdminToken() string { return s.adminToken }
 
-// Client returns a client of the server whose Next and NextN use
-// /id/{tag}, the server's Mode; opts come after that default, so
-// client.WithMode picks another route.
+// Client returns a client of the server. Its Next and NextN use
+// /id/{tag}, the server's mode, as every client.Client does unless
+// client.WithMode among opts picks another route.
 func (s *Server) Client(opts ...client.Option) *client.Client {
 	s.t.Helper()
-	c, err := client.New(s.URL, append([]client.Option{client.WithMode("")}, opts...)...)
+	c, err := client.New(s.URL, opts...)
 	if err != nil {
 		s.t.Fatalf("idgentest: %v", err)
 	}
