@@ -4,9 +4,15 @@
 //	ctr, err := idgencontainer.Run(ctx, "idgen:local",
 //		idgencontainer.WithMode("snowflake"),
 //		idgencontainer.WithStore("postgres://idgen:secret@postgres:5432/idgen?sslmode=disable"))
-//	defer testcontainers.TerminateContainer(ctr)
+//	testcontainers.CleanupContainer(t, ctr) // nil-safe: also when Run failed
+//	if err != nil {
+//		t.Fatal(err)
+//	}
 //	c, err := ctr.Client(ctx)
-//	id, err := c.Next(ctx, "order")
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	id, err := c.Next(ctx, "order") // the container's mode, here snowflake
 //
 // Run returns once /readyz answers 200, so the client it hands out can
 // take IDs at once. Any testcontainers.ContainerCustomizer works beside
