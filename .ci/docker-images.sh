@@ -21,9 +21,10 @@
 #   IDGEN_TEST_MYSQL_IMAGE=idgen-test/mysql:10.11
 #   IDGEN_REQUIRE_DOCKER=1
 #
-# Knobs (environment): IDGEN_DEBIAN_MIRROR (default: the machine's apt
-# sources, else http://deb.debian.org/debian), IDGEN_ROOTFS_PARENT (default
-# /var/tmp), DOCKERD_LOG (default /tmp/dockerd.log), IDGEN_TEST_BASE_IMAGE.
+# Knobs (environment): IDGEN_DEBIAN_MIRROR (default: the first mirror the
+# machine's apt sources name for bookworm, see .ci/debian-mirror.sh; none is
+# an error), IDGEN_ROOTFS_PARENT (default /var/tmp), DOCKERD_LOG (default
+# /tmp/dockerd.log), IDGEN_TEST_BASE_IMAGE.
 # Needs bash and root. Disk: ~1.5 GB while building, ~650 MB after.
 # When sourced, the work runs in a child bash (its set -euo pipefail cannot
 # leak into the caller); the function returns non-zero on failure.
@@ -157,41 +158,17 @@ start_dockerd() {
 }
 
 # ------------------------------------------------------------- 3. rootfs ---
-# First Debian mirror named in the apt sources (one-line and deb822 formats).
+# The Debian mirror to debootstrap from: IDGEN_DEBIAN_MIRROR, else the first
+# one the machine's apt sources name for $SUITE (.ci/debian-mirror.sh). No
+# address is built in: a CI machine may reach only its own mirror, and a
+# guessed one would fail late, inside debootstrap.
 debian_mirror() {
 	if [ -n "${IDGEN_DEBIAN_MIRROR:-}" ]; then
 		printf '%s\n' "$IDGEN_DEBIAN_MIRROR"
 		return
 	fi
-	local f uri=""
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[ -r "$f" ] || continue
-		# deb [opts] URI SUITE COMPONENTS...
-		uri=$(sed -E 's/#.*//; s/\[[^]]*\]//' "$f" |
-			awk '$1 == "deb" && $2 ~ /^https?:\/\// && $2 !~ /security/ && $2 ~ /debian\/?$/ && $3 ~ /^'"$SUITE"'/ { print $2; exit }')
-		[ -z "$uri" ] || break
-	done
-	if [ -z "$uri" ]; then
-		for f in /etc/apt/sources.list.d/*.sources; do
-			[ -r "$f" ] || continue
-			# deb822 stanzas: Types/URIs/Suites fields, separated by blank lines.
-			uri=$(awk -v suite="$SUITE" '
-				function flush() {
-					if (types ~ /(^| )deb( |$)/ && enabled != "no" && suites ~ "(^| )" suite "( |$)")
-						for (i = 1; i <= n; i++) if (u[i] ~ /^https?:\/\// && u[i] !~ /security/ && u[i] ~ /debian\/?$/) { print u[i]; found = 1; exit }
-					types = ""; suites = ""; enabled = ""; n = 0
-				}
-				/^[ \t]*#/ { next }
-				/^[ \t]*$/ { flush(); next }
-				tolower($1) == "types:"   { types = ""; for (i = 2; i <= NF; i++) types = types " " $i; types = types " " }
-				tolower($1) == "suites:"  { suites = ""; for (i = 2; i <= NF; i++) suites = suites " " $i; suites = suites " " }
-				tolower($1) == "enabled:" { enabled = tolower($2) }
-				tolower($1) == "uris:"    { for (i = 2; i <= NF; i++) u[++n] = $i }
-				END { if (!found) flush() }' "$f")
-			[ -z "$uri" ] || break
-		done
-	fi
-	printf '%s\n' "${uri:-http://deb.debian.org/debian}"
+	bash "$SCRIPT_DIR/debian-mirror.sh" "$SUITE" ||
+		die "no Debian $SUITE mirror in the apt sources (see above); set IDGEN_DEBIAN_MIRROR or add a source"
 }
 
 # Unmount anything below $1 (deepest first), then delete it without crossing
@@ -217,7 +194,7 @@ trap 'exit 130' INT TERM # so that the EXIT trap runs
 build_rootfs() {
 	need_root
 	local mirror
-	mirror=$(debian_mirror)
+	mirror=$(debian_mirror) || exit 1
 	# Leftovers of an interrupted run.
 	local old
 	for old in "$ROOTFS_PARENT"/idgen-rootfs.*; do

@@ -1,17 +1,27 @@
-// Package client is the Go client of an idgen server.
+// Package client is the Go client of an idgen server, and the one to use
+// from Go: it retries, batches and caches ranges. Package api/apiclient
+// is generated from api/openapi.yaml and covers every route, admin API
+// included, but one call is one request, without retries; use it for
+// what this package does not offer, or as a model for a client in
+// another language.
 //
-// In segment mode it caches ranges locally: Segment returns a
-// *segment.Allocator, the same dual-buffer allocator the server uses,
-// over a segment.Store that reserves ranges with POST
-// /segment/{tag}/range. A remote program then makes one HTTP call per
-// range instead of one per ID, and the next range is fetched in the
-// background before the current one runs out. Next and NextN ask the
-// server for each ID, which is what snowflake IDs need.
+// Next and NextN ask the server for each ID from its default mode
+// (/id/{tag}, the mode `idgen serve --mode` set), like the clients that
+// packages idgentest and idgencontainer hand out; WithMode pins another
+// route for them. Snowflake and SnowflakeN always ask for snowflake IDs.
+// For segment IDs at high rates, Segment returns a *segment.Allocator,
+// the same dual-buffer allocator the server uses, over a segment.Store
+// that reserves ranges with POST /segment/{tag}/range: a remote program
+// then makes one HTTP call per range instead of one per ID, and the
+// next range is fetched in the background before the current one runs
+// out.
 //
 // Calls time out, retry 503 answers and network errors with backoff
 // (honouring Retry-After), and return errors that errors.Is matches
-// against this package's sentinels and segment's. Answers 400, 401 and
-// 403 are final: they are returned at once, never retried, and match
+// against this package's sentinels and segment's: a server that cannot
+// be reached matches ErrUnreachable, and segment.ErrUnavailable so that
+// an allocator from Segment rides it out. Answers 400, 401 and 403 are
+// final: they are returned at once, never retried, and match
 // ErrBadRequest, ErrUnauthorized or ErrForbidden, and segment.ErrRefused.
 package client
 
@@ -43,6 +53,10 @@ var (
 	ErrBadRequest = errors.New("client: bad request")
 	// ErrServer is returned on a 5xx that retries did not cure.
 	ErrServer = errors.New("client: server error")
+	// ErrUnreachable is returned when no answer came: the name did not
+	// resolve, the connection failed or broke. Such errors match
+	// segment.ErrUnavailable too.
+	ErrUnreachable = errors.New("client: server unreachable")
 )
 
 // Error is an error answer of the server.
@@ -134,8 +148,11 @@ func WithBackoff(min, max time.Duration) Option {
 	return func(c *Client) { c.minBackoff, c.maxBackoff = min, max }
 }
 
-// WithMode picks the route behind Next and NextN: "snowflake" (default),
-// "segment", or "" for the server's default mode (/id/{tag}).
+// WithMode picks the route behind Next and NextN: "" (the default) for
+// the server's default mode (/id/{tag}), "segment" or "snowflake".
+//
+// Before, the default was "snowflake"; WithMode("snowflake"), or the
+// Snowflake method, keeps that behaviour.
 func WithMode(mode string) Option { return func(c *Client) { c.mode = mode } }
 
 // New returns a client of the server at baseURL (http://host:port).
@@ -144,7 +161,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: base URL must look like http://host:port, got %q", baseURL)
 	}
-	c := &Client{base: u, http: &http.Client{Timeout: 5 * time.Second}, mode: "snowflake",
+	c := &Client{base: u, http: &http.Client{Timeout: 5 * time.Second},
 		retries: 3, minBackoff: 50 * time.Millisecond, maxBackoff: 2 * time.Second}
 	for _, o := range opts {
 		o(c)
@@ -158,22 +175,44 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// Next asks the server for one ID.
+// Next asks the server for one ID of its default mode, or of the mode
+// WithMode set.
 func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
+	return c.next(ctx, c.mode, tag)
+}
+
+// NextN asks the server for n IDs in one call, as Next does for one.
+func (c *Client) NextN(ctx context.Context, tag string, n int) ([]int64, error) {
+	return c.nextN(ctx, c.mode, tag, n)
+}
+
+// Snowflake asks the server for one snowflake ID, whatever its default
+// mode and WithMode.
+func (c *Client) Snowflake(ctx context.Context, tag string) (int64, error) {
+	return c.next(ctx, modeSnowflake, tag)
+}
+
+// SnowflakeN asks the server for n snowflake IDs in one call.
+func (c *Client) SnowflakeN(ctx context.Context, tag string, n int) ([]int64, error) {
+	return c.nextN(ctx, modeSnowflake, tag, n)
+}
+
+const modeSnowflake = "snowflake"
+
+func (c *Client) next(ctx context.Context, mode, tag string) (int64, error) {
 	var out struct{ ID string }
-	if err := c.do(ctx, http.MethodGet, c.idPath(tag), nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), nil, &out); err != nil {
 		return 0, err
 	}
 	return strconv.ParseInt(out.ID, 10, 64)
 }
 
-// NextN asks the server for n IDs in one call.
-func (c *Client) NextN(ctx context.Context, tag string, n int) ([]int64, error) {
+func (c *Client) nextN(ctx context.Context, mode, tag string, n int) ([]int64, error) {
 	if n < 1 {
 		return nil, idgen.ErrInvalidCount
 	}
 	var out struct{ IDs []string }
-	if err := c.do(ctx, http.MethodGet, c.idPath(tag), url.Values{"count": {strconv.Itoa(n)}}, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), url.Values{"count": {strconv.Itoa(n)}}, &out); err != nil {
 		return nil, err
 	}
 	ids := make([]int64, len(out.IDs))
@@ -187,10 +226,11 @@ func (c *Client) NextN(ctx context.Context, tag string, n int) ([]int64, error) 
 	return ids, nil
 }
 
-func (c *Client) idPath(tag string) string {
+// idPath is the route of mode's IDs: /id/ for the server's default.
+func idPath(mode, tag string) string {
 	route := "id"
-	if c.mode != "" {
-		route = c.mode
+	if mode != "" {
+		route = mode
 	}
 	return "/" + route + "/" + url.PathEscape(tag)
 }
@@ -273,12 +313,12 @@ func (c *Client) once(ctx context.Context, method, u string, out any) (wait time
 		if ctx.Err() != nil {
 			return -1, fmt.Errorf("client: %w", err)
 		}
-		return 0, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+		return 0, &unreachableError{err: err}
 	}
 	defer func() { _ = resp.Body.Close() }() // read in full below; a failed close loses nothing
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return 0, fmt.Errorf("%w: reading answer: %w", segment.ErrUnavailable, err)
+		return 0, &unreachableError{err: fmt.Errorf("reading the answer of %s %s: %w", method, req.URL.Redacted(), err)}
 	}
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(body, out); err != nil {
@@ -302,4 +342,17 @@ func (c *Client) once(ctx context.Context, method, u string, out any) (wait time
 		return 0, apiErr
 	}
 	return -1, apiErr
+}
+
+// unreachableError is a call that got no answer. It matches
+// ErrUnreachable, and segment.ErrUnavailable so that an allocator from
+// Segment backs off and retries, but its text names the server and the
+// route it called (the *url.Error inside), never the segment store:
+// the snowflake routes have no store behind them on the client's side.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return ErrUnreachable.Error() + ": " + e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
+func (e *unreachableError) Is(target error) bool {
+	return target == ErrUnreachable || target == segment.ErrUnavailable
 }

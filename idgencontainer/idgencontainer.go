@@ -4,9 +4,15 @@
 //	ctr, err := idgencontainer.Run(ctx, "idgen:local",
 //		idgencontainer.WithMode("snowflake"),
 //		idgencontainer.WithStore("postgres://idgen:secret@postgres:5432/idgen?sslmode=disable"))
-//	defer testcontainers.TerminateContainer(ctr)
+//	testcontainers.CleanupContainer(t, ctr) // nil-safe: also when Run failed
+//	if err != nil {
+//		t.Fatal(err)
+//	}
 //	c, err := ctr.Client(ctx)
-//	id, err := c.Next(ctx, "order")
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	id, err := c.Next(ctx, "order") // the container's mode, here snowflake
 //
 // Run returns once /readyz answers 200, so the client it hands out can
 // take IDs at once. Any testcontainers.ContainerCustomizer works beside
@@ -132,13 +138,13 @@ func (c *Container) BaseURL(ctx context.Context) (string, error) {
 // AdminToken returns the token /admin/* accepts, or "" without one.
 func (c *Container) AdminToken() string { return c.adminToken }
 
-// Client returns a client of the server whose Next and NextN use
-// /id/{tag}, the container's mode; opts come after that default, so
-// client.WithMode picks another route.
+// Client returns a client of the server. Its Next and NextN use
+// /id/{tag}, the container's mode, as every client.Client does unless
+// client.WithMode among opts picks another route.
 func (c *Container) Client(ctx context.Context, opts ...client.Option) (*client.Client, error) {
 	u, err := c.BaseURL(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return client.New(u, append([]client.Option{client.WithMode("")}, opts...)...)
+	return client.New(u, opts...)
 }

@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,33 +17,13 @@ import (
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/idgencontainer"
 	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment"
 )
 
-// image returns the idgen image under test: IDGEN_TEST_IMAGE, else
-// idgen:ci, built from this checkout by .ci/compose-image.sh when it is
-// missing (CI builds it before the tests).
-func image(t *testing.T) string {
-	t.Helper()
-	dbtest.RequireDocker(t)
-	if img := os.Getenv("IDGEN_TEST_IMAGE"); img != "" {
-		return img
-	}
-	const img = "idgen:ci"
-	if exec.Command("docker", "image", "inspect", img).Run() == nil {
-		return img
-	}
-	_, file, _, _ := runtime.Caller(0)
-	build := exec.Command("bash", filepath.Join(filepath.Dir(file), "..", ".ci", "compose-image.sh"), img)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %s with .ci/compose-image.sh: %v\n%s", img, err, out)
-	}
-	return img
-}
-
 func run(t *testing.T, ctx context.Context, opts ...testcontainers.ContainerCustomizer) *idgencontainer.Container {
 	t.Helper()
-	img := image(t)
+	img := proctest.Image(t)
 	ctr, err := idgencontainer.Run(ctx, img, opts...)
 	testcontainers.CleanupContainer(t, ctr)
 	if err != nil {
@@ -63,7 +39,7 @@ func TestRun_Modes(t *testing.T) {
 	for _, mode := range []string{"segment", "snowflake"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
-			img := image(t)
+			img := proctest.Image(t)
 			t0 := time.Now()
 			ctr, err := idgencontainer.Run(ctx, img, idgencontainer.WithMode(mode))
 			testcontainers.CleanupContainer(t, ctr)
@@ -167,7 +143,7 @@ func TestRun_InvalidOption(t *testing.T) {
 // worker IDs: no ID may appear twice.
 func TestRun_TwoInstancesOnePostgres(t *testing.T) {
 	ctx := context.Background()
-	img := image(t)
+	img := proctest.Image(t)
 	nw, err := network.New(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,19 @@
 // in the test's temporary directory, so they need no Docker and leave no
 // file behind; everything is closed by t.Cleanup.
 //
-// The server is built on gin, which in its default debug mode lists every
-// route on stdout when a server starts; GIN_MODE=release, or
-// gin.SetMode(gin.ReleaseMode) in TestMain, keeps test output quiet.
+// The server is built on gin, which in its debug mode lists every route on
+// stdout when a server is made. gin has no per-engine switch for that:
+// gin.New and every route registration consult one process-wide mode,
+// and its print hooks (DebugPrintRouteFunc, DebugPrintFunc) are
+// process-wide variables too. In a test binary gin means to default to
+// its quiet test mode, but it settles its mode in an init function that
+// runs before the testing flags exist, so it lands in debug mode. When
+// GIN_MODE is unset and the mode is still that default, NewServer lets
+// gin settle it again (gin.SetMode("")), which in a test binary is test
+// mode: no [GIN-debug] lines in go test -v. A mode the test chose, with
+// GIN_MODE or gin.SetMode to anything but debug, is left alone;
+// GIN_MODE=debug brings the route listing back. Package server itself
+// never sets gin's mode.
 //
 // For a test against the container image instead, see package
 // idgencontainer.
@@ -18,9 +28,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/segment"
@@ -75,6 +88,7 @@ func NewServer(t testing.TB, opts *Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	settleGinMode()
 	ctx := context.Background()
 	st := openStore(t)
 
@@ -119,15 +133,23 @@ func NewServer(t testing.TB, opts *Options) *Server {
 	return &Server{URL: hs.URL, t: t, adminToken: o.AdminToken}
 }
 
+// settleGinMode re-runs gin's own choice of its default mode, now that
+// the testing flags are registered (see the package comment).
+func settleGinMode() {
+	if os.Getenv(gin.EnvGinMode) == "" && gin.Mode() == gin.DebugMode {
+		gin.SetMode("")
+	}
+}
+
 // AdminToken returns the token /admin/* accepts.
 func (s *Server) AdminToken() string { return s.adminToken }
 
-// Client returns a client of the server whose Next and NextN use
-// /id/{tag}, the server's Mode; opts come after that default, so
-// client.WithMode picks another route.
+// Client returns a client of the server. Its Next and NextN use
+// /id/{tag}, the server's mode, as every client.Client does unless
+// client.WithMode among opts picks another route.
 func (s *Server) Client(opts ...client.Option) *client.Client {
 	s.t.Helper()
-	c, err := client.New(s.URL, append([]client.Option{client.WithMode("")}, opts...)...)
+	c, err := client.New(s.URL, opts...)
 	if err != nil {
 		s.t.Fatalf("idgentest: %v", err)
 	}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/idgentest"
 	"github.com/idgen/idgen/segment"
@@ -138,10 +136,4 @@ func get(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
-}
-
-func TestMain(m *testing.M) {
-	// Without it gin lists every route on stdout for each server.
-	gin.SetMode(gin.ReleaseMode)
-	os.Exit(m.Run())
 }

@@ -8,4 +8,10 @@
 //	{"error":{"code":"invalid_tag","message":"…what to do…"}}
 //
 // and bad input always gets a 4xx, never a 500, a panic or a stack trace.
+//
+// gin lists every route on stdout when New builds the engine in gin's
+// debug mode. That mode is process-wide, with no per-engine switch, so
+// this package never sets it: the program does (cmd/idgen runs gin in
+// release mode; package idgentest settles gin's test-mode default in
+// test binaries).
 package server
