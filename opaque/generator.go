@@ -85,6 +85,9 @@ func (g *Generator) Next(ctx context.Context, tag string) (int64, error) {
 		if k, err = g.learn(ctx, tag); err != nil {
 			return 0, err
 		}
+		if k.err != nil {
+			return 0, k.err // the ID is dropped: a gap, never a raw counter
+		}
 	}
 	if !k.opaque {
 		return id, nil
@@ -105,6 +108,9 @@ func (g *Generator) NextN(ctx context.Context, tag string, n int) ([]int64, erro
 	if !known {
 		if k, err = g.learn(ctx, tag); err != nil {
 			return nil, err
+		}
+		if k.err != nil {
+			return nil, k.err
 		}
 	}
 	if !k.opaque {
