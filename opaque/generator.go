@@ -116,10 +116,8 @@ func (g *Generator) NextN(ctx context.Context, tag string, n int) ([]int64, erro
 	if !k.opaque {
 		return ids, nil
 	}
-	for i, id := range ids {
-		if ids[i], err = g.key.Encode(tag, id); err != nil {
-			return nil, err
-		}
+	if err := g.key.EncodeN(tag, ids); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }
