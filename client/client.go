@@ -16,6 +16,13 @@
 // next range is fetched in the background before the current one runs
 // out.
 //
+// An opaque tag (docs/segment.md) cannot be cached that way: a range is
+// a run of the raw counters the tag hides, so the server refuses it
+// (409 opaque_tag_range, matching opaque.ErrRangeRefused and
+// segment.ErrRefused, never retried), and Segment's allocator returns
+// that error for the tag. Take an opaque tag's IDs with NextN, in
+// batches, from a client in the server's segment mode or WithMode("segment").
+//
 // Calls time out, retry 503 answers and network errors with backoff
 // (honouring Retry-After), and return errors that errors.Is matches
 // against this package's sentinels and segment's: a server that cannot
@@ -39,6 +46,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -87,6 +95,12 @@ func (e *Error) Is(target error) bool {
 		}
 	case "tag_exhausted":
 		return target == segment.ErrExhausted // a 503 that no wait cures
+	case "opaque_tag_range":
+		// An opaque tag's counters are what it hides: final, whatever
+		// the retries.
+		if target == opaque.ErrRangeRefused || target == segment.ErrRefused {
+			return true
+		}
 	case "tag_limit_reached":
 		// Final until the server's operator raises the cap.
 		if target == segment.ErrTagLimit || target == segment.ErrRefused {

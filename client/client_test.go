@@ -17,6 +17,7 @@ import (
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/client"
+	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/server"
@@ -316,6 +317,7 @@ func TestError_Is(t *testing.T) {
 		{&client.Error{Status: 503, Code: "unavailable"}, []error{segment.ErrUnavailable}, []error{segment.ErrRefused, client.ErrServer}},
 		{&client.Error{Status: 503, Code: "tag_exhausted"}, []error{segment.ErrExhausted}, []error{segment.ErrUnavailable}},
 		{&client.Error{Status: 500, Code: "internal"}, []error{client.ErrServer}, []error{segment.ErrRefused}},
+		{&client.Error{Status: 409, Code: "opaque_tag_range"}, []error{opaque.ErrRangeRefused, segment.ErrRefused}, []error{segment.ErrUnavailable}},
 	} {
 		for _, w := range tc.want {
 			if !errors.Is(tc.err, w) {
@@ -327,5 +329,61 @@ func TestError_Is(t *testing.T) {
 				t.Errorf("%d %s matches %v", tc.err.Status, tc.err.Code, n)
 			}
 		}
+	}
+}
+
+// An opaque tag through the client: NextN gets encoded IDs, and the
+// range-caching allocator gets a final, clear refusal instead of raw
+// counters or a retry loop.
+func TestClient_OpaqueTag(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 100, Opaque: key.Fingerprint()}); err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := segment.New(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alloc.Close() })
+	gen := opaque.NewGenerator(alloc, st, key)
+	h, err := server.New(server.Config{Segment: gen, Ranges: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+
+	c, err := client.New(ts.URL, client.WithMode("segment"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.NextN(ctx, "order", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if n, err := key.Decode("order", id); err != nil || n != int64(i+1) {
+			t.Fatalf("ID %d decodes to %d, %v; want counter %d", id, n, err, i+1)
+		}
+	}
+	cache, err := c.Segment(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cache.Close() }()
+	if _, err := cache.Next(ctx, "order"); !errors.Is(err, opaque.ErrRangeRefused) || !errors.Is(err, segment.ErrRefused) {
+		t.Fatalf("Segment().Next on an opaque tag: %v, want opaque.ErrRangeRefused", err)
 	}
 }

@@ -16,9 +16,10 @@ type Uint struct {
 	bits int
 	u, v int
 	b    int
-	// state is the CBC-MAC chaining value after every block of P || Q but
-	// the last; last is that block with the round number and B left zero.
-	state, last [16]byte
+	// hi and lo are the last block of P || Q with the round number and B
+	// left zero, XORed with the CBC-MAC chaining value after every block
+	// before it: a round only XORs its number and B into lo and encrypts.
+	hi, lo uint64
 }
 
 // Uint returns the fast radix-2 form of c for values of bits bits (from
@@ -41,28 +42,24 @@ func (c *Cipher) Uint(bits int, tweak []byte) (*Uint, error) {
 	msg = append(msg, h[:]...)
 	msg = append(msg, tweak...)
 	msg = append(msg, make([]byte, pad+1+p.b)...)
-	f := &Uint{c: c, bits: bits, u: p.u, v: p.v, b: p.b}
-	f.state = c.prf(msg[:len(msg)-16])
-	copy(f.last[:], msg[len(msg)-16:])
-	return f, nil
+	state := c.prf(msg[:len(msg)-16])
+	subtle16(&state, msg[len(msg)-16:])
+	return &Uint{c: c, bits: bits, u: p.u, v: p.v, b: p.b,
+		hi: binary.BigEndian.Uint64(state[:8]), lo: binary.BigEndian.Uint64(state[8:])}, nil
 }
 
 // Bits returns the width of the values f takes and returns.
 func (f *Uint) Bits() int { return f.bits }
 
 // round returns y of one round: the first 8 bytes of the PRF output (d is
-// 8 for every half of at most 32 bits, so no expansion is needed). blk is
-// scratch space: the block passes through the cipher.Block interface, so
-// it escapes, and one allocation per value is cheaper than one per round.
+// 8 for every half of at most 32 bits, so no expansion is needed). The
+// round number sits b bytes from the end of the block and B in the last b
+// bytes, both inside lo since b is at most 4. blk is scratch space: it
+// passes through the cipher.Block interface, so it escapes, and one
+// allocation per value, or per batch, is cheaper than one per round.
 func (f *Uint) round(blk *[16]byte, i int, half uint64) uint64 {
-	*blk = f.last
-	blk[15-f.b] = byte(i)
-	var be [8]byte
-	binary.BigEndian.PutUint64(be[:], half)
-	copy(blk[16-f.b:], be[8-f.b:])
-	for j := range blk {
-		blk[j] ^= f.state[j]
-	}
+	binary.BigEndian.PutUint64(blk[:8], f.hi)
+	binary.BigEndian.PutUint64(blk[8:], f.lo^(uint64(i)<<(8*f.b)|half))
 	f.c.block.Encrypt(blk[:], blk[:])
 	return binary.BigEndian.Uint64(blk[:8])
 }
@@ -81,8 +78,26 @@ func (f *Uint) Encrypt(x uint64) (uint64, error) {
 	if err := f.check(x); err != nil {
 		return 0, err
 	}
-	a, b := x>>f.v, x&mask(f.v)
+	return f.encrypt(new([16]byte), x), nil
+}
+
+// EncryptN encrypts every value of xs in place, as Encrypt would, with
+// one scratch block for the whole batch. On an error, xs is unchanged.
+func (f *Uint) EncryptN(xs []uint64) error {
+	for _, x := range xs {
+		if err := f.check(x); err != nil {
+			return err
+		}
+	}
 	blk := new([16]byte)
+	for i, x := range xs {
+		xs[i] = f.encrypt(blk, x)
+	}
+	return nil
+}
+
+func (f *Uint) encrypt(blk *[16]byte, x uint64) uint64 {
+	a, b := x>>f.v, x&mask(f.v)
 	for i := range rounds {
 		m := f.u
 		if i%2 == 1 {
@@ -92,7 +107,7 @@ func (f *Uint) Encrypt(x uint64) (uint64, error) {
 		c := (a + f.round(blk, i, b)) & mask(m)
 		a, b = b, c
 	}
-	return a<<f.v | b, nil
+	return a<<f.v | b
 }
 
 // Decrypt reverses Encrypt.
@@ -100,8 +115,8 @@ func (f *Uint) Decrypt(x uint64) (uint64, error) {
 	if err := f.check(x); err != nil {
 		return 0, err
 	}
-	a, b := x>>f.v, x&mask(f.v)
 	blk := new([16]byte)
+	a, b := x>>f.v, x&mask(f.v)
 	for i := rounds - 1; i >= 0; i-- {
 		m := f.u
 		if i%2 == 1 {

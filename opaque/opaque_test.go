@@ -26,14 +26,15 @@ func TestEncode_MillionCounters(t *testing.T) {
 	k := testKey(t)
 	ids := make([]int64, n)
 	for i := range ids {
-		id, err := k.Encode("order", int64(i+1))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids[i] = int64(i + 1)
+	}
+	if err := k.EncodeN("order", ids); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
 		if id < 1 {
 			t.Fatalf("Encode(%d) = %d, not positive", i+1, id)
 		}
-		ids[i] = id
 	}
 	for _, i := range []int{0, 1, n / 2, n - 1} {
 		if c, err := k.Decode("order", ids[i]); err != nil || c != int64(i+1) {
@@ -135,5 +136,23 @@ func TestParseKey(t *testing.T) {
 	c, _ := opaque.ParseKey("0f0e0d0c0b0a09080706050403020100")
 	if a.Fingerprint() != b.Fingerprint() || a.Fingerprint() == c.Fingerprint() {
 		t.Errorf("fingerprints: hex %s, base64 %s (want equal), other %s (want different)", a.Fingerprint(), b.Fingerprint(), c.Fingerprint())
+	}
+}
+
+func TestEncodeN_MatchesEncode(t *testing.T) {
+	k := testKey(t)
+	ids := []int64{1, 2, 3, 1000, math.MaxInt64}
+	for i := range 20000 { // past the batch size that spreads over the cores
+		ids = append(ids, int64(i+5000))
+	}
+	want := make([]int64, len(ids))
+	for i, c := range ids {
+		want[i], _ = k.Encode("order", c)
+	}
+	if err := k.EncodeN("order", ids); err != nil || !slices.Equal(ids, want) {
+		t.Fatalf("EncodeN = %v, %v; want %v", ids, err, want)
+	}
+	if err := k.EncodeN("order", []int64{5, 0}); !errors.Is(err, opaque.ErrRange) {
+		t.Fatalf("EncodeN with a 0: %v, want ErrRange", err)
 	}
 }

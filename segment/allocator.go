@@ -300,7 +300,7 @@ func (a *Allocator) reserveOnce(ctx context.Context, tag string, step int64) (Ra
 	if err == nil || !a.opts.AutoCreate || !errors.Is(err, ErrTagNotFound) {
 		return r, err
 	}
-	err = a.store.CreateTag(ctx, Tag{Name: tag, MaxID: a.opts.DefaultStart, Step: a.opts.DefaultStep})
+	err = a.store.CreateTag(ctx, Tag{Name: tag, MaxID: a.opts.DefaultStart, Step: a.opts.DefaultStep, Opaque: a.opts.DefaultOpaque})
 	if err != nil && !errors.Is(err, ErrTagExists) {
 		return Range{}, err
 	}

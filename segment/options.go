@@ -16,6 +16,10 @@ type Options struct {
 	DefaultStep int64
 	// DefaultStart is the first ID of auto-created tags. Default 1.
 	DefaultStart int64
+	// DefaultOpaque is the Tag.Opaque of auto-created tags: the
+	// fingerprint of the key whose permutation hides their counters
+	// (package opaque), or "" (the default) for plain tags.
+	DefaultOpaque string
 	// MaxTags bounds how many tags the allocator holds, and so its memory
 	// and what a flood of made-up tags can create: past it, a tag not
 	// held yet gets ErrTagLimit before any I/O. Default 0: no limit.

@@ -47,6 +47,9 @@ type Raiser interface {
 	Raise(ctx context.Context, tag string, to int64) (bool, error)
 }
 
+// MaxOpaqueLen bounds Tag.Opaque, the width of its column.
+const MaxOpaqueLen = 64
+
 // Range is a reserved segment: the IDs Start, Start+1, …, End-1.
 type Range struct {
 	Start int64
@@ -68,6 +71,12 @@ type Tag struct {
 	Step        int64
 	Description string
 	UpdatedAt   time.Time
+	// Opaque is the fingerprint of the key (opaque.Key.Fingerprint) under
+	// which every instance hands out this tag's IDs encrypted, or "" for
+	// a plain tag. It is set when the tag is created and never changes:
+	// plain and opaque IDs of one counter could collide. The allocator
+	// hands out counters either way; opaque.Generator encodes them.
+	Opaque string
 }
 
 // CheckTag checks a row before it is created, so that every Store refuses
@@ -81,6 +90,9 @@ func CheckTag(t Tag) error {
 	}
 	if t.Step < 1 || t.Step > math.MaxInt32 {
 		return fmt.Errorf("%w: step %d is not from 1 to %d", ErrInvalidStep, t.Step, math.MaxInt32)
+	}
+	if len(t.Opaque) > MaxOpaqueLen {
+		return fmt.Errorf("%w: key fingerprint of %d bytes, at most %d", ErrInvalidTag, len(t.Opaque), MaxOpaqueLen)
 	}
 	if t.MaxID < 0 || t.MaxID > math.MaxInt64-t.Step {
 		return fmt.Errorf("%w: start %d is not from 0 to %d (the int64 limit less one step)", ErrInvalidStep, t.MaxID, math.MaxInt64-t.Step)

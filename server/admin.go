@@ -50,7 +50,14 @@ var (
 	// Auto-create never applies to PATCH: the tag must exist.
 	errPatchNotFound = &apiError{http.StatusNotFound, "tag_not_found", "no such tag; create it first with POST /admin/tags or idgen tag add"}
 	errAdminOff      = &apiError{http.StatusNotFound, "admin_unavailable", "this server has no tag store to administer"}
-	errBadBody       = &apiError{http.StatusBadRequest, "invalid_body",
+	errNoOpaqueKey   = &apiError{http.StatusBadRequest, "opaque_key_missing",
+		"this server holds no opaque key: start it with --opaque-key-file (or IDGEN_OPAQUE_KEY) to create or decode opaque tags"}
+	// A raw and an opaque ID of one tag could be equal, so a tag never
+	// switches; a tag that has issued no ID yet is no exception, since no
+	// instance can know that no ID of it is buffered somewhere.
+	errOpaqueFixed = &apiError{http.StatusConflict, "opaque_fixed",
+		"a tag is opaque or plain for its whole life: its IDs could collide otherwise; create a new tag with \"opaque\": true"}
+	errBadBody = &apiError{http.StatusBadRequest, "invalid_body",
 		`send a JSON object such as {"tag":"order","step":1000,"start":1,"description":"…"} (at most 16 KiB, no unknown fields)`}
 )
 
@@ -60,6 +67,10 @@ type tagJSON struct {
 	Step        int64  `json:"step"`
 	Description string `json:"description"`
 	UpdatedAt   string `json:"updated_at"`
+	// Opaque tags hand out encrypted counters (docs/segment.md).
+	Opaque bool `json:"opaque"`
+	// KeyFingerprint names the key an opaque tag was created under.
+	KeyFingerprint string `json:"key_fingerprint,omitempty"`
 }
 
 // toTagJSON renders updated_at at millisecond precision, like every other
@@ -67,7 +78,8 @@ type tagJSON struct {
 // (PostgreSQL), and an answer's precision must not depend on which.
 func toTagJSON(t segment.Tag) tagJSON {
 	return tagJSON{Tag: t.Name, NextID: strconv.FormatInt(t.MaxID, 10), Step: t.Step,
-		Description: t.Description, UpdatedAt: t.UpdatedAt.UTC().Format(timeLayout)}
+		Description: t.Description, UpdatedAt: t.UpdatedAt.UTC().Format(timeLayout),
+		Opaque: t.Opaque != "", KeyFingerprint: t.Opaque}
 }
 
 // decodeBody reads a small JSON body strictly into v.
@@ -112,12 +124,20 @@ func (s *Server) createTag(c *gin.Context) {
 		Step        *int64 `json:"step"`
 		Start       *int64 `json:"start"`
 		Description string `json:"description"`
+		Opaque      bool   `json:"opaque"`
 	}
 	if err := decodeBody(c, &req); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	t := segment.Tag{Name: req.Tag, MaxID: 1, Step: 1000, Description: req.Description}
+	if req.Opaque {
+		if s.opaque == nil {
+			s.writeError(c, errNoOpaqueKey)
+			return
+		}
+		t.Opaque = s.opaque.Fingerprint()
+	}
 	if req.Step != nil {
 		t.Step = *req.Step
 	}
@@ -144,10 +164,15 @@ func (s *Server) patchTag(c *gin.Context) {
 		return
 	}
 	var req struct {
-		Step *int64 `json:"step"`
+		Step   *int64 `json:"step"`
+		Opaque *bool  `json:"opaque"`
 	}
 	if err := decodeBody(c, &req); err != nil {
 		s.writeError(c, err)
+		return
+	}
+	if req.Opaque != nil {
+		s.writeError(c, errOpaqueFixed)
 		return
 	}
 	if req.Step == nil {

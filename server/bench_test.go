@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 )
@@ -60,4 +62,43 @@ func BenchmarkServeID(b *testing.B) {
 		c.Data(http.StatusOK, "application/json", buf)
 	})
 	b.Run("floor", func(b *testing.B) { benchServe(b, e, "/id/order") })
+}
+
+// BenchmarkServeOpaque is GET /id/{tag} and a count=10000 batch on a
+// plain and an opaque tag of one server, the production wiring (the
+// allocator behind an opaque.Generator, metrics on): what an opaque ID
+// costs over HTTP beside the plain one, in one run.
+func BenchmarkServeOpaque(b *testing.B) {
+	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := openStore(b)
+	for _, t := range []segment.Tag{{Name: "plain", MaxID: 1, Step: 100000}, {Name: "opaque", MaxID: 1, Step: 100000, Opaque: key.Fingerprint()}} {
+		if err := st.CreateTag(context.Background(), t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m := server.NewMetrics()
+	alloc := newAllocator(b, st, &segment.Options{Observer: m})
+	gen := opaque.NewGenerator(alloc, st, key)
+	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Metrics: m, OpaqueKey: key})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tag := range []string{"plain", "opaque"} {
+		b.Run("id/"+tag, func(b *testing.B) { benchServe(b, h, "/id/"+tag) })
+	}
+	// A batch's latency, one request at a time: what a caller waits.
+	for _, tag := range []string{"plain", "opaque"} {
+		b.Run("batch10000/"+tag, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, "/id/"+tag+"?count=10000", nil)
+			w := &discard{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, req)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/readable"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -50,6 +51,10 @@ var rules = []rule{
 	{segment.ErrTagLimit, http.StatusConflict, "tag_limit_reached", false},
 	{snowflake.ErrInvalidID, http.StatusBadRequest, "invalid_id", false},
 	{readable.ErrInvalid, http.StatusBadRequest, "invalid_id", false},
+	{opaque.ErrRangeRefused, http.StatusConflict, "opaque_tag_range", false},
+	{opaque.ErrRange, http.StatusBadRequest, "invalid_id", false},
+	{opaque.ErrNoKey, http.StatusServiceUnavailable, "opaque_key_missing", false},
+	{opaque.ErrKeyMismatch, http.StatusServiceUnavailable, "opaque_key_mismatch", false},
 	{segment.ErrExhausted, http.StatusServiceUnavailable, "tag_exhausted", false},
 	{segment.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", true},
 	{snowflake.ErrClockMovedBackwards, http.StatusServiceUnavailable, "clock_moved_backwards", true},
@@ -72,6 +77,8 @@ var messages = map[string]string{
 	"no_worker_lease":       "this server holds no snowflake worker lease; retry after the Retry-After delay or use another instance; the server log has the cause under this request ID",
 	"time_exhausted":        "the snowflake time range of this layout is used up; the operator must move to a new epoch",
 	"tag_exhausted":         "this tag has reached the largest 64-bit ID; use a new tag",
+	"opaque_key_missing":    "this tag is opaque and this instance holds no opaque key; retry on another instance; the operator must start every instance with the fleet's key (--opaque-key-file)",
+	"opaque_key_mismatch":   "this tag is opaque under another key than this instance's; retry on another instance; the operator must start every instance with the same key (--opaque-key-file)",
 }
 
 const serverErrorMessage = "the server could not answer; retry later; the server log has the cause under this request ID"

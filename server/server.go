@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin/binding"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -73,6 +74,11 @@ type Config struct {
 	TrustedProxies []string
 	// Compat serves other ID services' APIs too (compat.go).
 	Compat Compat
+	// OpaqueKey, when set, lets the admin API create opaque tags and
+	// decode their IDs (GET /admin/opaque/{tag}/{id}). Serving opaque
+	// tags is Segment's work: wrap the allocator in an opaque.Generator
+	// with the same key, and pass that as Segment and Ranges.
+	OpaqueKey *opaque.Key
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -93,6 +99,7 @@ type Server struct {
 	ranges   RangeReserver
 	maxRange int64
 	compat   Compat
+	opaque   *opaque.Key
 
 	metricsToken *token
 	proxies      []string
@@ -123,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 		maxRange: cfg.MaxRange,
 		proxies:  cfg.TrustedProxies,
 		compat:   cfg.Compat,
+		opaque:   cfg.OpaqueKey,
 	}
 	if cfg.MetricsToken != "" {
 		d := digest(cfg.MetricsToken)
@@ -213,6 +221,7 @@ func (s *Server) routes() error {
 	admin.POST("/tags", s.createTag)
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
+	admin.GET("/opaque/:tag/:id", s.decodeOpaque)
 	s.compatRoutes(e, s.compat)
 	registerUI(e)
 	s.engine = e

@@ -36,6 +36,10 @@ const (
 	NoWorkerLease       ErrorErrorCode = "no_worker_lease"
 	NotFound            ErrorErrorCode = "not_found"
 	NotReady            ErrorErrorCode = "not_ready"
+	OpaqueFixed         ErrorErrorCode = "opaque_fixed"
+	OpaqueKeyMismatch   ErrorErrorCode = "opaque_key_mismatch"
+	OpaqueKeyMissing    ErrorErrorCode = "opaque_key_missing"
+	OpaqueTagRange      ErrorErrorCode = "opaque_tag_range"
 	TagExhausted        ErrorErrorCode = "tag_exhausted"
 	TagExists           ErrorErrorCode = "tag_exists"
 	TagLimitReached     ErrorErrorCode = "tag_limit_reached"
@@ -81,6 +85,14 @@ func (e ErrorErrorCode) Valid() bool {
 	case NotFound:
 		return true
 	case NotReady:
+		return true
+	case OpaqueFixed:
+		return true
+	case OpaqueKeyMismatch:
+		return true
+	case OpaqueKeyMissing:
+		return true
+	case OpaqueTagRange:
 		return true
 	case TagExhausted:
 		return true
@@ -250,9 +262,19 @@ type IDs struct {
 // NewTag defines model for NewTag.
 type NewTag struct {
 	Description *string `json:"description,omitempty"`
-	Start       *int64  `json:"start,omitempty"`
-	Step        *int64  `json:"step,omitempty"`
-	Tag         string  `json:"tag"`
+
+	// Opaque Hand out the tag's IDs encrypted under the server's opaque key (docs/segment.md); fixed for the tag's life
+	Opaque *bool  `json:"opaque,omitempty"`
+	Start  *int64 `json:"start,omitempty"`
+	Step   *int64 `json:"step,omitempty"`
+	Tag    string `json:"tag"`
+}
+
+// OpaqueDecoded defines model for OpaqueDecoded.
+type OpaqueDecoded struct {
+	Counter IDString `json:"counter"`
+	Id      IDString `json:"id"`
+	Tag     string   `json:"tag"`
 }
 
 // Range defines model for Range.
@@ -318,10 +340,16 @@ type StepChange struct {
 
 // Tag defines model for Tag.
 type Tag struct {
-	Description string   `json:"description"`
-	NextId      IDString `json:"next_id"`
-	Step        int64    `json:"step"`
-	Tag         string   `json:"tag"`
+	Description string `json:"description"`
+
+	// KeyFingerprint The opaque key the tag was created under (ff1: and 16 hex digits); absent for plain tags
+	KeyFingerprint *string  `json:"key_fingerprint,omitempty"`
+	NextId         IDString `json:"next_id"`
+
+	// Opaque The tag hands out encrypted counters
+	Opaque bool   `json:"opaque"`
+	Step   int64  `json:"step"`
+	Tag    string `json:"tag"`
 
 	// UpdatedAt UTC, millisecond precision, in every answer
 	UpdatedAt time.Time `json:"updated_at"`
@@ -497,6 +525,11 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
+	//
+	// Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
+	DecodeOpaqueID(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Segments Both buffers of every tag, and the snowflake worker (Leaf's /cache view)
 	//
 	// Corresponds with GET /admin/segments (the `Segments` operationId).
@@ -582,6 +615,10 @@ type ClientInterface interface {
 
 	// ReserveRange Reserve a contiguous range straight from the store, for clients that cache ranges
 	//
+	// Refused with 409 opaque_tag_range for an opaque tag: a range is a
+	// run of the raw counters the tag hides. Take its IDs in batches
+	// (count) instead.
+	//
 	// Corresponds with POST /segment/{tag}/range (the `ReserveRange` operationId).
 	ReserveRange(ctx context.Context, tag TagParam, params *ReserveRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -614,6 +651,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /ui/{file} (the `UiAsset` operationId).
 	UiAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
+//
+// Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
+func (c *Client) DecodeOpaqueID(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDecodeOpaqueIDRequest(c.Server, tag, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // Segments Both buffers of every tag, and the snowflake worker (Leaf's /cache view)
@@ -851,6 +903,10 @@ func (c *Client) NextSegmentIDs(ctx context.Context, tag TagParam, params *NextS
 
 // ReserveRange Reserve a contiguous range straight from the store, for clients that cache ranges
 //
+// Refused with 409 opaque_tag_range for an opaque tag: a range is a
+// run of the raw counters the tag hides. Take its IDs in batches
+// (count) instead.
+//
 // Corresponds with POST /segment/{tag}/range (the `ReserveRange` operationId).
 func (c *Client) ReserveRange(ctx context.Context, tag TagParam, params *ReserveRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReserveRangeRequest(c.Server, tag, params)
@@ -952,6 +1008,47 @@ func (c *Client) UiAsset(ctx context.Context, file string, reqEditors ...Request
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewDecodeOpaqueIDRequest constructs an http.Request for the DecodeOpaqueID method
+func NewDecodeOpaqueIDRequest(server string, tag TagParam, id IDString) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tag", tag, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/opaque/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewSegmentsRequest constructs an http.Request for the Segments method
@@ -1891,6 +1988,13 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
+	DecodeOpaqueIDWithResponse(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*DecodeOpaqueIDResponse, error)
+
 	// SegmentsWithResponse Both buffers of every tag, and the snowflake worker (Leaf's /cache view)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1998,6 +2102,10 @@ type ClientWithResponsesInterface interface {
 
 	// ReserveRangeWithResponse Reserve a contiguous range straight from the store, for clients that cache ranges
 	//
+	// Refused with 409 opaque_tag_range for an opaque tag: a range is a
+	// run of the raw counters the tag hides. Take its IDs in batches
+	// (count) instead.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /segment/{tag}/range (the `ReserveRange` operationId).
@@ -2044,6 +2152,89 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /ui/{file} (the `UiAsset` operationId).
 	UiAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*UiAssetResponse, error)
+}
+
+// DecodeOpaqueIDResponse400Headers the declared response headers of an HTTP 400 response for DecodeOpaqueID
+type DecodeOpaqueIDResponse400Headers struct {
+	RetryAfter *int
+}
+
+// DecodeOpaqueIDResponse401Headers the declared response headers of an HTTP 401 response for DecodeOpaqueID
+type DecodeOpaqueIDResponse401Headers struct {
+	RetryAfter *int
+}
+
+// DecodeOpaqueIDResponse403Headers the declared response headers of an HTTP 403 response for DecodeOpaqueID
+type DecodeOpaqueIDResponse403Headers struct {
+	RetryAfter *int
+}
+
+type DecodeOpaqueIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpaqueDecoded
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DecodeOpaqueIDResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DecodeOpaqueIDResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DecodeOpaqueIDResponse403Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DecodeOpaqueIDResponse) GetJSON200() *OpaqueDecoded {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DecodeOpaqueIDResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DecodeOpaqueIDResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DecodeOpaqueIDResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r DecodeOpaqueIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DecodeOpaqueIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DecodeOpaqueIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DecodeOpaqueIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // SegmentsResponse401Headers the declared response headers of an HTTP 401 response for Segments
@@ -2314,6 +2505,8 @@ type SetTagStepResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *SetTagStepResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -2347,6 +2540,11 @@ func (r SetTagStepResponse) GetJSON403() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r SetTagStepResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetTagStepResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -2982,6 +3180,11 @@ type ReserveRangeResponse404Headers struct {
 	RetryAfter *int
 }
 
+// ReserveRangeResponse409Headers the declared response headers of an HTTP 409 response for ReserveRange
+type ReserveRangeResponse409Headers struct {
+	RetryAfter *int
+}
+
 // ReserveRangeResponse503Headers the declared response headers of an HTTP 503 response for ReserveRange
 type ReserveRangeResponse503Headers struct {
 	RetryAfter *int
@@ -3000,6 +3203,8 @@ type ReserveRangeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -3010,6 +3215,8 @@ type ReserveRangeResponse struct {
 	Headers403 *ReserveRangeResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ReserveRangeResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReserveRangeResponse409Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ReserveRangeResponse503Headers
 }
@@ -3037,6 +3244,11 @@ func (r ReserveRangeResponse) GetJSON403() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ReserveRangeResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ReserveRangeResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -3432,6 +3644,19 @@ func (r UiAssetResponse) ContentType() string {
 	return ""
 }
 
+// DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
+func (c *ClientWithResponses) DecodeOpaqueIDWithResponse(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*DecodeOpaqueIDResponse, error) {
+	rsp, err := c.DecodeOpaqueID(ctx, tag, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDecodeOpaqueIDResponse(rsp)
+}
+
 // SegmentsWithResponse Both buffers of every tag, and the snowflake worker (Leaf's /cache view)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3629,6 +3854,10 @@ func (c *ClientWithResponses) NextSegmentIDsWithResponse(ctx context.Context, ta
 
 // ReserveRangeWithResponse Reserve a contiguous range straight from the store, for clients that cache ranges
 //
+// Refused with 409 opaque_tag_range for an opaque tag: a range is a
+// run of the raw counters the tag hides. Take its IDs in batches
+// (count) instead.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /segment/{tag}/range (the `ReserveRange` operationId).
@@ -3716,6 +3945,86 @@ func (c *ClientWithResponses) UiAssetWithResponse(ctx context.Context, file stri
 		return nil, err
 	}
 	return ParseUiAssetResponse(rsp)
+}
+
+// ParseDecodeOpaqueIDResponse parses an HTTP response from a DecodeOpaqueIDWithResponse call
+func ParseDecodeOpaqueIDResponse(rsp *http.Response) (*DecodeOpaqueIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DecodeOpaqueIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpaqueDecoded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers DecodeOpaqueIDResponse400Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DecodeOpaqueIDResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DecodeOpaqueIDResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseSegmentsResponse parses an HTTP response from a SegmentsWithResponse call
@@ -3989,6 +4298,13 @@ func ParseSetTagStepResponse(rsp *http.Response) (*SetTagStepResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	}
 
@@ -4593,6 +4909,13 @@ func ParseReserveRangeResponse(rsp *http.Response) (*ReserveRangeResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4643,6 +4966,16 @@ func ParseReserveRangeResponse(rsp *http.Response) (*ReserveRangeResponse, error
 			headers.RetryAfter = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReserveRangeResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReserveRangeResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

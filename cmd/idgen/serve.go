@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/spf13/cobra"
 
+	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/snowflake"
@@ -49,6 +50,8 @@ func newServe() *cobra.Command {
 	f.Int("max-tags", 10000, "most tags one process serves; past it, new tags get 409 tag_limit_reached (0: no limit)")
 	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
 	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
+	f.Bool("auto-create-opaque", false, "auto-created tags are opaque (needs the opaque key; see idgen opaque keygen)")
+	opaqueKeyFlags(f)
 	compatFlags(f)
 	return cmd
 }
@@ -62,8 +65,9 @@ type serveConfig struct {
 	leaseTTL, drain                                                   time.Duration
 	trustedProxies                                                    []string
 
-	tokens server.APITokens // parsed from apiTokens by validate
-	compat compatConfig     // the layout and compatibility flags
+	tokens    server.APITokens // parsed from apiTokens by validate
+	compat    compatConfig     // the layout and compatibility flags
+	opaqueKey string           // the opaque key's fingerprint, or "none", for the startup line
 }
 
 func readServeFlags(cmd *cobra.Command) serveConfig {
@@ -164,6 +168,11 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if c.compat, err = readCompatFlags(cmd); err != nil {
 		return err
 	}
+	key, autoOpaque, err := readServeOpaque(cmd)
+	if err != nil {
+		return err
+	}
+	c.opaqueKey = opaqueKeyName(key)
 	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
@@ -190,13 +199,17 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	metrics := server.NewMetrics()
 	metrics.SetBuildInfo(buildVersion(), runtime.Version())
 	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
-		MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
+		DefaultOpaque: autoOpaque, MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
 	st.ObserveRetries(metrics.StoreRetried)
 	if err != nil {
 		return err
 	}
+	// Every route that hands out segment IDs goes through gen, so an
+	// opaque tag is served the same way by /id, /segment, the batches, the
+	// ranges and the Leaf and tinyid routes.
+	gen := opaque.NewGenerator(alloc, st, key)
 	cfg := server.Config{
-		Segment:    alloc,
+		Segment:    gen,
 		Mode:       c.mode,
 		MaxBatch:   c.maxBatch,
 		Ready:      segmentReady(st, alloc),
@@ -204,7 +217,8 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		AccessLog:  c.accessLog,
 		Admin:      st,
 		Stats:      alloc,
-		Ranges:     alloc,
+		Ranges:     gen,
+		OpaqueKey:  key,
 		MaxRange:   c.maxRange,
 		AdminToken: c.adminToken,
 		APITokens:  c.tokens,
@@ -274,7 +288,7 @@ func serveUntilDone(ctx context.Context, c serveConfig, h http.Handler, log *slo
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
 		"store", redact(c.store), "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
 		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
-		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies)
+		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey)
 
 	select {
 	case err = <-errc:

@@ -22,6 +22,8 @@ type backend interface {
 	ListTags(ctx context.Context) ([]segment.Tag, error)
 	SetStep(ctx context.Context, tag string, step int64) error
 	Raise(ctx context.Context, tag string, to int64) (bool, error)
+	// TagOpaque tells opaque tags from plain ones (opaque.Tags).
+	TagOpaque(ctx context.Context, tag string) (string, error)
 	Bump(ctx context.Context, tag string, n int64) (int64, error)
 	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 	Ping(ctx context.Context) error

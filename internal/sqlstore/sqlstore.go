@@ -60,6 +60,14 @@ type Dialect struct {
 	List string
 	// SetStep changes the step. Args: step, tag.
 	SetStep string
+	// OpaqueInsert records an opaque tag's key fingerprint in tag_opaque.
+	// Args: tag, fingerprint.
+	OpaqueInsert string
+	// OpaqueSelect returns the key fingerprint of a tag, '' for a plain
+	// one, and no row for a tag that does not exist. Args: tag, tag.
+	OpaqueSelect string
+	// OpaqueList returns biz_tag, key_fingerprint of every opaque tag.
+	OpaqueList string
 	// IsDuplicate reports a primary-key violation.
 	IsDuplicate func(error) bool
 	// NoRows is the driver's "no rows" error.
@@ -245,12 +253,20 @@ func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, st
 	})
 }
 
-// CreateTag implements segment.Store.
+// CreateTag implements segment.Store. An opaque tag's row and its
+// fingerprint are written in one transaction, so that no instance can see
+// the tag without knowing it is opaque.
 func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
 	if err := segment.CheckTag(t); err != nil {
 		return err
 	}
-	_, err := s.db.Exec(ctx, s.d.Insert, t.Name, t.MaxID, t.Step, t.Description)
+	err := s.db.InTx(ctx, func(q Querier) error {
+		if _, err := q.Exec(ctx, s.d.Insert, t.Name, t.MaxID, t.Step, t.Description); err != nil || t.Opaque == "" {
+			return err
+		}
+		_, err := q.Exec(ctx, s.d.OpaqueInsert, t.Name, t.Opaque)
+		return err
+	})
 	if err != nil && s.d.IsDuplicate(err) {
 		return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 	}
@@ -268,20 +284,63 @@ func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, 
 
 // ListTags returns every tag, ordered by name.
 func (s *Store) ListTags(ctx context.Context) ([]segment.Tag, error) {
-	rows, err := s.db.Query(ctx, s.d.List)
+	out, err := s.listRows(ctx)
 	if err != nil {
 		return nil, wrap("list", "", err)
+	}
+	return out, wrap("list", "", s.fillOpaque(ctx, out))
+}
+
+// listRows reads the sequence table, and closes its rows before
+// fillOpaque's query needs a connection of its own.
+func (s *Store) listRows(ctx context.Context) ([]segment.Tag, error) {
+	rows, err := s.db.Query(ctx, s.d.List)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []segment.Tag
 	for rows.Next() {
 		var t segment.Tag
 		if err := rows.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &t.UpdatedAt); err != nil {
-			return nil, wrap("list", "", err)
+			return nil, err
 		}
 		out = append(out, t)
 	}
-	return out, wrap("list", "", rows.Err())
+	return out, rows.Err()
+}
+
+// fillOpaque sets Opaque on the listed tags that have a tag_opaque row.
+func (s *Store) fillOpaque(ctx context.Context, tags []segment.Tag) error {
+	rows, err := s.db.Query(ctx, s.d.OpaqueList)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fps := map[string]string{}
+	for rows.Next() {
+		var tag, fp string
+		if err := rows.Scan(&tag, &fp); err != nil {
+			return err
+		}
+		fps[tag] = fp
+	}
+	for i := range tags {
+		tags[i].Opaque = fps[tags[i].Name]
+	}
+	return rows.Err()
+}
+
+// TagOpaque returns the fingerprint of the key the tag was created under,
+// "" for a plain tag, or an error wrapping segment.ErrTagNotFound: what
+// opaque.Generator asks once per tag.
+func (s *Store) TagOpaque(ctx context.Context, tag string) (string, error) {
+	var fp string
+	err := s.db.QueryRow(ctx, s.d.OpaqueSelect, tag, tag).Scan(&fp)
+	if errors.Is(err, s.d.NoRows) {
+		return "", fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
+	}
+	return fp, wrap("opaque", tag, err)
 }
 
 // SetStep changes a tag's configured step. Allocators pick it up at their

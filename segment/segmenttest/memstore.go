@@ -148,6 +148,18 @@ func (m *MemStore) ListTags(ctx context.Context) ([]segment.Tag, error) {
 	return out, nil
 }
 
+// TagOpaque returns the key fingerprint the tag was created under, ""
+// for a plain tag (the stores' contract for opaque.Tags).
+func (m *MemStore) TagOpaque(ctx context.Context, tag string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[tag]
+	if !ok {
+		return "", fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
+	}
+	return row.Opaque, nil
+}
+
 // SetStep changes a tag's step.
 func (m *MemStore) SetStep(ctx context.Context, tag string, step int64) error {
 	if step < 1 || step > math.MaxInt32 {

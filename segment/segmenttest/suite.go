@@ -248,6 +248,50 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		}
 	})
 
+	t.Run("OpaqueIsRecordedWithTheTag", func(t *testing.T) {
+		s := open(t)
+		ot, ok := s.(interface {
+			TagOpaque(ctx context.Context, tag string) (string, error)
+		})
+		adm, isAdmin := s.(Admin)
+		if !ok || !isAdmin {
+			t.Skip("store does not record opaque tags")
+		}
+		const fp = "ff1:0123456789abcdef"
+		opaqueTag, plainTag := UniqueTag("op"), create(t, s, 1, 10)
+		if err := s.CreateTag(ctx, segment.Tag{Name: opaqueTag, MaxID: 1, Step: 10, Opaque: fp}); err != nil {
+			t.Fatalf("CreateTag opaque: %v", err)
+		}
+		for _, tc := range []struct {
+			tag, want string
+		}{{opaqueTag, fp}, {plainTag, ""}} {
+			if got, err := ot.TagOpaque(ctx, tc.tag); err != nil || got != tc.want {
+				t.Errorf("TagOpaque(%s) = %q, %v; want %q", tc.tag, got, err, tc.want)
+			}
+		}
+		if _, err := ot.TagOpaque(ctx, UniqueTag("missing")); !errors.Is(err, segment.ErrTagNotFound) {
+			t.Errorf("TagOpaque of unknown tag: %v, want ErrTagNotFound", err)
+		}
+		// Creating the tag again, opaque or not, changes nothing.
+		if err := s.CreateTag(ctx, segment.Tag{Name: plainTag, MaxID: 1, Step: 10, Opaque: fp}); !errors.Is(err, segment.ErrTagExists) {
+			t.Errorf("CreateTag of an existing plain tag as opaque: %v, want ErrTagExists", err)
+		}
+		if got, _ := ot.TagOpaque(ctx, plainTag); got != "" {
+			t.Errorf("plain tag became opaque (%q) after a refused CreateTag", got)
+		}
+		tags, err := adm.ListTags(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]string{}
+		for _, tg := range tags {
+			seen[tg.Name] = tg.Opaque
+		}
+		if seen[opaqueTag] != fp || seen[plainTag] != "" {
+			t.Errorf("ListTags: opaque %q, plain %q; want %q and \"\"", seen[opaqueTag], seen[plainTag], fp)
+		}
+	})
+
 	t.Run("AllocatorCloseHandsBackTheRest", func(t *testing.T) {
 		s := open(t)
 		if _, ok := s.(segment.Releaser); !ok {

@@ -39,13 +39,16 @@ type Store struct {
 }
 
 var dialect = sqlstore.Dialect{
-	LockRow: `SELECT max_id, step FROM id_sequence WHERE biz_tag = ? FOR UPDATE`,
-	Advance: `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
-	Insert:  `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
-	Release: `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ? AND max_id = ?`,
-	List:    `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
-	SetStep: `UPDATE id_sequence SET step = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
-	NoRows:  sql.ErrNoRows,
+	LockRow:      `SELECT max_id, step FROM id_sequence WHERE biz_tag = ? FOR UPDATE`,
+	Advance:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
+	Insert:       `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
+	Release:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ? AND max_id = ?`,
+	List:         `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
+	SetStep:      `UPDATE id_sequence SET step = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
+	OpaqueInsert: `INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`,
+	OpaqueSelect: `SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM id_sequence WHERE biz_tag = ?`,
+	OpaqueList:   `SELECT biz_tag, key_fingerprint FROM tag_opaque`,
+	NoRows:       sql.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var me *driver.MySQLError
 		return errors.As(err, &me) && me.Number == 1062

@@ -36,13 +36,16 @@ type Store struct {
 }
 
 var dialect = sqlstore.Dialect{
-	LockRow: `SELECT max_id, step FROM id_sequence WHERE biz_tag = $1 FOR UPDATE`,
-	Advance: `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2`,
-	Insert:  `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES ($1, $2, $3, $4)`,
-	Release: `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2 AND max_id = $3`,
-	List:    `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
-	SetStep: `UPDATE id_sequence SET step = $1, updated_at = now() WHERE biz_tag = $2`,
-	NoRows:  pgx.ErrNoRows,
+	LockRow:      `SELECT max_id, step FROM id_sequence WHERE biz_tag = $1 FOR UPDATE`,
+	Advance:      `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2`,
+	Insert:       `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES ($1, $2, $3, $4)`,
+	Release:      `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2 AND max_id = $3`,
+	List:         `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
+	SetStep:      `UPDATE id_sequence SET step = $1, updated_at = now() WHERE biz_tag = $2`,
+	OpaqueInsert: `INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES ($1, $2)`,
+	OpaqueSelect: `SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = $1), '') FROM id_sequence WHERE biz_tag = $2`,
+	OpaqueList:   `SELECT biz_tag, key_fingerprint FROM tag_opaque`,
+	NoRows:       pgx.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505"

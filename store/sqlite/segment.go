@@ -46,6 +46,13 @@ func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, 
 // ListTags returns every tag, ordered by name.
 func (s *Store) ListTags(ctx context.Context) ([]segment.Tag, error) { return s.seg.ListTags(ctx) }
 
+// TagOpaque returns the fingerprint of the key the tag was created
+// under, "" for a plain tag, or an error wrapping segment.ErrTagNotFound;
+// it implements opaque.Tags.
+func (s *Store) TagOpaque(ctx context.Context, tag string) (string, error) {
+	return s.seg.TagOpaque(ctx, tag)
+}
+
 // SetStep changes a tag's configured step; allocators pick it up at their
 // next reservation.
 func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {

@@ -1,0 +1,86 @@
+package opaque_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/idgen/idgen/opaque"
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/segment/segmenttest"
+)
+
+// TestGenerator_Kinds runs each kind of tag through a Generator over a
+// real allocator: plain tags pass through, opaque ones are encoded, and a
+// tag under another key, or with no key, is refused on the first call
+// and every later one, never answered with a raw counter.
+func TestGenerator_Kinds(t *testing.T) {
+	ctx := context.Background()
+	mine, other := testKey(t), otherKey(t)
+	store := segmenttest.NewMemStore()
+	for _, tg := range []segment.Tag{
+		{Name: "plain", MaxID: 1, Step: 10},
+		{Name: "mine", MaxID: 1, Step: 10, Opaque: mine.Fingerprint()},
+		{Name: "other", MaxID: 1, Step: 10, Opaque: other.Fingerprint()},
+	} {
+		if err := store.CreateTag(ctx, tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alloc, err := segment.New(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = alloc.Close() }()
+	for _, tc := range []struct {
+		name    string
+		key     *opaque.Key
+		tag     string
+		wantErr error
+		encoded bool
+	}{
+		{"plain with a key", mine, "plain", nil, false},
+		{"plain without a key", nil, "plain", nil, false},
+		{"opaque under this key", mine, "mine", nil, true},
+		{"opaque under another key", mine, "other", opaque.ErrKeyMismatch, false},
+		{"opaque without a key", nil, "mine", opaque.ErrNoKey, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := opaque.NewGenerator(alloc, store, tc.key)
+			for call := range 3 { // the first call learns the tag, later ones use what it learnt
+				id, err := g.Next(ctx, tc.tag)
+				ids, errN := g.NextN(ctx, tc.tag, 3)
+				_, errR := g.ReserveRange(ctx, tc.tag, 5)
+				if tc.wantErr != nil {
+					if !errors.Is(err, tc.wantErr) || !errors.Is(errN, tc.wantErr) || !errors.Is(errR, tc.wantErr) || id != 0 || ids != nil {
+						t.Fatalf("call %d: Next = %d, %v; NextN = %v, %v; ReserveRange: %v; want %v", call, id, err, ids, errN, errR, tc.wantErr)
+					}
+					continue
+				}
+				if err != nil || errN != nil {
+					t.Fatalf("call %d: %v, %v", call, err, errN)
+				}
+				if tc.encoded {
+					c, err := tc.key.Decode(tc.tag, id)
+					if err != nil || c == id || c < 1 || c > 100 {
+						t.Fatalf("call %d: opaque ID %d decodes to %d, %v", call, id, c, err)
+					}
+					if !errors.Is(errR, opaque.ErrRangeRefused) {
+						t.Fatalf("call %d: ReserveRange of an opaque tag: %v, want ErrRangeRefused", call, errR)
+					}
+				} else if id > 100 || errR != nil {
+					t.Fatalf("call %d: plain ID %d (range err %v)", call, id, errR)
+				}
+			}
+		})
+	}
+}
+
+func otherKey(t testing.TB) *opaque.Key {
+	t.Helper()
+	k, err := opaque.ParseKey("0f0e0d0c0b0a09080706050403020100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

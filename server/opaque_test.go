@@ -1,0 +1,83 @@
+package server_test
+
+import (
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/idgen/idgen/opaque"
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/server"
+)
+
+const opaqueAdmin = "opaque-admin-token-0123456789"
+
+func newOpaqueServer(t *testing.T, key *opaque.Key) *httptest.Server {
+	t.Helper()
+	st := openStore(t)
+	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true})
+	gen := opaque.NewGenerator(alloc, st, key)
+	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Admin: st, AdminToken: opaqueAdmin, OpaqueKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// The admin API creates, lists and decodes opaque tags, and refuses what
+// would break them, each with its own code.
+func TestAdmin_OpaqueTags(t *testing.T) {
+	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyless, keyed := newOpaqueServer(t, nil), newOpaqueServer(t, key)
+
+	if a := do(t, "POST", keyless.URL+"/admin/tags", opaqueAdmin, `{"tag":"o","opaque":true}`); a.status != 400 || errCode(t, a.body) != "opaque_key_missing" {
+		t.Fatalf("create opaque without a key: %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", keyless.URL+"/admin/opaque/o/5", opaqueAdmin, ""); a.status != 400 || errCode(t, a.body) != "opaque_key_missing" {
+		t.Fatalf("decode without a key: %d %s", a.status, a.body)
+	}
+	if a := do(t, "POST", keyed.URL+"/admin/tags", opaqueAdmin, `{"tag":"o","step":10,"opaque":true}`); a.status != 201 || !strings.Contains(a.body, `"opaque":true`) || !strings.Contains(a.body, key.Fingerprint()) {
+		t.Fatalf("create opaque: %d %s", a.status, a.body)
+	}
+	a := do(t, "GET", keyed.URL+"/id/o", "", "")
+	var id int64
+	if i := strings.Index(a.body, `"id":"`); i >= 0 {
+		id, _ = strconv.ParseInt(strings.SplitN(a.body[i+6:], `"`, 2)[0], 10, 64)
+	}
+	if c, err := key.Decode("o", id); a.status != 200 || err != nil || c != 1 {
+		t.Fatalf("first opaque ID: %d %s decodes to %d, %v", a.status, a.body, c, err)
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code, contains           string
+	}{
+		{"decode", "GET", "/admin/opaque/o/" + strconv.FormatInt(id, 10), "", 200, "", `"counter":"1"`},
+		{"decode 0", "GET", "/admin/opaque/o/0", "", 400, "invalid_id", ""},
+		{"decode not a number", "GET", "/admin/opaque/o/x1", "", 400, "invalid_id", ""},
+		{"decode bad tag", "GET", "/admin/opaque/bad%20tag/5", "", 400, "invalid_tag", ""},
+		{"list", "GET", "/admin/tags", "", 200, "", `"opaque":true,"key_fingerprint":"` + key.Fingerprint() + `"`},
+		{"switch an opaque tag", "PATCH", "/admin/tags/o", `{"opaque":false}`, 409, "opaque_fixed", ""},
+		{"range of an opaque tag", "POST", "/segment/o/range?size=5", "", 409, "opaque_tag_range", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(t, tc.method, keyed.URL+tc.path, opaqueAdmin, tc.body)
+			if a.status != tc.status || (tc.code != "" && errCode(t, a.body) != tc.code) || !strings.Contains(a.body, tc.contains) {
+				t.Fatalf("%s %s = %d %s, want %d %s %s", tc.method, tc.path, a.status, a.body, tc.status, tc.code, tc.contains)
+			}
+		})
+	}
+	// A plain tag on the keyed server stays plain and can't switch.
+	if a := do(t, "GET", keyed.URL+"/id/plain", "", ""); a.status != 200 || !strings.Contains(a.body, `"id":"1"`) {
+		t.Fatalf("plain tag: %d %s", a.status, a.body)
+	}
+	if a := do(t, "PATCH", keyed.URL+"/admin/tags/plain", opaqueAdmin, `{"opaque":true}`); a.status != 409 || errCode(t, a.body) != "opaque_fixed" {
+		t.Fatalf("switch a used plain tag: %d %s", a.status, a.body)
+	}
+}
