@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -79,5 +80,45 @@ func TestAdmin_OpaqueTags(t *testing.T) {
 	}
 	if a := do(t, "PATCH", keyed.URL+"/admin/tags/plain", opaqueAdmin, `{"opaque":true}`); a.status != 409 || errCode(t, a.body) != "opaque_fixed" {
 		t.Fatalf("switch a used plain tag: %d %s", a.status, a.body)
+	}
+}
+
+// Leaf's and tinyid's routes follow the tag's setting: an opaque tag's
+// counter never leaves the server through them either.
+func TestCompat_OpaqueTags(t *testing.T) {
+	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	if err := st.CreateTag(context.Background(), segment.Tag{Name: "o", MaxID: 1, Step: 10, Opaque: key.Fingerprint()}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := newAllocator(t, st, nil)
+	gen := opaque.NewGenerator(alloc, st, key)
+	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Compat: server.Compat{Leaf: true, TinyID: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	var got []int64
+	for _, path := range []string{"/api/segment/get/o", "/tinyid/id/nextIdSimple?bizType=o&batchSize=3"} {
+		a := do(t, "GET", ts.URL+path, "", "")
+		if a.status != 200 {
+			t.Fatalf("GET %s = %d %s", path, a.status, a.body)
+		}
+		for _, f := range strings.Split(strings.TrimSpace(a.body), ",") {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				t.Fatalf("GET %s: %q is not an ID", path, a.body)
+			}
+			got = append(got, id)
+		}
+	}
+	for i, id := range got {
+		if c, err := key.Decode("o", id); err != nil || c != int64(i+1) {
+			t.Fatalf("compat ID %d decodes to %d, %v; want counter %d", id, c, err, i+1)
+		}
 	}
 }
