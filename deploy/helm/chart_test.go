@@ -138,6 +138,7 @@ func checkMode(t *testing.T, o objects, mode string) {
 	}
 	pod := d.Spec.Template
 	podLabels := labels.Set(pod.Labels)
+	checkLabels(t, name+" pod template", pod.Labels)
 	sel := func(what string, s map[string]string) {
 		if len(s) == 0 || !labels.SelectorFromSet(s).Matches(podLabels) {
 			t.Errorf("%s: %s selector %v does not match the pod labels %v", name, what, s, pod.Labels)
@@ -627,4 +628,32 @@ func valuesOf(t *testing.T, name string) string {
 	}
 	t.Fatalf("no value set %q", name)
 	return ""
+}
+
+// TestDocsExample renders the values example of docs/deploy.md (Helm), so
+// that the documented install keeps working.
+func TestDocsExample(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Helm\n")
+	if !ok {
+		t.Fatal("docs/deploy.md has no Helm section")
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	if !ok {
+		t.Fatal("docs/deploy.md, Helm: no yaml block")
+	}
+	values, _, _ := strings.Cut(block, "```")
+	o := mustDecode(t, values, nil)
+	for _, mode := range []string{"segment", "snowflake"} {
+		checkMode(t, o, mode)
+	}
+	if len(o.serviceMonitors) != 1 || len(o.rules) != 1 {
+		t.Errorf("want a ServiceMonitor and a PrometheusRule, got %d and %d", len(o.serviceMonitors), len(o.rules))
+	}
+	if s := o.secrets[prefix+"auth"]; s == nil || len(s.Data["api-token-orders"]) == 0 {
+		t.Errorf("no generated token for the client orders: %v", s)
+	}
 }

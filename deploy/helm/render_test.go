@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 )
@@ -148,6 +149,7 @@ func decode(t *testing.T, rendered map[string]string) objects {
 			if head.Metadata.Namespace != "" {
 				t.Errorf("%s %s sets metadata.namespace: helm install -n decides", head.Kind, head.Metadata.Name)
 			}
+			checkMeta(t, head.Kind, head.Metadata)
 		}
 	}
 	return o
@@ -196,6 +198,30 @@ func (o objects) slot(t *testing.T, gvk schema.GroupVersionKind, name string) ru
 	}
 	t.Fatalf("unexpected %s", gvk)
 	return nil
+}
+
+// checkMeta checks what strict decoding cannot and the API server would
+// refuse: names (a Service's is a DNS-1035 label, used in DNS names;
+// the others' DNS-1123 subdomains) and label keys and values.
+func checkMeta(t *testing.T, kind string, m metav1.ObjectMeta) {
+	t.Helper()
+	isName := validation.IsDNS1123Subdomain
+	if kind == "Service" {
+		isName = validation.IsDNS1035Label
+	}
+	for _, msg := range isName(m.Name) {
+		t.Errorf("%s name %q: %s", kind, m.Name, msg)
+	}
+	checkLabels(t, kind+" "+m.Name, m.Labels)
+}
+
+func checkLabels(t *testing.T, what string, l map[string]string) {
+	t.Helper()
+	for k, v := range l {
+		for _, msg := range append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...) {
+			t.Errorf("%s: label %s=%q: %s", what, k, v, msg)
+		}
+	}
 }
 
 func stripComments(doc string) string {

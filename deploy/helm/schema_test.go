@@ -19,6 +19,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"no store", "", "/store"},
 		{"both DSN and Secret", "store: {dsn: 'postgres://db/idgen', existingSecret: db}\n", "/store"},
 		{"SQLite in a Deployment", "store: {dsn: 'sqlite:///data/idgen.db'}\n", "/store/dsn"},
+		{"name too long", dsn + "fullnameOverride: " + strings.Repeat("n", 54) + "\n", "/fullnameOverride"},
+		{"name not a DNS label", dsn + "fullnameOverride: 1d\n", "/fullnameOverride"},
 		{"unknown probe type", dsn + "probes: {type: exec}\n", "/probes/type"},
 		{"gRPC probe with TLS", dsn + "probes: {type: grpc}\ntls: {enabled: true, secretName: cert}\n", "/probes/type"},
 		{"TLS without a Secret", dsn + "tls: {enabled: true}\n", "/tls"},
@@ -68,10 +70,16 @@ func TestSchemaAccepts(t *testing.T) {
 		dsn + "service: {grpc: {enabled: false}}\n",
 		dsn + "extraEnv: [{name: GODEBUG, value: 'http2debug=1'}]\n",
 		dsn + "global: {imageRegistry: example}\n",
+		// The longest names: <53 characters>-snowflake is 63.
+		dsn + "mode: both\nfullnameOverride: " + strings.Repeat("n", 53) + "\n",
+		dsn + "mode: both\nnameOverride: " + strings.Repeat("n", 53) + "\n",
 	} {
-		if _, err := render(t, values, nil); err != nil {
+		out, err := render(t, values, nil)
+		if err != nil {
 			t.Errorf("values %q: %v", values, err)
+			continue
 		}
+		decode(t, out)
 	}
 }
 
