@@ -15,7 +15,6 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -593,29 +592,34 @@ func promRules(t *testing.T, path string) []monitoringv1.RuleGroup {
 	return f.Groups
 }
 
-// TestStrictDecoding makes sure decode would catch a typo in a template:
-// a misspelt field must fail to decode.
+// TestStrictDecoding makes sure decode would catch a typo in a template
+// or a kind it does not know.
 func TestStrictDecoding(t *testing.T) {
 	out, err := render(t, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for file, s := range out {
-		if strings.HasSuffix(file, "deployment.yaml") {
-			bad := strings.Replace(s, "readinessProbe:", "readynessProbe:", 1)
-			for _, doc := range docSep.Split(bad, -1) {
-				if !strings.Contains(doc, "kind: Deployment") {
-					continue
-				}
-				err := yaml.UnmarshalStrict([]byte(doc), &appsv1.Deployment{})
-				if err == nil || !strings.Contains(err.Error(), "readynessProbe") {
-					t.Fatalf("misspelt field: err = %v, want an unknown-field error", err)
-				}
-				return
+	for _, tc := range []struct{ from, to, want string }{
+		{"readinessProbe:", "readynessProbe:", `unknown field "readynessProbe"`},
+		{"kind: PodDisruptionBudget", "kind: PodDisruptionBudgets", "unexpected policy/v1/PodDisruptionBudgets"},
+		{"  selector:\n", "  selector:\n  selector:\n", `"selector" already set`},
+	} {
+		bad := maps.Clone(out)
+		changed := false
+		for file, s := range bad {
+			if strings.Contains(s, tc.from) {
+				bad[file] = strings.Replace(s, tc.from, tc.to, 1)
+				changed = true
+				break
 			}
 		}
+		if !changed {
+			t.Fatalf("nothing rendered contains %q", tc.from)
+		}
+		if _, err := decodeAll(bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q -> %q: err = %v, want %q", tc.from, tc.to, err, tc.want)
+		}
 	}
-	t.Fatal("no Deployment rendered")
 }
 
 // valuesOf returns the value set of that name.

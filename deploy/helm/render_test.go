@@ -46,7 +46,13 @@ type objects struct {
 	serviceAccounts map[string]*corev1.ServiceAccount
 	serviceMonitors map[string]*monitoringv1.ServiceMonitor
 	rules           map[string]*monitoringv1.PrometheusRule
+	metas           []meta // every object's, in order
 	notes           string
+}
+
+type meta struct {
+	kind string
+	metav1.ObjectMeta
 }
 
 func loadChart(t *testing.T) *chart.Chart {
@@ -108,11 +114,25 @@ func mustDecode(t *testing.T, overlay string, cluster engine.ClientProvider) obj
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
 
-// decode decodes every rendered document strictly into its API type:
-// unknown fields and duplicate keys are errors, as the API server's
-// strict field validation makes them.
+// decode decodes every rendered document strictly into its API type
+// (decodeAll) and checks the names and labels, failing the test on any
+// error.
 func decode(t *testing.T, rendered map[string]string) objects {
 	t.Helper()
+	o, err := decodeAll(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range o.metas {
+		checkMeta(t, m.kind, m.ObjectMeta)
+	}
+	return o
+}
+
+// decodeAll decodes every rendered document strictly into its API type:
+// unknown fields and duplicate keys are errors, as the API server's
+// strict field validation makes them.
+func decodeAll(rendered map[string]string) (objects, error) {
 	o := objects{
 		deployments:     map[string]*appsv1.Deployment{},
 		services:        map[string]*corev1.Service{},
@@ -128,76 +148,63 @@ func decode(t *testing.T, rendered map[string]string) objects {
 			continue
 		}
 		for i, doc := range docSep.Split(rendered[file], -1) {
+			var fields map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &fields); err != nil {
+				return o, fmt.Errorf("%s document %d: %w\n%s", file, i, err, doc)
+			}
+			if len(fields) == 0 { // empty, or comments only
+				continue
+			}
 			var head struct {
 				APIVersion string            `json:"apiVersion"`
 				Kind       string            `json:"kind"`
 				Metadata   metav1.ObjectMeta `json:"metadata"`
 			}
-			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
-				t.Fatalf("%s document %d: %v\n%s", file, i, err, doc)
-			}
-			if head.Kind == "" && head.APIVersion == "" {
-				if strings.TrimSpace(stripComments(doc)) != "" {
-					t.Fatalf("%s document %d has no kind:\n%s", file, i, doc)
-				}
-				continue
-			}
-			into := o.slot(t, schema.FromAPIVersionAndKind(head.APIVersion, head.Kind), head.Metadata.Name)
-			if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
-				t.Fatalf("%s: %s %s: %v\n%s", file, head.Kind, head.Metadata.Name, err, doc)
+			if err := yaml.Unmarshal([]byte(doc), &head); err != nil || head.Kind == "" || head.Metadata.Name == "" {
+				return o, fmt.Errorf("%s document %d: no kind or name (%v):\n%s", file, i, err, doc)
 			}
 			if head.Metadata.Namespace != "" {
-				t.Errorf("%s %s sets metadata.namespace: helm install -n decides", head.Kind, head.Metadata.Name)
+				return o, fmt.Errorf("%s %s sets metadata.namespace: helm install -n decides", head.Kind, head.Metadata.Name)
 			}
-			checkMeta(t, head.Kind, head.Metadata)
+			into := o.slot(schema.FromAPIVersionAndKind(head.APIVersion, head.Kind), head.Metadata.Name)
+			if into == nil {
+				return o, fmt.Errorf("%s: unexpected %s/%s", file, head.APIVersion, head.Kind)
+			}
+			if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+				return o, fmt.Errorf("%s: %s %s: %w\n%s", file, head.Kind, head.Metadata.Name, err, doc)
+			}
+			o.metas = append(o.metas, meta{head.Kind, head.Metadata})
 		}
 	}
-	return o
+	return o, nil
 }
 
-// slot returns a new typed object for gvk, recorded under name.
-func (o objects) slot(t *testing.T, gvk schema.GroupVersionKind, name string) runtime.Object {
-	t.Helper()
-	put := func(m any, v runtime.Object) runtime.Object {
-		switch m := m.(type) {
-		case map[string]*appsv1.Deployment:
-			m[name] = v.(*appsv1.Deployment)
-		case map[string]*corev1.Service:
-			m[name] = v.(*corev1.Service)
-		case map[string]*policyv1.PodDisruptionBudget:
-			m[name] = v.(*policyv1.PodDisruptionBudget)
-		case map[string]*corev1.Secret:
-			m[name] = v.(*corev1.Secret)
-		case map[string]*corev1.ServiceAccount:
-			m[name] = v.(*corev1.ServiceAccount)
-		case map[string]*monitoringv1.ServiceMonitor:
-			m[name] = v.(*monitoringv1.ServiceMonitor)
-		case map[string]*monitoringv1.PrometheusRule:
-			m[name] = v.(*monitoringv1.PrometheusRule)
-		}
-		return v
-	}
-	if name == "" {
-		t.Fatalf("%s without a name", gvk.Kind)
-	}
+// slot returns a new typed object for gvk, recorded under name, or nil
+// for a kind the chart does not make.
+func (o objects) slot(gvk schema.GroupVersionKind, name string) any {
 	switch gvk {
 	case appsv1.SchemeGroupVersion.WithKind("Deployment"):
-		return put(o.deployments, &appsv1.Deployment{})
+		return add(o.deployments, name)
 	case corev1.SchemeGroupVersion.WithKind("Service"):
-		return put(o.services, &corev1.Service{})
+		return add(o.services, name)
 	case policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):
-		return put(o.pdbs, &policyv1.PodDisruptionBudget{})
+		return add(o.pdbs, name)
 	case corev1.SchemeGroupVersion.WithKind("Secret"):
-		return put(o.secrets, &corev1.Secret{})
+		return add(o.secrets, name)
 	case corev1.SchemeGroupVersion.WithKind("ServiceAccount"):
-		return put(o.serviceAccounts, &corev1.ServiceAccount{})
+		return add(o.serviceAccounts, name)
 	case monitoringv1.SchemeGroupVersion.WithKind("ServiceMonitor"):
-		return put(o.serviceMonitors, &monitoringv1.ServiceMonitor{})
+		return add(o.serviceMonitors, name)
 	case monitoringv1.SchemeGroupVersion.WithKind("PrometheusRule"):
-		return put(o.rules, &monitoringv1.PrometheusRule{})
+		return add(o.rules, name)
 	}
-	t.Fatalf("unexpected %s", gvk)
 	return nil
+}
+
+func add[T any](m map[string]*T, name string) *T {
+	v := new(T)
+	m[name] = v
+	return v
 }
 
 // checkMeta checks what strict decoding cannot and the API server would
@@ -222,16 +229,6 @@ func checkLabels(t *testing.T, what string, l map[string]string) {
 			t.Errorf("%s: label %s=%q: %s", what, k, v, msg)
 		}
 	}
-}
-
-func stripComments(doc string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(doc, "\n") {
-		if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
-			b.WriteString(line + "\n")
-		}
-	}
-	return b.String()
 }
 
 // cluster answers the chart's lookups of Secrets from objects "in the
