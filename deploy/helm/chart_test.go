@@ -117,6 +117,7 @@ func TestRender(t *testing.T) {
 				checkMode(t, o, mode)
 			}
 			checkSeparate(t, o)
+			checkHelmTest(t, o, vs.modes)
 			if o.notes == "" || !strings.Contains(o.notes, "/id/order") {
 				t.Errorf("NOTES.txt has no first request:\n%s", o.notes)
 			}
@@ -368,6 +369,48 @@ func checkSeparate(t *testing.T, o objects) {
 				t.Errorf("PodDisruptionBudget %s selects the pods of %s", pn, dn)
 			}
 		}
+	}
+}
+
+// checkHelmTest: `helm test` asks each mode's Service for /readyz on its
+// HTTP port, from a pod as locked down as the server's; with TLS there is
+// no test pod (idgen health cannot trust a private CA).
+func checkHelmTest(t *testing.T, o objects, modes []string) {
+	t.Helper()
+	p := o.pods[release+"-idgen-test-readyz"]
+	tls := false
+	for _, d := range o.deployments {
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			tls = tls || e.Name == "IDGEN_TLS_CERT"
+		}
+	}
+	if tls {
+		if len(o.pods) != 0 {
+			t.Errorf("with TLS: test pods %v, want none", slices.Collect(maps.Keys(o.pods)))
+		}
+		return
+	}
+	if p == nil || p.Annotations["helm.sh/hook"] != "test" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Fatalf("want a helm test pod that runs once, got %+v", p)
+	}
+	if len(p.Spec.Containers) != len(modes) {
+		t.Fatalf("test pod: %d containers, want one per mode", len(p.Spec.Containers))
+	}
+	for i, c := range p.Spec.Containers {
+		svc := o.services[prefix+modes[i]]
+		if svc == nil {
+			t.Fatalf("no Service %s", prefix+modes[i])
+		}
+		url := "http://" + svc.Name + ":" + strconv.Itoa(int(svc.Spec.Ports[0].Port)) + "/readyz"
+		if len(c.Args) < 3 || c.Args[0] != "health" || c.Args[1] != "--url" || c.Args[2] != url {
+			t.Errorf("test container %s: args %v, want health --url %s", c.Name, c.Args, url)
+		}
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("test container %s: root file system not read-only", c.Name)
+		}
+	}
+	if sc := p.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("test pod may run as root")
 	}
 }
 

@@ -44,6 +44,7 @@ type objects struct {
 	pdbs            map[string]*policyv1.PodDisruptionBudget
 	secrets         map[string]*corev1.Secret
 	serviceAccounts map[string]*corev1.ServiceAccount
+	pods            map[string]*corev1.Pod // helm test
 	serviceMonitors map[string]*monitoringv1.ServiceMonitor
 	rules           map[string]*monitoringv1.PrometheusRule
 	metas           []meta // every object's, in order
@@ -139,6 +140,7 @@ func decodeAll(rendered map[string]string) (objects, error) {
 		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
 		secrets:         map[string]*corev1.Secret{},
 		serviceAccounts: map[string]*corev1.ServiceAccount{},
+		pods:            map[string]*corev1.Pod{},
 		serviceMonitors: map[string]*monitoringv1.ServiceMonitor{},
 		rules:           map[string]*monitoringv1.PrometheusRule{},
 	}
@@ -193,6 +195,8 @@ func (o objects) slot(gvk schema.GroupVersionKind, name string) any {
 		return add(o.secrets, name)
 	case corev1.SchemeGroupVersion.WithKind("ServiceAccount"):
 		return add(o.serviceAccounts, name)
+	case corev1.SchemeGroupVersion.WithKind("Pod"):
+		return add(o.pods, name)
 	case monitoringv1.SchemeGroupVersion.WithKind("ServiceMonitor"):
 		return add(o.serviceMonitors, name)
 	case monitoringv1.SchemeGroupVersion.WithKind("PrometheusRule"):
