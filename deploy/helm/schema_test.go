@@ -21,6 +21,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"SQLite in a Deployment", "store: {dsn: 'sqlite:///data/idgen.db'}\n", "/store/dsn"},
 		{"name too long", dsn + "fullnameOverride: " + strings.Repeat("n", 54) + "\n", "/fullnameOverride"},
 		{"name not a DNS label", dsn + "fullnameOverride: 1d\n", "/fullnameOverride"},
+		{"liveness needing two successes", dsn + "probes: {liveness: {successThreshold: 2}}\n", "/probes/liveness"},
+		{"unknown probe key", dsn + "probes: {readiness: {path: /x}}\n", "/probes/readiness"},
 		{"unknown probe type", dsn + "probes: {type: exec}\n", "/probes/type"},
 		{"gRPC probe with TLS", dsn + "probes: {type: grpc}\ntls: {enabled: true, secretName: cert}\n", "/probes/type"},
 		{"TLS without a Secret", dsn + "tls: {enabled: true}\n", "/tls"},
@@ -60,6 +62,7 @@ func TestSchemaRejects(t *testing.T) {
 func TestSchemaAccepts(t *testing.T) {
 	for _, values := range []string{
 		dsn + "replicaCount: 1\n",
+		dsn + "probes: {readiness: {successThreshold: 2}}\n",
 		"store: {dsn: 'mysql://idgen:pw@tcp(db:3306)/idgen'}\n",
 		"store: {existingSecret: db.example}\n",
 		dsn + "podDisruptionBudget: {maxUnavailable: 50%}\n",
