@@ -1,0 +1,103 @@
+package helm_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSchemaRejects: values.schema.json refuses each bad value, with an
+// error that points at it, before anything renders.
+func TestSchemaRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name, values, at string
+	}{
+		{"unknown mode", dsn + "mode: leaf\n", "/mode"},
+		{"misspelt key", dsn + "replicas: 3\n", "replicas"},
+		{"misspelt nested key", dsn + "probes: {tpye: grpc}\n", "tpye"},
+		{"one replica too few", dsn + "replicaCount: 0\n", "/replicaCount"},
+		{"replicas as text", dsn + "replicaCount: three\n", "/replicaCount"},
+		{"no store", "", "/store"},
+		{"both DSN and Secret", "store: {dsn: 'postgres://db/idgen', existingSecret: db}\n", "/store"},
+		{"SQLite in a Deployment", "store: {dsn: 'sqlite:///data/idgen.db'}\n", "/store/dsn"},
+		{"name too long", dsn + "fullnameOverride: " + strings.Repeat("n", 54) + "\n", "/fullnameOverride"},
+		{"name not a DNS label", dsn + "fullnameOverride: 1d\n", "/fullnameOverride"},
+		{"liveness needing two successes", dsn + "probes: {liveness: {successThreshold: 2}}\n", "/probes/liveness"},
+		{"unknown probe key", dsn + "probes: {readiness: {path: /x}}\n", "/probes/readiness"},
+		{"unknown probe type", dsn + "probes: {type: exec}\n", "/probes/type"},
+		{"gRPC probe with TLS", dsn + "probes: {type: grpc}\ntls: {enabled: true, secretName: cert}\n", "/probes/type"},
+		{"TLS without a Secret", dsn + "tls: {enabled: true}\n", "/tls"},
+		{"mutual TLS without TLS", dsn + "tls: {clientCA: {enabled: true, secretName: ca}}\n", "/tls/enabled"},
+		{"mutual TLS, Prometheus without a certificate", dsn + "tls: {enabled: true, secretName: cert, clientCA: {enabled: true}}\nmetrics: {serviceMonitor: {enabled: true}}\n", "/metrics/serviceMonitor"},
+		{"API tokens on, no client", dsn + "auth: {apiTokens: {enabled: true}}\n", "/auth/apiTokens"},
+		{"API client without tags", dsn + "auth: {apiTokens: {enabled: true, clients: [{name: a, tags: []}]}}\n", "/auth/apiTokens/clients/0/tags"},
+		{"invalid tag", dsn + "auth: {apiTokens: {enabled: true, clients: [{name: a, tags: [order/1]}]}}\n", "/auth/apiTokens/clients/0/tags/0"},
+		{"client name not a key", dsn + "auth: {apiTokens: {enabled: true, clients: [{name: Orders_1, tags: [order]}]}}\n", "/auth/apiTokens/clients/0/name"},
+		{"Secret key with a slash", dsn + "auth: {adminToken: {key: a/b}}\n", "/auth/adminToken/key"},
+		{"bad Secret name", "store: {existingSecret: My_Secret}\n", "/store"},
+		{"bad lease TTL", dsn + "config: {leaseTTL: 30}\n", "/config/leaseTTL"},
+		{"bad log format", dsn + "config: {logFormat: xml}\n", "/config/logFormat"},
+		{"port out of range", dsn + "containerPort: 70000\n", "/containerPort"},
+		{"service type", dsn + "service: {type: ExternalName}\n", "/service/type"},
+		{"PDB bound as text", dsn + "podDisruptionBudget: {minAvailable: half}\n", "/podDisruptionBudget/minAvailable"},
+		{"root", dsn + "podSecurityContext: {runAsNonRoot: false}\n", "/podSecurityContext/runAsNonRoot"},
+		{"writable root", dsn + "securityContext: {readOnlyRootFilesystem: false}\n", "/securityContext/readOnlyRootFilesystem"},
+		{"image digest", dsn + "image: {digest: latest}\n", "/image/digest"},
+		{"no tag nor digest", dsn + "image: {tag: ''}\n", "/image"},
+		{"spread without key", dsn + "topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]\n", "/topologySpreadConstraints/0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(t, tc.values, nil)
+			if err == nil {
+				t.Fatalf("values %q rendered; want a schema error at %s", tc.values, tc.at)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "schema") || !strings.Contains(msg, tc.at) {
+				t.Fatalf("want a schema error at %s, got: %v", tc.at, err)
+			}
+		})
+	}
+}
+
+// TestSchemaAccepts: each value set renders (TestRender), and so do
+// values at the edges of what the schema allows.
+func TestSchemaAccepts(t *testing.T) {
+	for _, values := range []string{
+		dsn + "replicaCount: 1\n",
+		dsn + "probes: {readiness: {successThreshold: 2}}\n",
+		"store: {dsn: 'mysql://idgen:pw@tcp(db:3306)/idgen'}\n",
+		"store: {existingSecret: db.example}\n",
+		dsn + "podDisruptionBudget: {maxUnavailable: 50%}\n",
+		dsn + "podDisruptionBudget: {enabled: false}\n",
+		dsn + "image: {tag: '', digest: sha256:" + strings.Repeat("ab", 32) + "}\n",
+		dsn + "config: {leaseTTL: 1m30s}\n",
+		dsn + "auth: {adminToken: {enabled: false}}\n",
+		dsn + "service: {grpc: {enabled: false}}\n",
+		dsn + "extraEnv: [{name: GODEBUG, value: 'http2debug=1'}]\n",
+		dsn + "global: {imageRegistry: example}\n",
+		// The longest names: <53 characters>-snowflake is 63.
+		dsn + "mode: both\nfullnameOverride: " + strings.Repeat("n", 53) + "\n",
+		dsn + "mode: both\nnameOverride: " + strings.Repeat("n", 53) + "\n",
+	} {
+		out, err := render(t, values, nil)
+		if err != nil {
+			t.Errorf("values %q: %v", values, err)
+			continue
+		}
+		decode(t, out)
+	}
+}
+
+// TestTemplateRefuses: what the schema cannot express, the templates
+// refuse with a message that says what to change.
+func TestTemplateRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, values, want string }{
+		{"grace period too short", dsn + "terminationGracePeriodSeconds: 15\n", "terminationGracePeriodSeconds (15) must exceed"},
+		{"one Service port twice", dsn + "service: {grpc: {port: 80}}\n", "service.grpc.port (80) must differ"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(t, tc.values, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
