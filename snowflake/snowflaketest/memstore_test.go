@@ -7,7 +7,7 @@ import (
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 )
 
-var _ snowflake.LeaseStore = (*snowflaketest.MemLeaseStore)(nil)
+var _ snowflake.LeaseTable = (*snowflaketest.MemLeaseStore)(nil)
 
 func TestMemLeaseStore_Conformance(t *testing.T) {
 	s := snowflaketest.NewMemLeaseStore()
