@@ -77,8 +77,9 @@ func (r LayoutRecord) String() string {
 
 // AdmitLayout decides a claim of worker IDs in workers for IDs in layout,
 // given the records of the lease table, oldest first. It returns the
-// record to store at index at: records[at] updated to span workers, or,
-// if at == len(records), a new record to append. The claim's floor is the
+// record to store at index at: records[at] updated to span workers (or
+// replaced, if no claim has used it), or, if at == len(records), a new
+// record to append. The claim's floor is the
 // returned record's NotBefore.
 //
 // A claim is admitted if, against every other record, one of two things
@@ -112,6 +113,15 @@ func AdmitLayout(records []LayoutRecord, layout Layout, workers WorkerRange) (re
 	if at < len(records) {
 		rec = records[at]
 		rec.Workers = hull(rec.Workers, workers)
+	} else {
+		// A record no claim has used yet, recorded by a claim that lost
+		// the race to the lock, stands for no ID: take its place.
+		for i, r := range records {
+			if r.Workers == (WorkerRange{}) && r.NotBefore.IsZero() && r.Retired.IsZero() {
+				at = i
+				break
+			}
+		}
 	}
 	for i, r := range records {
 		if i == at || disjoint(rec.Layout, rec.Workers, r.Layout, r.Workers) || above(rec.Layout, rec.NotBefore, r) {

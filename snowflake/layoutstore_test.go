@@ -42,7 +42,8 @@ func TestAdmitLayout(t *testing.T) {
 	}{
 		{"first claim records its layout", nil, std, all, 0, all, nil},
 		{"same layout, span grows", []snowflake.LayoutRecord{rec(std, low)}, std, snowflake.WorkerRange{From: 700, To: 701}, 0, snowflake.WorkerRange{From: 0, To: 701}, nil},
-		{"an anchor with no worker IDs yet blocks nothing", []snowflake.LayoutRecord{rec(std, snowflake.WorkerRange{})}, wide, snowflake.WorkerRange{From: 0, To: 2048}, 1, snowflake.WorkerRange{From: 0, To: 2048}, nil},
+		{"a record no claim has used is replaced", []snowflake.LayoutRecord{rec(std, snowflake.WorkerRange{})}, wide, snowflake.WorkerRange{From: 0, To: 2048}, 0, snowflake.WorkerRange{From: 0, To: 2048}, nil},
+		{"a relayout's record is kept until used", []snowflake.LayoutRecord{retired(rec(std, low)), {Layout: wide, NotBefore: retiredAt}}, later, high, 2, high, nil},
 		{"41/11/11 beside 41/10/12", []snowflake.LayoutRecord{rec(std, all)}, wide, snowflake.WorkerRange{From: 0, To: 2048}, 0, snowflake.WorkerRange{}, snowflake.ErrLayoutMismatch},
 		{"epoch 6684 ms later on the same worker IDs", []snowflake.LayoutRecord{rec(std, all)}, later, all, 0, snowflake.WorkerRange{}, snowflake.ErrLayoutMismatch},
 		{"epoch later on one worker ID the old layout used", []snowflake.LayoutRecord{rec(std, all)}, later, snowflake.WorkerRange{From: 1023, To: 1024}, 0, snowflake.WorkerRange{}, snowflake.ErrLayoutMismatch},

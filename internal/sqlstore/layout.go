@@ -110,12 +110,12 @@ func (s *Leases) readLayouts(ctx context.Context, q Querier, query string) ([]sn
 // writeLayout stores rec as the record of ordinal at.
 func (s *Leases) writeLayout(ctx context.Context, q Querier, rec snowflake.LayoutRecord, at int, insert bool) error {
 	var err error
-	w, nb, ret := rec.Workers, millis(rec.NotBefore), millis(rec.Retired)
+	l, w := rec.Layout, rec.Workers
+	cols := []any{l.Epoch().UnixMilli(), l.TimeBits(), l.WorkerBits(), l.SequenceBits(), w.From, w.To, millis(rec.NotBefore), millis(rec.Retired)}
 	if insert {
-		l := rec.Layout
-		_, err = q.Exec(ctx, s.d.LayoutInsert, leaseTable, at, l.Epoch().UnixMilli(), l.TimeBits(), l.WorkerBits(), l.SequenceBits(), w.From, w.To, nb, ret)
+		_, err = q.Exec(ctx, s.d.LayoutInsert, append([]any{leaseTable, at}, cols...)...)
 	} else {
-		_, err = q.Exec(ctx, s.d.LayoutUpdate, w.From, w.To, nb, ret, leaseTable, at)
+		_, err = q.Exec(ctx, s.d.LayoutUpdate, append(cols, leaseTable, at)...)
 	}
 	if err != nil {
 		return fmt.Errorf("record the snowflake layout: %w", err)

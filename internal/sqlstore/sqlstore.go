@@ -126,8 +126,9 @@ type Dialect struct {
 	// time_bits, worker_bits, sequence_bits, worker_from, worker_to,
 	// not_before, retired_at.
 	LayoutInsert string
-	// LayoutUpdate sets a record's worker_from, worker_to, not_before and
-	// retired_at. Args: those four, lease_table, ordinal.
+	// LayoutUpdate sets every column of a record. Args: epoch_ms,
+	// time_bits, worker_bits, sequence_bits, worker_from, worker_to,
+	// not_before, retired_at, lease_table, ordinal.
 	LayoutUpdate string
 	// WorkerHeld selects worker_id, owner and lease_expires_at of every
 	// worker_node row with an owner, locking them. No args.

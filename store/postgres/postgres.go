@@ -73,7 +73,7 @@ var dialect = sqlstore.Dialect{
 	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = $1 ORDER BY ordinal FOR UPDATE`,
 	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = $1 ORDER BY ordinal`,
 	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-	LayoutUpdate: `UPDATE snowflake_layout SET worker_from = $1, worker_to = $2, not_before = $3, retired_at = $4, updated_at = now() WHERE lease_table = $5 AND ordinal = $6`,
+	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = $1, time_bits = $2, worker_bits = $3, sequence_bits = $4, worker_from = $5, worker_to = $6, not_before = $7, retired_at = $8, updated_at = now() WHERE lease_table = $9 AND ordinal = $10`,
 	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id FOR UPDATE`,
 	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = GREATEST(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = now() WHERE owner <> ''`,
 	WorkerLatest: `SELECT COALESCE(MAX(GREATEST(last_timestamp, lease_expires_at)), 0) FROM worker_node`,

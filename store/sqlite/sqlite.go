@@ -71,7 +71,7 @@ var dialect = sqlstore.Dialect{
 	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
 	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
 	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	LayoutUpdate: `UPDATE snowflake_layout SET worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = CURRENT_TIMESTAMP WHERE lease_table = ? AND ordinal = ?`,
+	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = ?, time_bits = ?, worker_bits = ?, sequence_bits = ?, worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = CURRENT_TIMESTAMP WHERE lease_table = ? AND ordinal = ?`,
 	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id`,
 	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = MAX(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = CURRENT_TIMESTAMP WHERE owner <> ''`,
 	WorkerLatest: `SELECT COALESCE(MAX(MAX(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
