@@ -43,6 +43,10 @@ var _ snowflake.StaticLeaseStore = (*Leases)(nil)
 // Rows are created lazily: when no existing row is free, the claim inserts
 // the next seedBatch missing worker IDs as free rows, ignoring any that a
 // concurrent claim inserted first, and tries again.
+//
+// Claims through ClaimLayout are also admitted against the layouts the
+// table's worker IDs have issued IDs in, recorded in snowflake_layout, in
+// the same transaction (see layout.go).
 type Leases struct {
 	retryHook
 	db DB
