@@ -226,7 +226,7 @@ func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased
 	}
 	_, ranged := store.(RangeClaimer)
 	if _, ok := store.(LayoutClaimer); wr.From > 0 && !ranged && !ok {
-		return nil, fmt.Errorf("%w: WorkerRange %s needs a LeaseStore that implements RangeClaimer", ErrInvalidConfig, wr)
+		return nil, fmt.Errorf("%w: WorkerRange %s needs a LeaseStore that implements RangeClaimer or LayoutClaimer", ErrInvalidConfig, wr)
 	}
 	g.Pause(fmt.Errorf("%w: no worker ID claimed yet", ErrNoWorkerLease))
 	l := &Leased{
