@@ -262,8 +262,9 @@ func lastID(l Layout, t time.Time) int64 {
 		return -1
 	}
 	ms = min(ms, l.maxTime())
-	// (ms+1) << k is at most 2^63: computed unsigned, less one it fits.
-	return int64(uint64(ms+1)<<(l.workerBits+l.sequenceBits) - 1)
+	// (ms+1)<<k - 1, without passing through 2^63 at the last millisecond.
+	k := l.workerBits + l.sequenceBits
+	return ms<<k | (int64(1)<<k - 1)
 }
 
 // floorAbove returns the Unix millisecond floor from which every ID of l

@@ -153,7 +153,8 @@ func TestServe_SnowflakeEpochChangeNeedsARelayout(t *testing.T) {
 
 // The other measured hole: serve (41/10/12) beside serve --snowflake-layout
 // 41/11/11 on one store. The second refuses, and no worker range of
-// 41/11/11 is left, since the first leases from all of 0-1023.
+// 41/11/11 is left, since the first leases from all of 0-1023. So does a
+// static --worker-id with another epoch.
 func TestServe_SnowflakeLayoutBesideAnotherRefuses(t *testing.T) {
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
@@ -161,6 +162,9 @@ func TestServe_SnowflakeLayoutBesideAnotherRefuses(t *testing.T) {
 	p := proctest.Serve(t, bin, env)
 	refused(t, bin, env, []string{"layout mismatch", stdLayout, wideLayout, "none is left for " + wideLayout},
 		"--snowflake-layout", "41/11/11")
+	// A static worker ID is checked the same way.
+	refused(t, bin, env, []string{"layout mismatch", stdLayout, laterLayout + " on worker IDs 5-5"},
+		"--worker-id", "5", "--snowflake-epoch", laterEpoch)
 	if ids := snowflakeIDs(t, p, 200*time.Millisecond); len(ids) == 0 {
 		t.Fatal("the first instance stopped serving")
 	}
