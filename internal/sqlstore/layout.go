@@ -64,6 +64,15 @@ func (s *Leases) admitLayout(ctx context.Context, q Querier, layout *snowflake.L
 	if err := s.writeLayout(ctx, q, rec, at, at == len(records)); err != nil {
 		return 0, err
 	}
+	// Rewritten unchanged so that every admission writes record 0: on a
+	// multi-primary cluster (Galera) row locks are local to a node, and
+	// only overlapping writes make certification abort one of two claims
+	// that admitted clashing layouts on different nodes.
+	if at != 0 {
+		if err := s.writeLayout(ctx, q, records[0], 0, false); err != nil {
+			return 0, err
+		}
+	}
 	return millis(rec.NotBefore), nil
 }
 
@@ -166,11 +175,10 @@ func (s *Leases) Relayout(ctx context.Context, to snowflake.Layout, now time.Tim
 		if err != nil {
 			return err
 		}
+		// Every record, record 0 among them, as admitLayout explains.
 		for i, rec := range planned {
-			if i == len(records) || !rec.Retired.Equal(records[i].Retired) {
-				if err := s.writeLayout(ctx, q, rec, i, i == len(records)); err != nil {
-					return err
-				}
+			if err := s.writeLayout(ctx, q, rec, i, i == len(records)); err != nil {
+				return err
 			}
 		}
 		next = planned[len(records)]

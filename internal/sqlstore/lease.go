@@ -178,7 +178,7 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
-	err := s.db.InTx(ctx, func(q Querier) error {
+	claim := func(q Querier) error {
 		layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: workerID, To: workerID + 1})
 		if err != nil {
 			return err
@@ -199,7 +199,11 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 		}
 		lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
 		return nil
-	})
+	}
+	// Every admission writes the layout's record 0, which a claim on
+	// another Galera node may write too: certification then aborts one,
+	// and the retry sees the other's record.
+	err := retry(ctx, s.d, &s.retryHook, "claim", func() error { return s.db.InTx(ctx, claim) })
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
 	}
