@@ -78,6 +78,14 @@
 // renew or, once the lease has expired, to claim a worker ID again; it
 // resumes under whichever it gets, its IDs still increasing.
 //
+// A worker ID's floor is a time, and a time means an ID only under one
+// layout and epoch: the same lease table used with another would reissue
+// IDs. A store that is a LayoutClaimer, as idgen's all are, records the
+// layouts its worker IDs have issued IDs in, and refuses a claim whose IDs
+// could equal theirs (ErrLayoutMismatch, see AdmitLayout). A table moves
+// to another layout only by Relayout, which puts every new ID above every
+// old one (PlanRelayout).
+//
 // # Batches
 //
 // NextN and AppendN take as many sequence numbers of the current

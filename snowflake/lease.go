@@ -116,15 +116,25 @@ type RangeClaimer interface {
 	ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (Lease, error)
 }
 
-// LeaseTable is a StaticLeaseStore and RangeClaimer whose worker IDs can
-// be listed, free or leased: what every store of idgen returns from
-// Leases, so that tools can show the table as well as lease from it.
+// LeaseTable is a StaticLeaseStore, RangeClaimer and LayoutClaimer whose
+// worker IDs and layouts can be listed, free or leased: what every store
+// of idgen returns from Leases, so that tools can show the table as well
+// as lease from it, and move it to another layout.
 type LeaseTable interface {
 	StaticLeaseStore
 	RangeClaimer
+	LayoutClaimer
 	// Workers returns the table's worker IDs, free or leased, ordered by
 	// worker ID. A leased one whose ExpiresAt has passed is free to claim.
 	Workers(ctx context.Context) ([]Lease, error)
+	// Layouts returns the layouts recorded for the table, oldest first.
+	Layouts(ctx context.Context) ([]LayoutRecord, error)
+	// Relayout moves the table to layout to, as PlanRelayout describes,
+	// in one transaction: it returns ErrLayoutInUse while any lease is
+	// live at now, and otherwise ends every expired lease so that no old
+	// holder can renew it, retires every layout in use and records to.
+	// It returns to's record, whose NotBefore is the floor of its IDs.
+	Relayout(ctx context.Context, to Layout, now time.Time, maxWait time.Duration) (LayoutRecord, error)
 }
 
 // CheckClaim checks Claim's arguments against the LeaseStore contract, so

@@ -70,8 +70,8 @@ type LeasedConfig struct {
 	// WorkerRange confines the lease to part of the layout's worker IDs,
 	// so that idgen can run beside generators that keep worker IDs of
 	// their own (Leaf's servers with ZooKeeper-assigned ones). A range not
-	// starting at 0 needs a store that implements RangeClaimer. Zero means
-	// every worker ID.
+	// starting at 0 needs a store that implements RangeClaimer or
+	// LayoutClaimer. Zero means every worker ID.
 	WorkerRange WorkerRange
 
 	// Logger receives lease losses, failed heartbeats and recoveries.
@@ -184,7 +184,9 @@ type Leased struct {
 //
 // It returns an error wrapping ErrInvalidConfig if cfg cannot be used, and
 // otherwise the claim's error: ErrNoFreeWorker when every worker ID is
-// leased, or the store's. If the clock is behind the lease's
+// leased, ErrLayoutMismatch when the store is a LayoutClaimer whose table
+// has issued IDs in another layout that this one's could equal, or the
+// store's. If the clock is behind the lease's
 // LastTimestamp, as after a restart on a machine whose clock was stepped
 // back, NewLeased still succeeds; Next then waits or returns
 // ErrClockMovedBackwards (and Ready reports it) until the clock has caught
@@ -222,8 +224,9 @@ func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased
 		// generators hold outside the table; a static ID must stay in it.
 		return nil, fmt.Errorf("%w: static worker ID %d is outside WorkerRange %s", ErrInvalidConfig, static, wr)
 	}
-	if _, ok := store.(RangeClaimer); wr.From > 0 && !ok {
-		return nil, fmt.Errorf("%w: WorkerRange %s needs a LeaseStore that implements RangeClaimer", ErrInvalidConfig, wr)
+	_, ranged := store.(RangeClaimer)
+	if _, ok := store.(LayoutClaimer); wr.From > 0 && !ranged && !ok {
+		return nil, fmt.Errorf("%w: WorkerRange %s needs a LeaseStore that implements RangeClaimer or LayoutClaimer", ErrInvalidConfig, wr)
 	}
 	g.Pause(fmt.Errorf("%w: no worker ID claimed yet", ErrNoWorkerLease))
 	l := &Leased{
@@ -370,7 +373,11 @@ func (l *Leased) Heartbeat(ctx context.Context) error {
 func (l *Leased) claim(ctx context.Context) error {
 	var lease Lease
 	var err error
-	if l.static >= 0 {
+	if lc, ok := l.store.(LayoutClaimer); ok {
+		// The store then checks the layout against the table's, in the
+		// same transaction as the claim.
+		lease, err = lc.ClaimLayout(ctx, l.owner, l.now(), l.ttl, l.g.layout, l.workers, l.static)
+	} else if l.static >= 0 {
 		lease, err = l.store.(StaticLeaseStore).ClaimStatic(ctx, l.owner, l.static, l.now(), l.ttl)
 	} else if rc, ok := l.store.(RangeClaimer); ok && l.workers.From > 0 {
 		lease, err = rc.ClaimRange(ctx, l.owner, l.now(), l.ttl, l.workers.From, l.workers.To)

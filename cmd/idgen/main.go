@@ -6,6 +6,7 @@
 //	idgen import leaf|tinyid   copy Leaf's or tinyid's sequences into idgen's table
 //	idgen decode ID            split an ID into its parts
 //	idgen opaque keygen|decode keys and decoding of opaque IDs
+//	idgen snowflake layout|relayout  show or change the recorded snowflake layout
 //
 // Every flag can also be set through the environment as IDGEN_<FLAG>,
 // upper-cased with dashes as underscores (--default-step is
@@ -48,7 +49,7 @@ func newRoot() *cobra.Command {
 		"database DSN: sqlite://PATH, postgres://user:pass@host:5432/db, or mysql://user:pass@host:3306/db")
 	root.PersistentFlags().String("sequence-table", "id_sequence",
 		"table segments are reserved from: id_sequence (idgen's own) or leaf_alloc (Meituan Leaf's, shared with Leaf servers; see docs/migrating.md)")
-	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode(), newImport(), newVersion(), newOpaque())
+	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode(), newImport(), newVersion(), newOpaque(), newSnowflake())
 	root.SetVersionTemplate("idgen {{.Version}}\n")
 	return root
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -32,6 +33,9 @@ func startSnowflake(ctx context.Context, st backend, c serveConfig, log *slog.Lo
 		cfg.Static, cfg.Generator, source = true, gen, "static"
 	}
 	l, err := snowflake.NewLeased(ctx, st.Leases(), cfg)
+	if errors.Is(err, snowflake.ErrLayoutMismatch) {
+		return nil, layoutRefusal(ctx, st, c, err)
+	}
 	if err != nil {
 		if c.workerID >= 0 {
 			return nil, fmt.Errorf("--worker-id %d: %w", c.workerID, err)

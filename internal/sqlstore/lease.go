@@ -43,6 +43,10 @@ var _ snowflake.StaticLeaseStore = (*Leases)(nil)
 // Rows are created lazily: when no existing row is free, the claim inserts
 // the next seedBatch missing worker IDs as free rows, ignoring any that a
 // concurrent claim inserted first, and tries again.
+//
+// Claims through ClaimLayout are also admitted against the layouts the
+// table's worker IDs have issued IDs in, recorded in snowflake_layout, in
+// the same transaction (see layout.go).
 type Leases struct {
 	retryHook
 	db DB
@@ -62,6 +66,12 @@ func (s *Leases) Claim(ctx context.Context, owner string, now time.Time, ttl tim
 // ClaimRange implements snowflake.RangeClaimer: Claim confined to worker
 // IDs from..to-1.
 func (s *Leases) ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (snowflake.Lease, error) {
+	return s.claimRange(ctx, owner, now, ttl, from, to, nil)
+}
+
+// claimRange is ClaimRange, admitting the claim against the table's
+// layouts first if layout is not nil (see ClaimLayout).
+func (s *Leases) claimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64, layout *snowflake.Layout) (snowflake.Lease, error) {
 	if err := snowflake.CheckClaim(owner, ttl, to-from); err != nil {
 		return snowflake.Lease{}, err
 	}
@@ -69,9 +79,12 @@ func (s *Leases) ClaimRange(ctx context.Context, owner string, now time.Time, tt
 		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: the range starts at %d, below 0", from)
 	}
 	minID, maxID := from, min(to-1, maxWorkerID)
+	if err := s.anchorLayout(ctx, layout); err != nil {
+		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
+	}
 	nowMs := now.UnixMilli()
 	for failures := 0; ; {
-		lease, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID)
+		lease, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID, layout)
 		if err == nil && found {
 			return lease, nil
 		}
@@ -106,12 +119,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // claimFree takes the lowest free existing row, if there is one.
-func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64) (snowflake.Lease, bool, error) {
+func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64, layout *snowflake.Layout) (snowflake.Lease, bool, error) {
 	var lease snowflake.Lease
 	found := false
 	err := s.db.InTx(ctx, func(q Querier) error {
+		layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: minID, To: maxID + 1})
+		if err != nil {
+			return err
+		}
 		var id, expires, last int64
-		err := q.QueryRow(ctx, s.d.WorkerSelectFree, minID, maxID, nowMs).Scan(&id, &expires, &last)
+		err = q.QueryRow(ctx, s.d.WorkerSelectFree, minID, maxID, nowMs).Scan(&id, &expires, &last)
 		if errors.Is(err, s.d.NoRows) {
 			return nil
 		}
@@ -120,7 +137,7 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 		}
 		// The old holder may have issued IDs up to its expiry after its
 		// last renewal; a released row has expiry 0.
-		floor := max(last, expires)
+		floor := max(last, expires, layoutFloor)
 		newExpiry := nowMs + ttl.Milliseconds()
 		n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 0, id)
 		if err != nil {
@@ -140,6 +157,12 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 // workerID, creating it if needed, unless another owner's lease on it is
 // live, and pins it, so that leased claims never take it.
 func (s *Leases) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
+	return s.claimStatic(ctx, owner, workerID, now, ttl, nil)
+}
+
+// claimStatic is ClaimStatic, admitting the claim against the table's
+// layouts first if layout is not nil (see ClaimLayout).
+func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration, layout *snowflake.Layout) (snowflake.Lease, error) {
 	if workerID < 0 || workerID > maxWorkerID {
 		return snowflake.Lease{}, fmt.Errorf("%w: worker ID %d is not in 0..%d", snowflake.ErrInvalidWorkerID, workerID, maxWorkerID)
 	}
@@ -150,9 +173,16 @@ func (s *Leases) ClaimStatic(ctx context.Context, owner string, workerID int64, 
 	if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
 	}
+	if err := s.anchorLayout(ctx, layout); err != nil {
+		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
+	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
-	err := s.db.InTx(ctx, func(q Querier) error {
+	claim := func(q Querier) error {
+		layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: workerID, To: workerID + 1})
+		if err != nil {
+			return err
+		}
 		var holder string
 		var expires, last int64
 		if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last); err != nil {
@@ -162,14 +192,18 @@ func (s *Leases) ClaimStatic(ctx context.Context, owner string, workerID int64, 
 			return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
 				snowflake.ErrNoFreeWorker, workerID, holder, fromMillis(expires).Format(time.RFC3339Nano))
 		}
-		floor := max(last, expires)
+		floor := max(last, expires, layoutFloor)
 		newExpiry := nowMs + ttl.Milliseconds()
 		if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
 			return err
 		}
 		lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
 		return nil
-	})
+	}
+	// Every admission writes the layout's record 0, which a claim on
+	// another Galera node may write too: certification then aborts one,
+	// and the retry sees the other's record.
+	err := retry(ctx, s.d, &s.retryHook, "claim", func() error { return s.db.InTx(ctx, claim) })
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
 	}

@@ -110,6 +110,44 @@ type Dialect struct {
 	// WorkerList selects worker_id, owner, lease_expires_at,
 	// last_timestamp of every row, by worker_id.
 	WorkerList string
+
+	// The snowflake_layout statements of Leases (ClaimLayout, Layouts,
+	// Relayout): the layouts a lease table's worker IDs issue IDs in, one
+	// row per layout by ordinal from 0. Times are Unix milliseconds.
+
+	// LayoutAnchor inserts a table's first record, ordinal 0, with no
+	// worker IDs, unless the table has one. Args: lease_table, epoch_ms,
+	// time_bits, worker_bits, sequence_bits.
+	LayoutAnchor string
+	// LayoutLock locks the record of ordinal 0, which every claim and
+	// relayout of the table locks first, so that they run one at a time.
+	// Args: lease_table.
+	LayoutLock string
+	// LayoutSelect selects ordinal, epoch_ms, time_bits, worker_bits,
+	// sequence_bits, worker_from, worker_to, not_before and retired_at of
+	// every record of a table by ordinal, as last committed (a locking
+	// read, which MySQL needs for that). Args: lease_table.
+	LayoutSelect string
+	// LayoutList is LayoutSelect without locks, for Layouts.
+	LayoutList string
+	// LayoutInsert adds a record. Args: lease_table, ordinal, epoch_ms,
+	// time_bits, worker_bits, sequence_bits, worker_from, worker_to,
+	// not_before, retired_at.
+	LayoutInsert string
+	// LayoutUpdate sets every column of a record. Args: epoch_ms,
+	// time_bits, worker_bits, sequence_bits, worker_from, worker_to,
+	// not_before, retired_at, lease_table, ordinal.
+	LayoutUpdate string
+	// WorkerHeld selects worker_id, owner and lease_expires_at of every
+	// worker_node row with an owner, locking them. No args.
+	WorkerHeld string
+	// WorkerDisown clears owner and lease_expires_at of every row, raising
+	// last_timestamp to the lease's expiry. No args.
+	WorkerDisown string
+	// WorkerLatest selects the greatest last_timestamp or
+	// lease_expires_at of any row, 0 if there is none. No args.
+	WorkerLatest string
+
 	// IsRetryable reports a deadlock, lock wait timeout or serialization
 	// failure: the database rolled the transaction back, so running it
 	// again is safe. Reserve and Claim retry after it. Nil means never.

@@ -85,6 +85,22 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Leases", func(t *testing.T) {
 		snowflaketest.RunLeaseStore(t, func(t *testing.T) snowflaketest.LeaseStore { return b.open(t, srv.DSN).Leases() })
 	})
+	t.Run("Layouts", func(t *testing.T) {
+		// Each case starts from a table never used, and the cases after
+		// this one find it so too.
+		empty := func(t *testing.T) {
+			for _, q := range []string{"DELETE FROM snowflake_layout", "DELETE FROM worker_node"} {
+				if _, err := shared.DB().ExecContext(context.Background(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		}
+		t.Cleanup(func() { empty(t) })
+		snowflaketest.RunLayoutStore(t, func(t *testing.T) func(t *testing.T) snowflake.LeaseTable {
+			empty(t)
+			return func(t *testing.T) snowflake.LeaseTable { return b.open(t, srv.DSN).Leases() }
+		})
+	})
 	t.Run("Regression", func(t *testing.T) {
 		segmenttest.Regression(t, shared, func(ctx context.Context, tag string, maxID int64) error {
 			// Literals: the tag is UniqueTag's, and placeholders differ by dialect.

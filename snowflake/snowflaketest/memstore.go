@@ -22,8 +22,9 @@ import (
 // reference for what the SQL stores do. It is safe for concurrent use. The
 // zero value is not usable; call NewMemLeaseStore.
 type MemLeaseStore struct {
-	mu   sync.Mutex
-	rows map[int64]memRow
+	mu      sync.Mutex
+	rows    map[int64]memRow
+	layouts []snowflake.LayoutRecord
 
 	fail atomic.Pointer[error]
 }
@@ -56,8 +57,30 @@ func (m *MemLeaseStore) failure() error {
 
 // Claim implements snowflake.LeaseStore.
 func (m *MemLeaseStore) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
-	if err := snowflake.CheckClaim(owner, ttl, maxWorkers); err != nil {
+	return m.claim(ctx, owner, now, ttl, 0, maxWorkers, nil)
+}
+
+// ClaimRange implements snowflake.RangeClaimer.
+func (m *MemLeaseStore) ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (snowflake.Lease, error) {
+	return m.claim(ctx, owner, now, ttl, from, to, nil)
+}
+
+// ClaimLayout implements snowflake.LayoutClaimer, as the SQL stores do:
+// the claim is admitted against the layout records (snowflake.AdmitLayout)
+// and recorded under the same lock as the lease.
+func (m *MemLeaseStore) ClaimLayout(ctx context.Context, owner string, now time.Time, ttl time.Duration, layout snowflake.Layout, workers snowflake.WorkerRange, static int64) (snowflake.Lease, error) {
+	if static >= 0 {
+		return m.claimStatic(ctx, owner, static, now, ttl, &layout)
+	}
+	return m.claim(ctx, owner, now, ttl, workers.From, workers.To, &layout)
+}
+
+func (m *MemLeaseStore) claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64, layout *snowflake.Layout) (snowflake.Lease, error) {
+	if err := snowflake.CheckClaim(owner, ttl, to-from); err != nil {
 		return snowflake.Lease{}, err
+	}
+	if from < 0 {
+		return snowflake.Lease{}, fmt.Errorf("snowflaketest: claim a worker ID: the range starts at %d, below 0", from)
 	}
 	if err := m.failure(); err != nil {
 		return snowflake.Lease{}, err
@@ -68,17 +91,74 @@ func (m *MemLeaseStore) Claim(ctx context.Context, owner string, now time.Time, 
 	nowMs := now.UnixMilli()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	layoutFloor, err := m.admitLayout(layout, snowflake.WorkerRange{From: from, To: min(to, math.MaxInt32+1)})
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
 	// A missing row is free, so the loop ends by len(m.rows).
-	for id := int64(0); id < min(maxWorkers, math.MaxInt32+1); id++ {
+	for id := from; id < min(to, math.MaxInt32+1); id++ {
 		r := m.rows[id]
 		if (r.owner != "" && r.expires > nowMs) || r.pinned {
 			continue
 		}
-		r = memRow{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(r.last, r.expires)}
+		r = memRow{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(r.last, r.expires, layoutFloor)}
 		m.rows[id] = r
 		return r.lease(id), nil
 	}
-	return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs are leased", snowflake.ErrNoFreeWorker, maxWorkers)
+	return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs from %d are leased", snowflake.ErrNoFreeWorker, to-from, from)
+}
+
+// admitLayout admits and records a claim in layout, if not nil, and
+// returns its floor in Unix milliseconds. The caller holds mu.
+func (m *MemLeaseStore) admitLayout(layout *snowflake.Layout, workers snowflake.WorkerRange) (int64, error) {
+	if layout == nil {
+		return 0, nil
+	}
+	rec, at, err := snowflake.AdmitLayout(m.layouts, *layout, workers)
+	if err != nil {
+		return 0, err
+	}
+	if at == len(m.layouts) {
+		m.layouts = append(m.layouts, rec)
+	} else {
+		m.layouts[at] = rec
+	}
+	return millis(rec.NotBefore), nil
+}
+
+// Layouts implements snowflake.LeaseTable.
+func (m *MemLeaseStore) Layouts(ctx context.Context) ([]snowflake.LayoutRecord, error) {
+	if err := m.failure(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]snowflake.LayoutRecord(nil), m.layouts...), nil
+}
+
+// Relayout implements snowflake.LeaseTable, as the SQL stores do.
+func (m *MemLeaseStore) Relayout(ctx context.Context, to snowflake.Layout, now time.Time, maxWait time.Duration) (snowflake.LayoutRecord, error) {
+	if err := m.failure(); err != nil {
+		return snowflake.LayoutRecord{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var latest int64
+	for id, r := range m.rows {
+		if r.owner != "" && r.expires > now.UnixMilli() {
+			return snowflake.LayoutRecord{}, fmt.Errorf("%w: worker %d is held by %q", snowflake.ErrLayoutInUse, id, r.owner)
+		}
+		latest = max(latest, r.last, r.expires)
+	}
+	planned, err := snowflake.PlanRelayout(m.layouts, fromMillis(latest), to, now, maxWait)
+	if err != nil {
+		return snowflake.LayoutRecord{}, err
+	}
+	for id, r := range m.rows {
+		m.rows[id] = memRow{last: max(r.last, r.expires), pinned: r.pinned}
+	}
+	m.layouts = planned
+	return planned[len(planned)-1], nil
 }
 
 // Renew implements snowflake.LeaseStore.
@@ -121,6 +201,10 @@ func (m *MemLeaseStore) Unpin(ctx context.Context, workerID int64) error {
 
 // ClaimStatic implements snowflake.StaticLeaseStore.
 func (m *MemLeaseStore) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
+	return m.claimStatic(ctx, owner, workerID, now, ttl, nil)
+}
+
+func (m *MemLeaseStore) claimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration, layout *snowflake.Layout) (snowflake.Lease, error) {
 	if workerID < 0 || workerID > math.MaxInt32 {
 		return snowflake.Lease{}, fmt.Errorf("%w: %d", snowflake.ErrInvalidWorkerID, workerID)
 	}
@@ -137,7 +221,11 @@ func (m *MemLeaseStore) ClaimStatic(ctx context.Context, owner string, workerID 
 	if r.owner != "" && r.owner != owner && r.expires > nowMs {
 		return snowflake.Lease{}, fmt.Errorf("%w: worker %d is held by %q", snowflake.ErrNoFreeWorker, workerID, r.owner)
 	}
-	r = memRow{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(r.last, r.expires), pinned: true}
+	layoutFloor, err := m.admitLayout(layout, snowflake.WorkerRange{From: workerID, To: workerID + 1})
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
+	r = memRow{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(r.last, r.expires, layoutFloor), pinned: true}
 	m.rows[workerID] = r
 	return r.lease(workerID), nil
 }

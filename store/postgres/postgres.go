@@ -69,6 +69,17 @@ var dialect = sqlstore.Dialect{
 		// deadlock_detected, serialization_failure
 		return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 	},
+
+	// snowflake_layout, and worker_node for Relayout.
+	LayoutAnchor: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits) VALUES ($1, 0, $2, $3, $4, $5) ON CONFLICT (lease_table, ordinal) DO NOTHING`,
+	LayoutLock:   `SELECT ordinal FROM snowflake_layout WHERE lease_table = $1 AND ordinal = 0 FOR UPDATE`,
+	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = $1 ORDER BY ordinal FOR UPDATE`,
+	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = $1 ORDER BY ordinal`,
+	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = $1, time_bits = $2, worker_bits = $3, sequence_bits = $4, worker_from = $5, worker_to = $6, not_before = $7, retired_at = $8, updated_at = now() WHERE lease_table = $9 AND ordinal = $10`,
+	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id FOR UPDATE`,
+	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = GREATEST(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = now() WHERE owner <> ''`,
+	WorkerLatest: `SELECT COALESCE(MAX(GREATEST(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
 }
 
 // Open connects to the database named by dsn, a postgres:// or

@@ -66,6 +66,18 @@ var dialect = sqlstore.Dialect{
 	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = MAX(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP
 		WHERE worker_id = ? AND owner = ?`,
 	WorkerList: `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
+
+	// snowflake_layout, and worker_node for Relayout; no FOR UPDATE here
+	// either, BEGIN IMMEDIATE serialises.
+	LayoutAnchor: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits) VALUES (?, 0, ?, ?, ?, ?) ON CONFLICT (lease_table, ordinal) DO NOTHING`,
+	LayoutLock:   `SELECT ordinal FROM snowflake_layout WHERE lease_table = ? AND ordinal = 0`,
+	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
+	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
+	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = ?, time_bits = ?, worker_bits = ?, sequence_bits = ?, worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = CURRENT_TIMESTAMP WHERE lease_table = ? AND ordinal = ?`,
+	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id`,
+	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = MAX(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = CURRENT_TIMESTAMP WHERE owner <> ''`,
+	WorkerLatest: `SELECT COALESCE(MAX(MAX(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
 }
 
 // Open opens (creating if needed) the SQLite file named by dsn, which is
