@@ -142,7 +142,7 @@ func restoreUnderRunning(t *testing.T) {
 	f.stopAll()
 	notes = append(notes, fmt.Sprintf("wall time of the scenario, server's start included: %v", time.Since(began).Round(time.Second)))
 	recordCluster(t, clusterResult{test: "TestRestore", scenario: "postgres, processes running", load: l.elapsed,
-		faults: fmt.Sprintf("2 processes under load; server stopped, data directory copied (cold), started; %v more load; stopped, copy put back, started; a third process %v later", restoreAhead, restoreFirst),
+		faults:  fmt.Sprintf("2 processes under load; server stopped, data directory copied (cold), started; %v more load; stopped, copy put back, started; a third process %v later", restoreAhead, restoreFirst),
 		segment: s.segment, snowflake: s.snowflake, duplicates: segDup + sfDup, stalls: stalls,
 		retries: int(retries), regressions: strconv.Itoa(int(regressions)), errors: s.errors, notes: notes})
 }
