@@ -7,9 +7,16 @@ import (
 	"strings"
 )
 
-// ErrPosition is returned for a position that is not in its Kind's
-// notation.
-var ErrPosition = errors.New("fence: unreadable position")
+var (
+	// ErrPosition is returned for a position that is not in its Kind's
+	// notation.
+	ErrPosition = errors.New("fence: unreadable position")
+
+	// ErrUnsupported is returned by a store whose server cannot tell its
+	// identity (an engine that speaks a supported protocol only): it runs
+	// without fencing.
+	ErrUnsupported = errors.New("fence: the server cannot tell its identity")
+)
 
 // Behind reports whether position cur of a server of kind k is behind
 // seen, an earlier reading: the server has lost something it had. An

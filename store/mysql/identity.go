@@ -82,7 +82,7 @@ func serverKind(ctx context.Context, db *sql.DB) (k fence.Kind, noFence, err err
 	err = db.QueryRowContext(ctx, "SELECT "+serverColumns[k]).Scan(&a, &b, &c, &d)
 	var me *driver.MySQLError
 	if errors.As(err, &me) {
-		return k, fmt.Errorf("mysql: %s %s refuses idgen's identity query, so the store cannot detect a failover or a restore: %w", k, version, err), nil
+		return k, fmt.Errorf("mysql: %w: %s %s refuses idgen's identity query, so the store cannot detect a failover or a restore: %w", fence.ErrUnsupported, k, version, err), nil
 	}
 	return k, nil, err
 }
