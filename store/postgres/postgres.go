@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/snowflake"
@@ -32,6 +33,7 @@ type Store struct {
 	seg    *sqlstore.Store
 	pool   *pgxpool.Pool
 	leases *sqlstore.Leases
+	guard  *sqlstore.Guard
 	table  sqlstore.SequenceTable
 }
 
@@ -66,6 +68,28 @@ var dialect = sqlstore.Dialect{
 		// deadlock_detected, serialization_failure
 		return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 	},
+	Identity: &identity,
+}
+
+// identity is the store's history on PostgreSQL: the cluster's
+// system_identifier, the same on a primary and its physical replicas; the
+// timeline, which a promotion or a point-in-time recovery moves on; and
+// the WAL position, which only a restore takes back. Every function here
+// is executable by any role: no superuser, no pg_monitor.
+var identity = sqlstore.IdentitySQL{
+	Kind: fence.Postgres,
+	Columns: sqlstore.IdentityColumns(`(SELECT system_identifier::text FROM pg_control_system()),
+		substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), pg_current_wal_lsn()::text, ''`),
+	Lock: `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
+	Tables: `SELECT c.relname::text FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relname IN ('id_sequence', 'leaf_alloc')
+		AND pg_table_is_visible(c.oid) ORDER BY 1`,
+	Bump:      `UPDATE id_sequence SET max_id = max_id + $1, updated_at = now() WHERE max_id <= $2`,
+	CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > $1`,
+	Hold: `UPDATE worker_node SET lease_expires_at = $1, updated_at = now()
+		WHERE owner <> '' AND lease_expires_at > $2 AND lease_expires_at < $3`,
+	Floor: `UPDATE worker_node SET last_timestamp = $1, updated_at = now() WHERE last_timestamp < $2`,
+	Write: `UPDATE idgen_fence SET backend = $1, system_id = $2, timeline = $3, log_position = $4, generation = $5,
+		fence_until = $6, fences = fences + $7, fenced_at = GREATEST(fenced_at, $8), recorded_at = now() WHERE id = 1`,
 }
 
 // Open connects to the database named by dsn, a postgres:// or
@@ -95,7 +119,14 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	return &Store{seg: sqlstore.New(poolDB{pool}, dialect.OnTable(t)), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect), table: t}, nil
+	db := poolDB{pool}
+	g, err := sqlstore.NewGuard(db, dialect, sqlstore.GuardOptions{})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{seg: sqlstore.NewGuarded(db, dialect.OnTable(t), g), pool: pool,
+		leases: sqlstore.NewGuardedLeases(db, dialect, g), guard: g, table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node

@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/idgen/idgen/fence"
+)
+
+// sidecar is the file beside the database, PATH.fence, in which the
+// store keeps what it last saw of the file's history (fence.Memory):
+// its store_id, generation and ticks. A process that starts after the
+// database was put back from an older copy, while the sidecar stayed,
+// finds ticks or a generation below what the sidecar says and fences.
+//
+// It is written inside every checked transaction, under SQLite's write
+// lock, so writes from several processes follow the file's own order; by
+// rename, so a reader never sees half a file; without fsync, since a
+// sidecar that lost its last writes is merely behind, which costs
+// detection of a restore to exactly those transactions, never a false
+// fence.
+type sidecar string
+
+// load reads the sidecar; a missing one is a process that knows nothing.
+func (p sidecar) load() (fence.Memory, error) {
+	b, err := os.ReadFile(string(p))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fence.Memory{}, nil
+	}
+	if err != nil {
+		return fence.Memory{}, fmt.Errorf("sqlite: read %s: %w", p, err)
+	}
+	var m fence.Memory
+	if err := json.Unmarshal(b, &m); err != nil || (m.Known && m.Identity.Kind != fence.SQLite) {
+		return fence.Memory{}, fmt.Errorf("sqlite: %s is not idgen's fence sidecar (%v); it records what idgen saw of the database, so remove it only if the database beside it is the right one", p, err)
+	}
+	return m, nil
+}
+
+func (p sidecar) save(m fence.Memory) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	dir, base := filepath.Split(string(p))
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, base+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), string(p)); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
