@@ -113,50 +113,86 @@ func asyncFailover(t *testing.T, began time.Time, p asyncPair) {
 	promoted := time.Since(killed)
 	third := f.start(2)
 	time.Sleep(afterFailover)
-	l.stop()
 
-	s := l.summary()
-	holders := overlaps(s.runs())
-	segDup, sfDup := s.duplicates()
-	fences, fenced := metricSums(f, "idgen_store_fences_total")
-	regressions, _ := metricSums(f, "idgen_segment_regressions_total")
-	retries, _ := metricSums(f, "idgen_store_retries_total")
-	stalls := stallsPerFault(s.stalls, []time.Time{killed}, "segment", "snowflake", "new tag")
-	if segDup+sfDup != 0 {
-		t.Errorf("%d duplicate IDs (%d segment, %d snowflake) after a failover to a replica that lost the last commits; want 0",
-			segDup+sfDup, segDup, sfDup)
-	}
-	for i, h := range holders {
-		if i == 5 {
-			t.Errorf("… %d more overlapping holders", len(holders)-5)
-			break
-		}
-		t.Error(h)
-	}
-	checkSummary(t, s, only503)
-	logLoadFailures(t, f)
+	o := checkLoss(t, f, l, killed, "after a failover to a replica that lost the last commits")
 	for _, inst := range f.instances() {
 		if strings.Contains(inst.p.Log(), p.password) {
 			t.Errorf("%s logged the database password", inst)
 		}
 	}
-	fenceCount := "— (no idgen_store_fences_total)"
-	if fenced {
-		fenceCount = strconv.Itoa(int(fences))
-	}
 	notes := []string{
 		fmt.Sprintf("the replica lacked %s at the kill; promoted %v after it; the third process (worker %d) served %v after the kill",
 			lacked, promoted.Round(100*time.Millisecond), third.worker(), third.ready.Sub(killed).Round(100*time.Millisecond)),
-		fmt.Sprintf("duplicates: %d segment, %d snowflake; processes stamping under one worker ID at once: %d; fences: %s; regressions caught: %d",
-			segDup, sfDup, len(holders), fenceCount, int(regressions)),
+		o.String(),
 	}
-	t.Logf("%s: %v of load, %d requests; IDs: %d segment, %d snowflake; %s; errors %s; stall %v; scenario %v",
-		p.scenario, l.elapsed.Round(time.Millisecond), s.requests, s.segment, s.snowflake, notes[1],
-		formatErrors(s.errors), stalls, time.Since(began).Round(100*time.Millisecond))
+	t.Logf("%s: %s; %s", p.scenario, o.load(l), notes[0])
 	f.stopAll()
 	notes = append(notes, fmt.Sprintf("wall time of the scenario, servers' start included: %v", time.Since(began).Round(time.Second)))
-	recordCluster(t, clusterResult{test: "TestReplicas", scenario: p.scenario, load: l.elapsed,
-		faults:  fmt.Sprintf("%s; %v behind before the kill", p.how, replicaBehind),
-		segment: s.segment, snowflake: s.snowflake, duplicates: segDup + sfDup, stalls: stalls,
-		retries: int(retries), regressions: strconv.Itoa(int(regressions)), errors: s.errors, notes: notes})
+	recordCluster(t, o.row("TestReplicas", p.scenario, fmt.Sprintf("%s; %v behind before the kill", p.how, replicaBehind), l, notes))
+}
+
+// loss is what a load through a loss of history (a failover to a stale
+// replica, a restore) gave.
+type loss struct {
+	s                    summary
+	segDup, sfDup        int
+	holders              []string // processes that stamped under one worker ID at once
+	fences               string
+	regressions, retries int
+	stalls               map[string][]time.Duration
+}
+
+// checkLoss stops l, whose fault came at fault, and asserts that no ID
+// was handed out twice, that no two processes stamped under one worker
+// ID at once, and that every failure was a 503 with Retry-After.
+func checkLoss(t *testing.T, f *fleet, l *load, fault time.Time, after string) loss {
+	t.Helper()
+	l.stop()
+	o := loss{s: l.summary()}
+	o.holders = overlaps(o.s.runs())
+	o.segDup, o.sfDup = o.s.duplicates()
+	o.fences = fenceCount(metricSums(f, "idgen_store_fences_total"))
+	regressions, _ := metricSums(f, "idgen_segment_regressions_total")
+	retries, _ := metricSums(f, "idgen_store_retries_total")
+	o.regressions, o.retries = int(regressions), int(retries)
+	o.stalls = stallsPerFault(o.s.stalls, []time.Time{fault}, "segment", "snowflake", "new tag")
+	if n := o.segDup + o.sfDup; n != 0 {
+		t.Errorf("%d duplicate IDs (%d segment, %d snowflake) %s; want 0", n, o.segDup, o.sfDup, after)
+	}
+	for i, h := range o.holders {
+		if i == 5 {
+			t.Errorf("… %d more overlapping holders", len(o.holders)-5)
+			break
+		}
+		t.Error(h)
+	}
+	checkSummary(t, o.s, only503)
+	logLoadFailures(t, f)
+	return o
+}
+
+func (o loss) String() string {
+	return fmt.Sprintf("duplicates: %d segment, %d snowflake; processes stamping under one worker ID at once: %d; fences: %s; regressions caught: %d",
+		o.segDup, o.sfDup, len(o.holders), o.fences, o.regressions)
+}
+
+// load describes the load l and what it gave, for a log line.
+func (o loss) load(l *load) string {
+	return fmt.Sprintf("%v of load, %d requests; IDs: %d segment, %d snowflake; %s; errors %s; stall %v",
+		l.elapsed.Round(time.Millisecond), o.s.requests, o.s.segment, o.s.snowflake, o, formatErrors(o.s.errors), o.stalls)
+}
+
+func (o loss) row(test, scenario, faults string, l *load, notes []string) clusterResult {
+	return clusterResult{test: test, scenario: scenario, load: l.elapsed, faults: faults,
+		segment: o.s.segment, snowflake: o.s.snowflake, duplicates: o.segDup + o.sfDup, stalls: o.stalls,
+		retries: o.retries, regressions: strconv.Itoa(o.regressions), errors: o.s.errors, notes: notes}
+}
+
+// fenceCount is the fences counted (idgen_store_fences_total), or a dash
+// if no process exports the metric.
+func fenceCount(n float64, found bool) string {
+	if !found {
+		return "— (no idgen_store_fences_total)"
+	}
+	return strconv.Itoa(int(n))
 }

@@ -136,43 +136,17 @@ func restoreUnderRunning(t *testing.T) {
 	time.Sleep(restoreFirst)
 	third := f.start(2)
 	time.Sleep(restoreAfter)
-	l.stop()
-
-	s := l.summary()
-	holders := overlaps(s.runs())
-	segDup, sfDup := s.duplicates()
-	fences, fenced := metricSums(f, "idgen_store_fences_total")
-	regressions, _ := metricSums(f, "idgen_segment_regressions_total")
-	retries, _ := metricSums(f, "idgen_store_retries_total")
-	stalls := stallsPerFault(s.stalls, []time.Time{restored}, "segment", "snowflake", "new tag")
-	if segDup+sfDup != 0 {
-		t.Errorf("%d duplicate IDs (%d segment, %d snowflake) after a restore under running processes; want 0", segDup+sfDup, segDup, sfDup)
-	}
-	for _, h := range holders {
-		t.Error(h)
-	}
-	checkSummary(t, s, only503)
-	logLoadFailures(t, f)
+	o := checkLoss(t, f, l, restored, "after a restore under running processes")
 	notes := []string{
-		fmt.Sprintf("the third process (worker %d) started %v after the restore; duplicates: %d segment, %d snowflake; processes stamping under one worker ID at once: %d; fences: %s; regressions caught: %d",
-			third.worker(), third.ready.Sub(restored).Round(100*time.Millisecond), segDup, sfDup, len(holders), fenceCount(fences, fenced), int(regressions)),
+		fmt.Sprintf("the third process (worker %d) started %v after the restore", third.worker(), third.ready.Sub(restored).Round(100*time.Millisecond)),
+		o.String(),
 	}
-	t.Logf("%v of load, %d requests; IDs: %d segment, %d snowflake; %s; errors %s; stall %v",
-		l.elapsed.Round(time.Millisecond), s.requests, s.segment, s.snowflake, notes[0], formatErrors(s.errors), stalls)
+	t.Logf("%s; %s", o.load(l), notes[0])
 	f.stopAll()
 	notes = append(notes, fmt.Sprintf("wall time of the scenario, server's start included: %v", time.Since(began).Round(time.Second)))
-	recordCluster(t, clusterResult{test: "TestRestore", scenario: "postgres, processes running", load: l.elapsed,
-		faults:  fmt.Sprintf("2 processes under load; server stopped, data directory copied (cold), started; %v more load; stopped, copy put back, started; a third process %v later", restoreAhead, restoreFirst),
-		segment: s.segment, snowflake: s.snowflake, duplicates: segDup + sfDup, stalls: stalls,
-		retries: int(retries), regressions: strconv.Itoa(int(regressions)), errors: s.errors, notes: notes})
-}
-
-// fenceCount is the fences counted, or a dash without the metric.
-func fenceCount(n float64, found bool) string {
-	if !found {
-		return "— (no idgen_store_fences_total)"
-	}
-	return strconv.Itoa(int(n))
+	recordCluster(t, o.row("TestRestore", "postgres, processes running",
+		fmt.Sprintf("2 processes under load; server stopped, data directory copied (cold), started; %v more load; stopped, copy put back, started; a third process %v later", restoreAhead, restoreFirst),
+		l, notes))
 }
 
 // restorable is a database whose state can be copied and put back while
