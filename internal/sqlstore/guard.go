@@ -85,9 +85,9 @@ type GuardOptions struct {
 	Fence  fence.Config
 	Logger *slog.Logger // nil: discard
 	// Memory is what the process knows at start (SQLite: its sidecar
-	// file). Persist, if set, is given the memory a checked transaction
-	// leads to, inside the transaction, before its commit: under SQLite's
-	// write lock, so that writes of the sidecar follow the file's order.
+	// file). Persist, if set, is given the memory after every checked
+	// transaction that committed: never before, since a sidecar ahead of
+	// the file would fence a store that lost nothing.
 	Memory  fence.Memory
 	Persist func(fence.Memory) error
 }
@@ -196,12 +196,6 @@ func (g *Guard) check(ctx context.Context, q Querier, snap fence.Memory, r *read
 		}
 		r.cur.Position = tickNext(r.cur.Position)
 	}
-	if g.persist != nil {
-		g.mu.Lock()
-		m := g.mem.Observe(r.cur, r.rec)
-		g.mu.Unlock()
-		g.save(m)
-	}
 	return nil
 }
 
@@ -241,7 +235,11 @@ func (g *Guard) snapshot() fence.Memory {
 func (g *Guard) committed(r *reading) {
 	g.mu.Lock()
 	g.mem = g.mem.Observe(r.cur, r.rec)
+	m := g.mem
 	g.mu.Unlock()
+	if g.persist != nil {
+		g.save(m)
+	}
 }
 
 // maxFences bounds the fences one operation goes through before it gives
@@ -306,7 +304,11 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory) error {
 	} else {
 		g.mem = g.mem.Observe(r.cur, r.rec)
 	}
+	m := g.mem
 	g.mu.Unlock()
+	if g.persist != nil {
+		g.save(m)
+	}
 	if ev == nil || ev.Reason == "" {
 		return nil
 	}
@@ -351,9 +353,6 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		if _, err := q.Exec(ctx, g.id.Write, string(to.Kind), to.System, to.Timeline, to.Position, to.Generation, to.FenceUntil, 0, int64(0)); err != nil {
 			return nil, nil, fmt.Errorf("record the identity: %w", err)
 		}
-		if g.persist != nil {
-			g.save(fence.Memory{}.Observe(r.cur, to))
-		}
 		return ev, r, nil
 	}
 	var live int64
@@ -383,9 +382,6 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return nil, nil, fmt.Errorf("record the identity: %w", err)
 	}
 	ev.To, ev.Reason, ev.Plan = to, d.Reason, p
-	if g.persist != nil {
-		g.save(fence.Memory{}.Observe(r.cur, to))
-	}
 	return ev, r, nil
 }
 

@@ -17,12 +17,13 @@ import (
 // database was put back from an older copy, while the sidecar stayed,
 // finds ticks or a generation below what the sidecar says and fences.
 //
-// It is written inside every checked transaction, under SQLite's write
-// lock, so writes from several processes follow the file's own order; by
-// rename, so a reader never sees half a file; without fsync, since a
-// sidecar that lost its last writes is merely behind, which costs
-// detection of a restore to exactly those transactions, never a false
-// fence.
+// It is written after every checked transaction that committed, never
+// before (a sidecar ahead of the file would fence a store that lost
+// nothing): merged with what is there, so that of several processes the
+// furthest position stays, unless two write at once, which leaves it
+// behind; by rename, so a reader never sees half a file; and without
+// fsync. A sidecar that is behind costs detection of a restore to
+// exactly the transactions it missed, never a false fence.
 type sidecar string
 
 // load reads the sidecar; a missing one is a process that knows nothing.
@@ -42,6 +43,12 @@ func (p sidecar) load() (fence.Memory, error) {
 }
 
 func (p sidecar) save(m fence.Memory) error {
+	if old, err := p.load(); err == nil && old.Known && m.Known {
+		// Observe keeps old where it is newer, and the furthest position
+		// where both saw one record.
+		m = old.Observe(fence.Identity{Kind: m.Identity.Kind, System: m.Identity.System, Timeline: m.Identity.Timeline,
+			Position: m.Positions[""]}, fence.Record{Identity: m.Identity, Generation: m.Generation})
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
