@@ -185,14 +185,14 @@ func (o loss) load(l *load) string {
 func (o loss) row(test, scenario, faults string, l *load, notes []string) clusterResult {
 	return clusterResult{test: test, scenario: scenario, load: l.elapsed, faults: faults,
 		segment: o.s.segment, snowflake: o.s.snowflake, duplicates: o.segDup + o.sfDup, stalls: o.stalls,
-		retries: o.retries, regressions: strconv.Itoa(o.regressions), errors: o.s.errors, notes: notes}
+		retries: o.retries, regressions: strconv.Itoa(o.regressions), fences: o.fences, errors: o.s.errors, notes: notes}
 }
 
 // fenceCount is the fences counted (idgen_store_fences_total), or a dash
 // if no process exports the metric.
 func fenceCount(n float64, found bool) string {
 	if !found {
-		return "— (no idgen_store_fences_total)"
+		return "—"
 	}
 	return strconv.Itoa(int(n))
 }

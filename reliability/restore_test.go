@@ -186,6 +186,7 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 	// A phase runs for d; allowed are the errors it may see: none before
 	// the restore, 503s after it (a fence holds snowflake IDs back until
 	// the clock passes the floors it raised).
+	var fences string // of the last phase
 	phase := func(d time.Duration, allowed func(string) bool) summary {
 		t.Helper()
 		for slot := range f.slots {
@@ -195,8 +196,8 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 		time.Sleep(d)
 		l.stop()
 		s := l.summary()
-		fences, fenced := metricSums(f, "idgen_store_fences_total")
-		t.Logf("phase: %d segment, %d snowflake IDs; fences %s", s.segment, s.snowflake, fenceCount(fences, fenced))
+		fences = fenceCount(metricSums(f, "idgen_store_fences_total"))
+		t.Logf("phase: %d segment, %d snowflake IDs; fences %s", s.segment, s.snowflake, fences)
 		f.stopAll()
 		checkSummary(t, s, allowed)
 		return s
@@ -214,6 +215,7 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 	// Long enough for snowflake IDs after a fence too.
 	afterRestore := restorePhase + 2*leaseTTL
 	s3 := phase(afterRestore, only503)
+	fences3 := fences
 	before := merge(s1, s2, s3)
 	dupSeg, dupSF := before.duplicates()
 	dup := dupSeg + dupSF
@@ -223,7 +225,7 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 	faults := fmt.Sprintf("phases of %v with 2 new processes each; %s after the first; phase 3 (%v) right after the restore", restorePhase, db.how, afterRestore)
 	row := clusterResult{test: "TestRestore", scenario: db.name, load: 2*restorePhase + afterRestore, faults: faults,
 		segment: s1.segment + s2.segment + s3.segment, snowflake: s1.snowflake + s2.snowflake + s3.snowflake,
-		duplicates: dup, regressions: "—", errors: before.errors}
+		duplicates: dup, regressions: "—", fences: fences3, errors: before.errors}
 	if db.detectable {
 		if dup != 0 {
 			t.Errorf("%d IDs (%d segment, %d snowflake) handed out again after the restore (%s); want 0", dup, dupSeg, dupSF, db.how)
@@ -262,7 +264,7 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 	recordCluster(t, row)
 	recordCluster(t, clusterResult{test: "TestRestore", scenario: db.name + ", after idgen tag bump",
 		load: restorePhase, faults: fmt.Sprintf("phase 4, after `idgen tag bump --all --by %d`", restoreBump),
-		segment: s4.segment, snowflake: s4.snowflake, duplicates: afterBump, regressions: "—", errors: s4.errors})
+		segment: s4.segment, snowflake: s4.snowflake, duplicates: afterBump, regressions: "—", fences: fences, errors: s4.errors})
 }
 
 // merge puts the IDs and counts of loads on one fleet together; the
