@@ -34,7 +34,7 @@ func TestReplicas(t *testing.T) {
 				return fmt.Sprintf("%d bytes of WAL", lost), err
 			},
 			promote: p.Promote, logs: func() string { return p.Logs(20) },
-			how: "replica stopped (pg_ctl stop -m fast), then kill -9 of the primary, then the replica started and promoted (pg_promote)",
+			how: "replica shut down cleanly (SIGINT, the fast shutdown), then kill -9 of the primary, then the replica started and promoted (pg_promote)",
 		})
 	})
 	t.Run("mariadb", func(t *testing.T) {
