@@ -3,8 +3,10 @@ package storetest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,6 +116,11 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatal(err)
 	}
 	fences0 := fences(a)
+	// A tag the margin would carry past the int64 limit.
+	edge := segmenttest.UniqueTag("fence-edge")
+	if err := a.s.CreateTag(ctx, segment.Tag{Name: edge, MaxID: math.MaxInt64 - 1000, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The failover: the last 500 IDs' reservations are lost, and the
 	// server is another history.
@@ -162,6 +169,12 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	}
 	if ev.Plan.Margin != FenceMargin || ev.From.System != "another-history" {
 		t.Fatalf("fence event %+v: want margin %d, from the planted identity", ev, FenceMargin)
+	}
+	if got := maxID(a, edge); got != math.MaxInt64 {
+		t.Fatalf("a tag within the margin of the int64 limit: max_id %d after the fence, want the limit (exhausted)", got)
+	}
+	if _, err := a.s.Reserve(ctx, edge, 0); !errors.Is(err, segment.ErrExhausted) {
+		t.Fatalf("reserve on the exhausted tag: %v, want ErrExhausted", err)
 	}
 	for _, id := range fresh {
 		if id < back+FenceMargin {
