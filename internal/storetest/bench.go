@@ -21,7 +21,7 @@ func BenchReserve(b *testing.B, today, fenced segment.Store) {
 	for _, s := range []struct {
 		name  string
 		store segment.Store
-	}{{"today", today}, {"fenced", fenced}} {
+	}{{"check=today", today}, {"check=fenced", fenced}} {
 		b.Run(s.name, func(b *testing.B) {
 			// The first reservation records the identity; keep it out.
 			if _, err := s.store.Reserve(ctx, tag, 0); err != nil {
