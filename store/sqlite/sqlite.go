@@ -128,14 +128,17 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	side := sidecar(path + ".fence")
-	mem, err := side.load()
-	if err != nil {
-		_ = db.Close()
-		return nil, err
+	opts := sqlstore.GuardOptions{}
+	if !inMemory(path) {
+		side := sidecar(path + ".fence")
+		if opts.Memory, err = side.load(); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		opts.Persist = side.save
 	}
 	sdb := sqlstore.StdDB{DB: db}
-	g, err := sqlstore.NewGuard(sdb, dialect, sqlstore.GuardOptions{Memory: mem, Persist: side.save})
+	g, err := sqlstore.NewGuard(sdb, dialect, opts)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
