@@ -72,14 +72,7 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	fences := func(p *fenceProc) int64 {
-		t.Helper()
-		var n int64
-		if err := db(p).QueryRowContext(ctx, "SELECT fences FROM idgen_fence WHERE id = 1").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	fences := func(p *fenceProc) int64 { t.Helper(); return Fences(t, db(p)) }
 	maxID := func(p *fenceProc, tag string) int64 {
 		t.Helper()
 		var n int64
@@ -238,4 +231,15 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatalf("%d fences by the processes, want 2", n)
 	}
 	t.Logf("fenced once per event; margin %d, hold until %v (%v after the event)", ev.Plan.Margin, holdUntil.UTC(), holdUntil.Sub(began).Round(time.Millisecond))
+}
+
+// Fences returns how many fences the store's idgen_fence row has
+// counted.
+func Fences(t testing.TB, db *sql.DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRowContext(context.Background(), "SELECT fences FROM idgen_fence WHERE id = 1").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
