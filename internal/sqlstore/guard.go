@@ -38,8 +38,9 @@ type IdentitySQL struct {
 	// Tables returns the names of the sequence tables that exist, of
 	// id_sequence and leaf_alloc.
 	Tables string
-	// Bump adds a margin to every row's max_id of id_sequence, skipping
-	// rows it would carry past the int64 limit. Args: margin, limit.
+	// Bump adds a margin to every row's max_id of id_sequence, and sets a
+	// row it would carry past the int64 limit to the limit: exhausted, so
+	// that it refuses rather than repeats. Args: limit, margin.
 	Bump string
 	// CountLive counts worker leases with an owner and an expiry after
 	// the argument.
@@ -366,7 +367,7 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return nil, nil, err
 	}
 	for _, t := range tables {
-		if _, err := q.Exec(ctx, rewrite(g.id.Bump, t), p.Margin, int64(math.MaxInt64)-p.Margin); err != nil {
+		if _, err := q.Exec(ctx, rewrite(g.id.Bump, t), int64(math.MaxInt64)-p.Margin, p.Margin); err != nil {
 			return nil, nil, fmt.Errorf("move %s up: %w", t.Name, err)
 		}
 		ev.Tables = append(ev.Tables, t.Name)

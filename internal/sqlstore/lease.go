@@ -66,6 +66,24 @@ func NewGuardedLeases(db DB, d Dialect, g *Guard) *Leases {
 	return s
 }
 
+// inTx runs fn in one transaction that first reads and checks the
+// store's identity (see begin), fencing and running it again as the
+// Guard decides. fn gets the floor the last fence set.
+func (s *Leases) inTx(ctx context.Context, fn func(q Querier, fenced int64) error) error {
+	return s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
+		var r *reading
+		err := s.db.InTx(ctx, func(q Querier) error {
+			var fenced int64
+			var err error
+			if r, fenced, err = s.begin(ctx, q, snap); err != nil {
+				return err
+			}
+			return fn(q, fenced)
+		})
+		return r, err
+	})
+}
+
 // begin is the start of a checked lease transaction: it reads and checks
 // the identity with g, and returns the floor the last fence set (0 if
 // none). Without a Guard it does nothing.
@@ -137,18 +155,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64) (snowflake.Lease, bool, error) {
 	var lease snowflake.Lease
 	found := false
-	err := s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
+	err := s.inTx(ctx, func(q Querier, fenced int64) error {
 		found = false
-		var r *reading
-		err := s.db.InTx(ctx, func(q Querier) error {
-			var fenced int64
-			var err error
-			if r, fenced, err = s.begin(ctx, q, snap); err != nil {
-				return err
-			}
-			return s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, fenced, &lease, &found)
-		})
-		return r, err
+		return s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, fenced, &lease, &found)
 	})
 	return lease, found, err
 }
@@ -195,17 +204,8 @@ func (s *Leases) ClaimStatic(ctx context.Context, owner string, workerID int64, 
 	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
-	err := s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
-		var r *reading
-		err := s.db.InTx(ctx, func(q Querier) error {
-			var fenced int64
-			var err error
-			if r, fenced, err = s.begin(ctx, q, snap); err != nil {
-				return err
-			}
-			return s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, fenced, &lease)
-		})
-		return r, err
+	err := s.inTx(ctx, func(q Querier, fenced int64) error {
+		return s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, fenced, &lease)
 	})
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
@@ -273,23 +273,16 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	}
 	newExpiry := now.UnixMilli() + ttl.Milliseconds()
 	var n int64
-	err := s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
-		if s.g == nil {
+	var err error
+	if s.g == nil {
+		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+	} else {
+		err = s.inTx(ctx, func(q Querier, _ int64) error {
 			var err error
-			n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
-			return nil, err
-		}
-		var r *reading
-		err := s.db.InTx(ctx, func(q Querier) error {
-			var err error
-			if r, _, err = s.begin(ctx, q, snap); err != nil {
-				return err
-			}
 			n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 			return err
 		})
-		return r, err
-	})
+	}
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: renew the lease on worker %d: %w", lease.WorkerID, err)
 	}

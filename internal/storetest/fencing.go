@@ -3,8 +3,10 @@ package storetest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,14 +72,7 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	fences := func(p *fenceProc) int64 {
-		t.Helper()
-		var n int64
-		if err := db(p).QueryRowContext(ctx, "SELECT fences FROM idgen_fence WHERE id = 1").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	fences := func(p *fenceProc) int64 { t.Helper(); return Fences(t, db(p)) }
 	maxID := func(p *fenceProc, tag string) int64 {
 		t.Helper()
 		var n int64
@@ -114,6 +109,11 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatal(err)
 	}
 	fences0 := fences(a)
+	// A tag the margin would carry past the int64 limit.
+	edge := segmenttest.UniqueTag("fence-edge")
+	if err := a.s.CreateTag(ctx, segment.Tag{Name: edge, MaxID: math.MaxInt64 - 1000, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The failover: the last 500 IDs' reservations are lost, and the
 	// server is another history.
@@ -162,6 +162,12 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	}
 	if ev.Plan.Margin != FenceMargin || ev.From.System != "another-history" {
 		t.Fatalf("fence event %+v: want margin %d, from the planted identity", ev, FenceMargin)
+	}
+	if got := maxID(a, edge); got != math.MaxInt64 {
+		t.Fatalf("a tag within the margin of the int64 limit: max_id %d after the fence, want the limit (exhausted)", got)
+	}
+	if _, err := a.s.Reserve(ctx, edge, 0); !errors.Is(err, segment.ErrExhausted) {
+		t.Fatalf("reserve on the exhausted tag: %v, want ErrExhausted", err)
 	}
 	for _, id := range fresh {
 		if id < back+FenceMargin {
@@ -225,4 +231,15 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatalf("%d fences by the processes, want 2", n)
 	}
 	t.Logf("fenced once per event; margin %d, hold until %v (%v after the event)", ev.Plan.Margin, holdUntil.UTC(), holdUntil.Sub(began).Round(time.Millisecond))
+}
+
+// Fences returns how many fences the store's idgen_fence row has
+// counted.
+func Fences(t testing.TB, db *sql.DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRowContext(context.Background(), "SELECT fences FROM idgen_fence WHERE id = 1").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

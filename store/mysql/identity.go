@@ -45,7 +45,7 @@ func identity(k fence.Kind) *sqlstore.IdentitySQL {
 		Columns:   sqlstore.IdentityColumns(serverColumns[k]),
 		Lock:      `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
 		Tables:    `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
-		Bump:      `UPDATE id_sequence SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP(3) WHERE max_id <= ?`,
+		Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, updated_at = CURRENT_TIMESTAMP(3)`,
 		CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`,
 		Hold: `UPDATE worker_node SET lease_expires_at = ?, updated_at = CURRENT_TIMESTAMP(3)
 		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`,

@@ -83,7 +83,7 @@ var identity = sqlstore.IdentitySQL{
 	Lock: `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
 	Tables: `SELECT c.relname::text FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relname IN ('id_sequence', 'leaf_alloc')
 		AND pg_table_is_visible(c.oid) ORDER BY 1`,
-	Bump:      `UPDATE id_sequence SET max_id = max_id + $1, updated_at = now() WHERE max_id <= $2`,
+	Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= $1 THEN max_id + $2 ELSE 9223372036854775807 END, updated_at = now()`,
 	CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > $1`,
 	Hold: `UPDATE worker_node SET lease_expires_at = $1, updated_at = now()
 		WHERE owner <> '' AND lease_expires_at > $2 AND lease_expires_at < $3`,

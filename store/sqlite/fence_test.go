@@ -94,3 +94,46 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// A store on Leaf's leaf_alloc (migrations.UpShared, no id_sequence) has
+// the idgen_fence table too, and a fence moves leaf_alloc's rows up.
+func TestStore_FencingLeafAlloc(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	s, err := sqlite.OpenTable(ctx, path, "leaf_alloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '' PRIMARY KEY,
+		max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256) DEFAULT NULL,
+		update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ConfigureFence(fence.Config{Margin: 5000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTag(ctx, segment.Tag{Name: "leaf", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, "leaf", 0); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'id_sequence'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("id_sequence exists (%d, %v): UpShared must not create it", n, err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `UPDATE idgen_fence SET system_id = 'elsewhere' WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Reserve(ctx, "leaf", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Start != 11+5000 {
+		t.Fatalf("after the fence the range starts at %d, want 11 + the margin 5000", r.Start)
+	}
+}

@@ -80,7 +80,7 @@ var identity = sqlstore.IdentitySQL{
 	Tick:      `UPDATE idgen_fence SET ticks = ticks + 1 WHERE id = 1`,
 	Lock:      `SELECT generation FROM idgen_fence WHERE id = 1`, // under BEGIN IMMEDIATE's write lock
 	Tables:    `SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
-	Bump:      `UPDATE id_sequence SET max_id = max_id + ?, updated_at = CURRENT_TIMESTAMP WHERE max_id <= ?`,
+	Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, updated_at = CURRENT_TIMESTAMP`,
 	CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`,
 	Hold: `UPDATE worker_node SET lease_expires_at = ?, updated_at = CURRENT_TIMESTAMP
 		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`,
@@ -128,14 +128,17 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	side := sidecar(path + ".fence")
-	mem, err := side.load()
-	if err != nil {
-		_ = db.Close()
-		return nil, err
+	opts := sqlstore.GuardOptions{}
+	if !inMemory(path) {
+		side := sidecar(path + ".fence")
+		if opts.Memory, err = side.load(); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		opts.Persist = side.save
 	}
 	sdb := sqlstore.StdDB{DB: db}
-	g, err := sqlstore.NewGuard(sdb, dialect, sqlstore.GuardOptions{Memory: mem, Persist: side.save})
+	g, err := sqlstore.NewGuard(sdb, dialect, opts)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
