@@ -147,15 +147,7 @@ type loss struct {
 // ID at once, and that every failure was a 503 with Retry-After.
 func checkLoss(t *testing.T, f *fleet, l *load, fault time.Time, after string) loss {
 	t.Helper()
-	l.stop()
-	o := loss{s: l.summary()}
-	o.holders = overlaps(o.s.runs())
-	o.segDup, o.sfDup = o.s.duplicates()
-	o.fences = fenceCount(metricSums(f, "idgen_store_fences_total"))
-	regressions, _ := metricSums(f, "idgen_segment_regressions_total")
-	retries, _ := metricSums(f, "idgen_store_retries_total")
-	o.regressions, o.retries = int(regressions), int(retries)
-	o.stalls = stallsPerFault(o.s.stalls, []time.Time{fault}, "segment", "snowflake", "new tag")
+	o := measureLoss(f, l, fault)
 	if n := o.segDup + o.sfDup; n != 0 {
 		t.Errorf("%d duplicate IDs (%d segment, %d snowflake) %s; want 0", n, o.segDup, o.sfDup, after)
 	}
@@ -168,6 +160,21 @@ func checkLoss(t *testing.T, f *fleet, l *load, fault time.Time, after string) l
 	}
 	checkSummary(t, o.s, only503)
 	logLoadFailures(t, f)
+	return o
+}
+
+// measureLoss stops l, whose fault came at fault, and counts what it
+// gave.
+func measureLoss(f *fleet, l *load, fault time.Time) loss {
+	l.stop()
+	o := loss{s: l.summary()}
+	o.holders = overlaps(o.s.runs())
+	o.segDup, o.sfDup = o.s.duplicates()
+	o.fences = fenceCount(metricSums(f, "idgen_store_fences_total"))
+	regressions, _ := metricSums(f, "idgen_segment_regressions_total")
+	retries, _ := metricSums(f, "idgen_store_retries_total")
+	o.regressions, o.retries = int(regressions), int(retries)
+	o.stalls = stallsPerFault(o.s.stalls, []time.Time{fault}, "segment", "snowflake", "new tag")
 	return o
 }
 
