@@ -30,13 +30,17 @@ import (
 //     it went back and fences before anything is handed out again; a
 //     third process started after that is covered too. Asserted: no ID
 //     twice.
+//   - "postgres, a new process first": the same, but the running
+//     processes are frozen until a new one, which knows nothing, has
+//     reached the restored database: undetectable by design (below),
+//     then repaired by `idgen tag bump` before the new one starts.
 //   - "sqlite, file put back": the database file is replaced by its copy
 //     while idgen is stopped, and idgen restarted. Whatever idgen keeps
 //     beside the file (the fence design's sidecar) was not put back, so a
 //     new process can still tell. Asserted: no ID twice.
 //   - "postgres, processes restarted" and "sqlite, directory put back":
 //     no idgen process survives the restore, and everything idgen keeps
-//     went back with it. The copy carries the whole history up to it,
+//     went back with it (or, above, none that survived speaks first). The copy carries the whole history up to it,
 //     identity included, and is a consistent database in its own right:
 //     nothing says that it has been outrun. That is undetectable by
 //     design, so what a demanding user is owed is the truth in the
