@@ -21,13 +21,20 @@ import (
 // which the Guard rewrites for each sequence table the store has.
 type IdentitySQL struct {
 	Kind fence.Kind
-	// Columns is a select list of nine expressions, without NULLs: the
-	// server's system, timeline, position and node (text), then the
-	// record's system, timeline, position (text), generation and
-	// fence_until (integers). A reservation reads them in its LockRow
-	// statement, beside max_id and step, so the check costs no round
-	// trip; the lease operations read them with SELECT alone.
-	Columns string
+	// Server is a select list of four text expressions, without NULLs:
+	// the server's system, timeline, position and node (see
+	// fence.Identity). A reservation by a process that has seen the store
+	// reads them in its LockRow statement, beside max_id and step, so the
+	// check costs no statement and no round trip; the record is read only
+	// when they differ from what the process saw (then under the lock,
+	// by the fence), or by a process that has seen nothing yet.
+	Server string
+	// ConnSystem, if set, returns the server's system (the first of the
+	// Server columns, which then reads as '') for the connection q runs
+	// on: for an identity that is constant per connection and costly to
+	// read per statement (PostgreSQL's system_identifier, read from the
+	// control file), read once per connection.
+	ConnSystem func(ctx context.Context, q Querier) (string, error)
 	// Tick, if set, moves the store's own position up by one. It runs in
 	// the transaction of every checked operation, for a store whose
 	// server has no position of its own (SQLite).
@@ -151,7 +158,8 @@ func (g *Guard) Memory() fence.Memory {
 	return g.mem
 }
 
-// reading is one read of IdentitySQL.Columns.
+// reading is one read of the identity columns: the server's, and the
+// record's unless it came from the process's memory.
 type reading struct {
 	cur fence.Identity
 	rec fence.Record
@@ -161,6 +169,18 @@ func (g *Guard) newReading() *reading {
 	r := &reading{}
 	r.cur.Kind = g.id.Kind
 	return r
+}
+
+// serverDest is dest without the record, for a reading whose record is
+// the one the process saw (fromMemory).
+func (r *reading) serverDest() []any {
+	return []any{&r.cur.System, &r.cur.Timeline, &r.cur.Position, &r.cur.Node}
+}
+
+// fromMemory takes the record from snap, the record the process saw
+// last: what a reading of the server alone is checked against.
+func (r *reading) fromMemory(snap fence.Memory) {
+	r.rec = fence.Record{Identity: snap.Identity, Generation: snap.Generation}
 }
 
 func (r *reading) dest() []any {
@@ -210,11 +230,32 @@ func (g *Guard) save(m fence.Memory) {
 
 // read reads the identity columns alone and checks them.
 func (g *Guard) read(ctx context.Context, q Querier, snap fence.Memory) (*reading, error) {
-	r := g.newReading()
-	if err := q.QueryRow(ctx, "SELECT "+g.id.Columns).Scan(r.dest()...); err != nil {
-		return nil, fmt.Errorf("read the store identity: %w", err)
+	r, err := g.readAll(ctx, q)
+	if err != nil {
+		return nil, err
 	}
 	return r, g.check(ctx, q, snap, r)
+}
+
+// readAll reads the server's identity and the record.
+func (g *Guard) readAll(ctx context.Context, q Querier) (*reading, error) {
+	r := g.newReading()
+	if err := q.QueryRow(ctx, "SELECT "+IdentityColumns(g.id.Server)).Scan(r.dest()...); err != nil {
+		return nil, fmt.Errorf("read the store identity: %w", err)
+	}
+	return r, g.connSystem(ctx, q, r)
+}
+
+// connSystem fills in the system of a reading from ConnSystem.
+func (g *Guard) connSystem(ctx context.Context, q Querier, r *reading) error {
+	if g.id.ConnSystem == nil {
+		return nil
+	}
+	var err error
+	if r.cur.System, err = g.id.ConnSystem(ctx, q); err != nil {
+		return fmt.Errorf("read the store identity: %w", err)
+	}
+	return nil
 }
 
 // tickNext is the counter after a Tick.
@@ -331,9 +372,9 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 	if err := q.QueryRow(ctx, g.id.Lock).Scan(&gen); err != nil {
 		return nil, nil, fmt.Errorf("lock idgen_fence (is migration 00005 applied?): %w", err)
 	}
-	r := g.newReading()
-	if err := q.QueryRow(ctx, "SELECT "+g.id.Columns).Scan(r.dest()...); err != nil {
-		return nil, nil, fmt.Errorf("read the store identity: %w", err)
+	r, err := g.readAll(ctx, q)
+	if err != nil {
+		return nil, nil, err
 	}
 	r.fixup()
 	d := fence.Decide(snap, r.cur, r.rec)
@@ -432,17 +473,18 @@ func (g *Guard) Read(ctx context.Context) (fence.Identity, fence.Record, error) 
 	if g == nil {
 		return fence.Identity{}, fence.Record{}, errors.New("store: this store has no identity to read")
 	}
-	r := g.newReading()
-	if err := g.db.QueryRow(ctx, "SELECT "+g.id.Columns).Scan(r.dest()...); err != nil {
-		return fence.Identity{}, fence.Record{}, fmt.Errorf("store: read the store identity: %w", err)
+	r, err := g.readAll(ctx, g.db)
+	if err != nil {
+		return fence.Identity{}, fence.Record{}, fmt.Errorf("store: %w", err)
 	}
 	r.fixup()
 	return r.cur, r.rec, nil
 }
 
-// IdentityColumns returns IdentitySQL.Columns for a server whose
-// identity is read by server, a select list of its four columns: the
-// record's five follow, in SQL every dialect speaks.
+// IdentityColumns returns the select list of the server's four identity
+// columns (IdentitySQL.Server) followed by the record's five, read from
+// idgen_fence in SQL every dialect speaks: system, timeline, position
+// (text), generation and fence_until (integers).
 func IdentityColumns(server string) string {
 	const one = "(SELECT %s FROM idgen_fence WHERE id = 1)"
 	rec := make([]string, 0, 5)

@@ -169,8 +169,9 @@ type Store struct {
 	db DB
 	d  Dialect
 	g  *Guard
-	// lockRow is d.LockRow with the identity columns read beside max_id
-	// and step, when g is set and LockRow has the usual shape.
+	// lockRow is d.LockRow with the server's identity columns read
+	// beside max_id and step, when g is set and LockRow has the usual
+	// shape.
 	lockRow string
 }
 
@@ -188,7 +189,7 @@ func NewGuarded(db DB, d Dialect, g *Guard) *Store {
 	s := New(db, d)
 	s.g = g
 	if g != nil && strings.HasPrefix(s.d.LockRow, lockRowPrefix) {
-		s.lockRow = "SELECT max_id, step, " + g.id.Columns + " " + strings.TrimPrefix(s.d.LockRow, lockRowPrefix)
+		s.lockRow = "SELECT max_id, step, " + g.id.Server + " " + strings.TrimPrefix(s.d.LockRow, lockRowPrefix)
 	}
 	return s
 }
@@ -267,9 +268,13 @@ func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, st
 		switch {
 		case s.g == nil:
 			err = q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep)
-		case s.lockRow != "":
+		case s.lockRow != "" && snap.Known:
 			r = s.g.newReading()
-			err = q.QueryRow(ctx, s.lockRow, tag).Scan(append([]any{&maxID, &rowStep}, r.dest()...)...)
+			r.fromMemory(snap)
+			err = q.QueryRow(ctx, s.lockRow, tag).Scan(append([]any{&maxID, &rowStep}, r.serverDest()...)...)
+			if err == nil {
+				err = s.g.connSystem(ctx, q, r)
+			}
 			if err == nil {
 				err = s.g.check(ctx, q, snap, r)
 			}

@@ -45,10 +45,11 @@ type fenceProc struct {
 //
 //   - a lossy failover: the tag's max_id goes back below IDs a running
 //     allocator handed out, a live lease's renewal is lost, and the
-//     recorded identity is another server's. A fresh process and the
-//     running one go on at once: one fence, max_id up by the margin, the
-//     lease held for its owner, a new claim starting after the hold, and
-//     0 duplicates between the two allocators;
+//     recorded identity is another server's (on SQLite, the file's own
+//     identity changes too). A fresh process and the running one go on
+//     at once: one fence, max_id up by the margin, the lease held for its
+//     owner, a new claim starting after the hold, and 0 duplicates
+//     between the two allocators;
 //   - a restore of the idgen_fence row (its generation goes back): the
 //     running processes fence once between them.
 //
@@ -120,6 +121,9 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	back := maxID(a, tag) - 500
 	exec(a, fmt.Sprintf("UPDATE id_sequence SET max_id = %d WHERE biz_tag = '%s'", back, tag))
 	exec(a, "UPDATE idgen_fence SET system_id = 'another-history' WHERE id = 1")
+	// A SQLite file carries its own identity in the row: another file.
+	// (Other stores have no such column; their server is what it is.)
+	_, _ = db(a).ExecContext(ctx, "UPDATE idgen_fence SET store_id = 'another-file' WHERE id = 1")
 	began := time.Now()
 
 	c := newProc()
@@ -213,14 +217,19 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatalf("a process started after the fence fenced again: %d fences, %d by it", n-fences0, d.fences.Load())
 	}
 
-	// The restore: the idgen_fence row goes back to an older generation.
-	// The running processes fence once between them.
+	// The restore: the idgen_fence row goes back to an older generation,
+	// which claims and renewals read (a reservation reads the server's
+	// identity alone once the process has seen the record). The running
+	// processes fence once between them.
 	exec(a, "UPDATE idgen_fence SET generation = generation - 1 WHERE id = 1")
-	for _, p := range []*fenceProc{a, c, d} {
+	for i, p := range []*fenceProc{a, c, d} {
 		wg.Go(func() {
-			if _, err := p.s.Reserve(ctx, tag, 0); err != nil {
+			l, err := p.s.Leases().Claim(ctx, fmt.Sprintf("fence-restore-%d-%s", i, tag), time.Now(), FenceTTL, 1024)
+			if err != nil {
 				t.Error(err)
+				return
 			}
+			_ = p.s.Leases().Release(ctx, l, time.Time{})
 		})
 	}
 	wg.Wait()

@@ -42,7 +42,7 @@ var serverColumns = map[fence.Kind]string{
 func identity(k fence.Kind) *sqlstore.IdentitySQL {
 	return &sqlstore.IdentitySQL{
 		Kind:      k,
-		Columns:   sqlstore.IdentityColumns(serverColumns[k]),
+		Server:    serverColumns[k],
 		Lock:      `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
 		Tables:    `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
 		Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, updated_at = CURRENT_TIMESTAMP(3)`,

@@ -72,15 +72,16 @@ var dialect = sqlstore.Dialect{
 }
 
 // identity is the store's history on PostgreSQL: the cluster's
-// system_identifier, the same on a primary and its physical replicas; the
+// system_identifier, the same on a primary and its physical replicas
+// (read once per connection, see connSystem); the
 // timeline, which a promotion or a point-in-time recovery moves on; and
 // the WAL position, which only a restore takes back. Every function here
 // is executable by any role: no superuser, no pg_monitor.
 var identity = sqlstore.IdentitySQL{
-	Kind: fence.Postgres,
-	Columns: sqlstore.IdentityColumns(`(SELECT system_identifier::text FROM pg_control_system()),
-		substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), pg_current_wal_lsn()::text, ''`),
-	Lock: `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
+	Kind:       fence.Postgres,
+	Server:     `'', substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), pg_current_wal_lsn()::text, ''`,
+	ConnSystem: connSystem,
+	Lock:       `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
 	Tables: `SELECT c.relname::text FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relname IN ('id_sequence', 'leaf_alloc')
 		AND pg_table_is_visible(c.oid) ORDER BY 1`,
 	Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= $1 THEN max_id + $2 ELSE 9223372036854775807 END, updated_at = now()`,
@@ -90,6 +91,33 @@ var identity = sqlstore.IdentitySQL{
 	Floor: `UPDATE worker_node SET last_timestamp = $1, updated_at = now() WHERE last_timestamp < $2`,
 	Write: `UPDATE idgen_fence SET backend = $1, system_id = $2, timeline = $3, log_position = $4, generation = $5,
 		fence_until = $6, fences = fences + $7, fenced_at = GREATEST(fenced_at, $8), recorded_at = now() WHERE id = 1`,
+}
+
+// systemKey is where a connection keeps its server's system_identifier.
+const systemKey = "idgen.system_identifier"
+
+// connSystem returns the system_identifier of the server q's connection
+// is on. pg_control_system() reads the control file from disk, which
+// cost more than the rest of the identity check together; a connection
+// stays on one server for its life, so it is read once per connection
+// and kept with it (pgconn's CustomData). A promotion on the same
+// connection moves the timeline, which is still read every time.
+func connSystem(ctx context.Context, q sqlstore.Querier) (string, error) {
+	var data map[string]any
+	if t, ok := q.(txQ); ok {
+		data = t.tx.Conn().PgConn().CustomData()
+		if id, ok := data[systemKey].(string); ok {
+			return id, nil
+		}
+	}
+	var id string
+	if err := q.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id); err != nil {
+		return "", err
+	}
+	if data != nil {
+		data[systemKey] = id
+	}
+	return id, nil
 }
 
 // Open connects to the database named by dsn, a postgres:// or

@@ -126,7 +126,7 @@ func TestStore_FencingLeafAlloc(t *testing.T) {
 	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'id_sequence'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("id_sequence exists (%d, %v): UpShared must not create it", n, err)
 	}
-	if _, err := s.DB().ExecContext(ctx, `UPDATE idgen_fence SET system_id = 'elsewhere' WHERE id = 1`); err != nil {
+	if _, err := s.DB().ExecContext(ctx, `UPDATE idgen_fence SET store_id = 'another-file' WHERE id = 1`); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.Reserve(ctx, "leaf", 0)

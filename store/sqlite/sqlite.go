@@ -75,8 +75,8 @@ var dialect = sqlstore.Dialect{
 // sidecar), so a file put back from an older copy is found.
 var identity = sqlstore.IdentitySQL{
 	Kind: fence.SQLite,
-	Columns: sqlstore.IdentityColumns(`COALESCE((SELECT store_id FROM idgen_fence WHERE id = 1), ''), '',
-		CAST(COALESCE((SELECT ticks FROM idgen_fence WHERE id = 1), 0) AS TEXT), ''`),
+	Server: `COALESCE((SELECT store_id FROM idgen_fence WHERE id = 1), ''), '',
+		CAST(COALESCE((SELECT ticks FROM idgen_fence WHERE id = 1), 0) AS TEXT), ''`,
 	Tick:      `UPDATE idgen_fence SET ticks = ticks + 1 WHERE id = 1`,
 	Lock:      `SELECT generation FROM idgen_fence WHERE id = 1`, // under BEGIN IMMEDIATE's write lock
 	Tables:    `SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
