@@ -202,7 +202,8 @@ func restoreUnderRunning(t *testing.T, how underRunning) {
 		o = measureLoss(f, l, restored)
 		checkSummary(t, o.s, only503)
 		scenario += " (documented limit)"
-		notes = append(notes, "undetectable by design (the first process to reach the restored database knows nothing of the later history): "+docNote(t, o.segDup+o.sfDup, "restore", "tag bump"))
+		notes = append(notes, fmt.Sprintf("undetectable by design (the first process to reach the restored database knows nothing of the later history): %d duplicates; %s",
+			o.segDup+o.sfDup, docNote(t, o.segDup+o.sfDup, "restore", "tag bump")))
 	} else {
 		o = checkLoss(t, f, l, restored, "after a restore under running processes")
 	}
@@ -231,9 +232,9 @@ func docNote(t *testing.T, dup int, words ...string) string {
 	}
 	if !documented(t, words...) {
 		t.Errorf("%d IDs handed out again in a case idgen cannot detect; docs/deploy.md must say so, in one section with \"cannot\" (or \"not detect\") and %q", dup, words)
-		return fmt.Sprintf("%d duplicates, NOT documented in docs/deploy.md", dup)
+		return "NOT documented in docs/deploy.md"
 	}
-	return fmt.Sprintf("%d duplicates; docs/deploy.md says that idgen cannot detect this and names idgen tag bump", dup)
+	return "docs/deploy.md says that idgen cannot detect this and names idgen tag bump"
 }
 
 // restorable is a database whose state can be copied and put back while
