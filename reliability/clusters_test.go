@@ -46,9 +46,11 @@ func clusterProf(t *testing.T) clusterProfile {
 // later. With synchronous_mode on, no committed reservation can be lost
 // in a failover, so there must be no duplicate; every failed request must
 // be a 503 with Retry-After, and no idgen process may need a restart.
-// With synchronous_mode off, a failover may lose the last commits: the
-// test reports what the segment regression guard saw and whether a
-// duplicate got through.
+// With synchronous_mode off, a failover may lose the last commits; the
+// promoted replica is a new timeline, so the first process to reach it
+// fences the store (max_id up by the margin, leases held) and there must
+// be no duplicate either. Every failover is a new timeline in both
+// modes, so each must be fenced exactly once.
 func TestClusterPatroni(t *testing.T) {
 	prof := clusterProf(t)
 	setClusterProfile(prof.name)
@@ -148,27 +150,29 @@ func patroniFailover(t *testing.T, prof clusterProfile, async bool) {
 	// A counter vector without samples is not exported: absent means 0.
 	regressions, _ := metricSums(f, "idgen_segment_regressions_total")
 	retries, _ := metricSums(f, "idgen_store_retries_total")
+	fences, _ := metricSums(f, "idgen_store_fences_total")
 	stalls := stallsPerFault(s.stalls, kills, "segment", "snowflake", "new tag")
 	mode, guard := "synchronous_mode on", strconv.Itoa(int(regressions))
+	if segDup != 0 || sfDup != 0 {
+		t.Errorf("duplicates with %s: %d segment, %d snowflake; want 0", mode, segDup, sfDup)
+	}
+	if int(fences) != len(kills) {
+		t.Errorf("%v fences for %d failovers: want one per failover (each promotes a new timeline)", fences, len(kills))
+	}
 	if async {
 		mode = "synchronous_mode off"
-		notes = append(notes, fmt.Sprintf("asynchronous replication: %d duplicate IDs got through (%d segment, %d snowflake); the regression guard counted %s regressions",
-			segDup+sfDup, segDup, sfDup, guard))
-	} else {
-		if segDup != 0 || sfDup != 0 {
-			t.Errorf("duplicates with synchronous replication: %d segment, %d snowflake; want 0", segDup, sfDup)
-		}
-		if regressions != 0 {
-			t.Errorf("%v segment regressions with synchronous replication: a failover lost a committed reservation", regressions)
-		}
+		notes = append(notes, fmt.Sprintf("asynchronous replication: %d duplicate IDs (%d segment, %d snowflake); %v fences; the regression guard counted %s regressions",
+			segDup+sfDup, segDup, sfDup, fences, guard))
+	} else if regressions != 0 {
+		t.Errorf("%v segment regressions with synchronous replication: a failover lost a committed reservation", regressions)
 	}
-	t.Logf("%s: %v of load, %d requests; IDs: %d segment, %d snowflake; duplicates %d/%d; errors %s; stall per failover %v; regressions %s; retries %v",
-		mode, l.elapsed.Round(time.Millisecond), s.requests, s.segment, s.snowflake, segDup, sfDup, formatErrors(s.errors), stalls, guard, retries)
+	t.Logf("%s: %v of load, %d requests; IDs: %d segment, %d snowflake; duplicates %d/%d; errors %s; stall per failover %v; regressions %s; fences %v; retries %v",
+		mode, l.elapsed.Round(time.Millisecond), s.requests, s.segment, s.snowflake, segDup, sfDup, formatErrors(s.errors), stalls, guard, fences, retries)
 	f.stopAll()
 	recordCluster(t, clusterResult{test: "TestClusterPatroni", scenario: map[bool]string{false: "sync", true: "async"}[async],
 		load: l.elapsed, faults: fmt.Sprintf("%d × replication stalled %v, then kill -9 of the leader's postgres and patroni, then rejoin (%s)", len(kills), replicationStall, mode),
 		segment: s.segment, snowflake: s.snowflake, duplicates: segDup + sfDup, stalls: stalls,
-		retries: int(retries), regressions: guard, errors: s.errors, notes: notes})
+		retries: int(retries), regressions: guard, fences: strconv.Itoa(int(fences)), errors: s.errors, notes: notes})
 }
 
 // TestClusterGalera runs three idgen processes, each on another node of a
@@ -223,6 +227,10 @@ func TestClusterGalera(t *testing.T) {
 	if t.Failed() {
 		logLoadFailures(t, f)
 	}
+	fences1, _ := metricSums(f, "idgen_store_fences_total")
+	if fences1 != 0 {
+		t.Errorf("%v fences under collisions on one Galera cluster, want 0", fences1)
+	}
 	dup1 := s1.segmentDuplicates(nil)
 	if dup1 != 0 {
 		t.Errorf("%d duplicate segment IDs under collisions", dup1)
@@ -233,7 +241,7 @@ func TestClusterGalera(t *testing.T) {
 		l.elapsed.Round(time.Millisecond), s1.requests, s1.segment, dup1, rate, maxIDs, reserved)
 	recordCluster(t, clusterResult{test: "TestClusterGalera", scenario: "collisions", load: l.elapsed,
 		faults: fmt.Sprintf("none: 3 nodes, 3 processes, same 2 tags, step %d to %d", step, galeraMaxStep), segment: s1.segment, snowflake: s1.snowflake,
-		duplicates: dup1 + s1.snowflakeDuplicates(), retries: int(retries), regressions: "—", errors: s1.errors,
+		duplicates: dup1 + s1.snowflakeDuplicates(), retries: int(retries), regressions: "—", fences: strconv.Itoa(int(fences1)), errors: s1.errors,
 		notes: []string{"retry rate: " + rate, fmt.Sprintf("max_id == start + Σ reserved ranges for both tags: %v", maxIDs)}})
 
 	// Phase 2: kill a node under load, let it rejoin.
@@ -290,6 +298,13 @@ func TestClusterGalera(t *testing.T) {
 		}
 	}
 	retries2, _ := metricSums(f, "idgen_store_retries_total")
+	// Every node has the cluster's state UUID, and positions are compared
+	// per node: processes on different nodes, and one that moved to
+	// another node when its own was killed, must never fence.
+	fences, _ := metricSums(f, "idgen_store_fences_total")
+	if fences != 0 {
+		t.Errorf("%v fences on one Galera cluster, want 0: instances on different nodes saw one history", fences)
+	}
 	stalls := stallsPerFault(s2.stalls, kills, "segment", "snowflake", "new tag")
 	t.Logf("node kills: %v of load, %d requests, %d segment IDs, %d duplicates; errors %s; stall per kill %v; per process %s",
 		l.elapsed.Round(time.Millisecond), s2.requests, s2.segment, dup2, formatErrors(s2.errors), stalls, slotStalls(l))
@@ -298,7 +313,7 @@ func TestClusterGalera(t *testing.T) {
 	recordCluster(t, clusterResult{test: "TestClusterGalera", scenario: "node kill", load: l.elapsed,
 		faults: fmt.Sprintf("%d × kill -9 of a node, then rejoin by IST", len(kills)), segment: s2.segment, snowflake: s2.snowflake,
 		duplicates: dup2 + s2.snowflakeDuplicates(), stalls: stalls, retries: int(retries2 - retriesBefore), regressions: "—",
-		errors: s2.errors, notes: notes})
+		fences: strconv.Itoa(int(fences)), errors: s2.errors, notes: notes})
 	logClusterTable(t, "TestClusterGalera")
 }
 

@@ -16,10 +16,15 @@
 // database (PostgreSQL and MySQL) and kills one of them mid-load; TestFaults
 // runs the fault scenarios on PostgreSQL. TestClusterPatroni and
 // TestClusterGalera run three instances on real database clusters
-// (internal/clustertest) while the leader, or a node, is killed. Both end with a table of faults
-// injected, IDs issued, duplicates, errors by code and the longest stall,
-// printed with t.Logf and, with IDGEN_RELIABILITY_WRITE=1, written to
-// results/latest.md. docs/reliability.md describes the scenarios and
+// (internal/clustertest) while the leader, or a node, is killed.
+// TestReplicas fails over to a stale asynchronous PostgreSQL or MariaDB
+// replica under two running processes and starts a third; TestRestore
+// puts a PostgreSQL data directory or a SQLite file back to an earlier
+// copy, under running processes and with every process restarted. Each
+// ends with a table of faults injected, IDs issued, duplicates, errors by
+// code and the longest stall, printed with t.Logf and, with
+// IDGEN_RELIABILITY_WRITE=1, written to results/latest.md (the database
+// tests: results/clusters.md). docs/reliability.md describes the scenarios and
 // shows the latest table.
 //
 // Knobs, all environment variables:

@@ -59,9 +59,12 @@ func newFleet(t *testing.T, dsn string, n int, ttl time.Duration, extra ...strin
 		args: append([]string{"--lease-ttl", ttl.String(), "--access-log=false", "--admin-token", adminToken,
 			"--shutdown-timeout", "10s"}, extra...),
 		ttl:   ttl,
-		db:    openSQL(t, dsn),
 		ctl:   &http.Client{Timeout: 10 * time.Second},
 		slots: make([]atomic.Pointer[instance], n),
+	}
+	// A SQLite file is read through idgen only: f.db stays nil.
+	if !strings.HasPrefix(dsn, "sqlite://") {
+		f.db = openSQL(t, dsn)
 	}
 	return f
 }

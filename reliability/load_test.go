@@ -159,6 +159,14 @@ func (c *client) run(ctx context.Context, l *load) {
 	var buf bytes.Buffer
 	for ctx.Err() == nil {
 		inst := l.f.slots[c.slot].Load()
+		if inst == nil {
+			// A slot whose process starts later in the scenario.
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
 		if inst != c.cur {
 			// A new process: IDs increase per process, so start over.
 			c.cur = inst

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -33,6 +34,7 @@ type Metrics struct {
 	storeErrors *prometheus.CounterVec
 	clientErrs  *prometheus.CounterVec
 	retries     *prometheus.CounterVec
+	fences      prometheus.Counter
 	clockBack   prometheus.Counter
 	requests    *prometheus.HistogramVec
 	buildInfo   *prometheus.GaugeVec
@@ -82,6 +84,8 @@ func NewMetrics() *Metrics {
 			Help: "Always 1; the labels say which build is running."}, []string{"version", "goversion"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "store_retries_total",
 			Help: "Store transactions run again after the database aborted them as a deadlock or serialization failure, by operation."}, []string{"op"}),
+		fences: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "idgen", Name: "store_fences_total",
+			Help: "Fences this instance performed: the store's history changed (a failover, a restore), so every tag's max_id moved up and worker leases were held."}),
 		clockBack: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "idgen", Name: "clock_backward_events_total",
 			Help: "Requests refused because the clock was behind the last issued timestamp."}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "http_request_duration_seconds",
@@ -138,7 +142,7 @@ func NewMetrics() *Metrics {
 	// from the start, so that rate() over it is 0 rather than absent.
 	m.storeErrors.WithLabelValues("reserve")
 	m.retries.WithLabelValues("reserve")
-	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.clockBack,
+	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.fences, m.clockBack,
 		m.requests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -174,6 +178,10 @@ func (m *Metrics) SegmentLoaded(tag string, size int64, latency time.Duration, e
 // StoreRetried counts a store transaction run again after a retryable
 // error; it fits sqlstore.RetryObserver.
 func (m *Metrics) StoreRetried(op string) { m.retries.WithLabelValues(op).Inc() }
+
+// StoreFenced counts a fence this instance performed; it fits the
+// stores' ObserveFences.
+func (m *Metrics) StoreFenced(fence.Event) { m.fences.Inc() }
 
 // WaitedForLoad implements segment.Observer. The first load of a tag
 // always has a waiter; waits count from the second on.

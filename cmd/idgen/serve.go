@@ -42,6 +42,7 @@ func newServe() *cobra.Command {
 	f.Bool("snowflake", true, "serve /snowflake/{tag} too (leases a worker ID); --mode snowflake needs it")
 	f.Int64("worker-id", -1, "static snowflake worker ID (0-1023), held in the store like a lease and never leased to others; -1 leases any free one")
 	f.Duration("lease-ttl", 30*time.Second, "snowflake worker lease time to live; renewed every third of it")
+	f.Int64("fence-margin", 0, "IDs every tag's max_id moves up when the store's history changed (a failover, a restore); 0: 2 x max(--max-step, --max-range) x (live instances + 1)")
 	f.Duration("shutdown-timeout", 10*time.Second, "how long to drain requests and hand back ranges on SIGTERM")
 	f.String("log-format", "text", "log format: text or json")
 	f.Bool("access-log", true, "log every request")
@@ -60,7 +61,7 @@ func newServe() *cobra.Command {
 type serveConfig struct {
 	store, addr, mode, logFormat, adminToken, apiTokens, metricsToken string
 	autoCreate, migrate, snowflake, accessLog                         bool
-	defaultStep, maxStep, maxRange, workerID                          int64
+	defaultStep, maxStep, maxRange, workerID, fenceMargin             int64
 	maxBatch, maxTags                                                 int
 	leaseTTL, drain                                                   time.Duration
 	trustedProxies                                                    []string
@@ -84,6 +85,7 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	c.snowflake, _ = f.GetBool("snowflake")
 	c.workerID, _ = f.GetInt64("worker-id")
 	c.leaseTTL, _ = f.GetDuration("lease-ttl")
+	c.fenceMargin, _ = f.GetInt64("fence-margin")
 	c.drain, _ = f.GetDuration("shutdown-timeout")
 	c.logFormat, _ = f.GetString("log-format")
 	c.accessLog, _ = f.GetBool("access-log")
@@ -127,6 +129,9 @@ func (c *serveConfig) validate() error {
 	}
 	if max := (snowflake.Layout{}).MaxWorkerID(); c.workerID < -1 || c.workerID > max {
 		bad("--worker-id must be -1 (lease one) or 0 to %d, got %d", max, c.workerID)
+	}
+	if c.fenceMargin < 0 {
+		bad("--fence-margin must be 0 (automatic) or more, got %d", c.fenceMargin)
 	}
 	if c.leaseTTL < time.Second {
 		bad("--lease-ttl must be at least 1s, got %v", c.leaseTTL)
@@ -198,6 +203,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 
 	metrics := server.NewMetrics()
 	metrics.SetBuildInfo(buildVersion(), runtime.Version())
+	if err := startFencing(ctx, st, c, log, metrics); err != nil {
+		return err
+	}
 	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
 		DefaultOpaque: autoOpaque, MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
 	st.ObserveRetries(metrics.StoreRetried)

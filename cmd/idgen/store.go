@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -33,6 +34,11 @@ type backend interface {
 	// ObserveRetries counts the reservations and worker-ID claims retried
 	// after a deadlock or serialization failure.
 	ObserveRetries(f func(op string))
+	// The store's fencing against a changed history (package fence).
+	ConfigureFence(c fence.Config, log *slog.Logger) error
+	ObserveFences(f func(fence.Event))
+	CheckIdentity(ctx context.Context) error
+	Identity(ctx context.Context) (fence.Identity, fence.Record, error)
 }
 
 // checkStoreDSN checks a DSN without connecting.

@@ -1,7 +1,12 @@
 // Package clustertest starts real database clusters for tests, from the
 // programs of Debian's packages: a single-node etcd with three PostgreSQL
 // 15 nodes under Patroni (patroni, etcd-server, postgresql-15), and a
-// three-node MariaDB Galera cluster (mariadb-server, galera-4, rsync).
+// three-node MariaDB Galera cluster (mariadb-server, galera-4, rsync);
+// and, without a manager, a standalone PostgreSQL server (whose data
+// directory a test can copy and put back), an asynchronous PostgreSQL
+// primary with a streaming replica, and an asynchronous MariaDB primary
+// with a GTID replica, whose replica a test stops, then promotes after
+// killing the primary.
 //
 // Every node runs on loopback with ports picked at start and its data in
 // a directory of its own under a fresh temporary directory, as the

@@ -69,10 +69,8 @@ func StartGalera(t testing.TB, n int) *Galera {
 	began := time.Now()
 
 	first := g.Nodes[0]
-	cmd := exec.Command("mariadb-install-db", "--defaults-file="+first.cnf, "--user=mysql", "--skip-test-db",
-		"--auth-root-authentication-method=socket")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	if err := installMariaDB(first.cnf); err != nil {
+		t.Fatal(err)
 	}
 	g.start(first, "--wsrep-new-cluster")
 	if err := g.WaitSynced(first, 60*time.Second); err != nil {
@@ -208,13 +206,31 @@ func (g *Galera) SQL(n *GaleraNode, stmts string) string {
 }
 
 func (g *Galera) query(n *GaleraNode, stmts string) (string, error) {
-	cmd := exec.Command("mariadb", "--no-defaults", "--socket="+filepath.Join(n.dir, "run", "mysqld.sock"),
+	return mariadbQuery(filepath.Join(n.dir, "run", "mysqld.sock"), g.Password, stmts)
+}
+
+// mariadbQuery runs statements as root over the Unix socket and returns
+// what they print, tab-separated, without column names. password is
+// blanked out of an error.
+func mariadbQuery(socket, password, stmts string) (string, error) {
+	cmd := exec.Command("mariadb", "--no-defaults", "--socket="+socket,
 		"--user=root", "--batch", "--skip-column-names", "--connect-timeout=2", "-e", stmts)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("mariadb: %v: %s", err, strings.ReplaceAll(strings.TrimSpace(string(out)), g.Password, "…"))
+		return "", fmt.Errorf("mariadb: %v: %s", err, strings.ReplaceAll(strings.TrimSpace(string(out)), password, "…"))
 	}
 	return string(out), nil
+}
+
+// installMariaDB creates the system tables of a new data directory, with
+// root reachable over the Unix socket only.
+func installMariaDB(cnf string) error {
+	cmd := exec.Command("mariadb-install-db", "--defaults-file="+cnf, "--user=mysql", "--skip-test-db",
+		"--auth-root-authentication-method=socket")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // Logs returns the last n lines of every node's error log.

@@ -305,9 +305,9 @@ func (p *Patroni) createDatabase() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres password=%s dbname=postgres sslmode=disable", leader.Port, p.Password))
+	conn, err := p.connect(ctx, leader)
 	if err != nil {
-		p.t.Fatalf("connect to leader %s: %v", leader, err)
+		p.t.Fatalf("connect to leader: %v", err)
 	}
 	defer conn.Close(ctx)
 	for _, q := range []string{
@@ -393,9 +393,15 @@ func (p *Patroni) PauseReplication() (resume func(), err error) {
 }
 
 func (p *Patroni) connect(ctx context.Context, n *PGNode) (*pgx.Conn, error) {
-	c, err := pgx.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres password=%s dbname=postgres sslmode=disable", n.Port, p.Password))
+	return superuser(ctx, n.Name, n.Port, p.Password)
+}
+
+// superuser connects to the postgres database of the server on port as
+// the postgres superuser; name labels an error.
+func superuser(ctx context.Context, name string, port int, password string) (*pgx.Conn, error) {
+	c, err := pgx.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres password=%s dbname=postgres sslmode=disable", port, password))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", n, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return c, nil
 }

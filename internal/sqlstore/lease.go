@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -47,14 +48,58 @@ var _ snowflake.StaticLeaseStore = (*Leases)(nil)
 // Claims through ClaimLayout are also admitted against the layouts the
 // table's worker IDs have issued IDs in, recorded in snowflake_layout, in
 // the same transaction (see layout.go).
+// With a Guard, every claim and renewal checks the store's identity in
+// its transaction, and a claim that commits before the end of the last
+// fence's hold starts its IDs at it (fence.Plan.HoldUntil).
 type Leases struct {
 	retryHook
 	db DB
 	d  Dialect
+	g  *Guard
 }
 
 // NewLeases returns a Leases that runs d's worker statements on db.
 func NewLeases(db DB, d Dialect) *Leases { return &Leases{db: db, d: d} }
+
+// NewGuardedLeases is NewLeases with the store's identity checked by g
+// in every claim and renewal. A nil g checks nothing.
+func NewGuardedLeases(db DB, d Dialect, g *Guard) *Leases {
+	s := NewLeases(db, d)
+	s.g = g
+	return s
+}
+
+// inTx runs fn in one transaction that first reads and checks the
+// store's identity (see begin), fencing and running it again as the
+// Guard decides. fn gets the floor the last fence set.
+func (s *Leases) inTx(ctx context.Context, fn func(q Querier, fenced int64) error) error {
+	return s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
+		var r *reading
+		err := s.db.InTx(ctx, func(q Querier) error {
+			var fenced int64
+			var err error
+			if r, fenced, err = s.begin(ctx, q, snap); err != nil {
+				return err
+			}
+			return fn(q, fenced)
+		})
+		return r, err
+	})
+}
+
+// begin is the start of a checked lease transaction: it reads and checks
+// the identity with g, and returns the floor the last fence set (0 if
+// none). Without a Guard it does nothing.
+func (s *Leases) begin(ctx context.Context, q Querier, snap fence.Memory) (*reading, int64, error) {
+	if s.g == nil {
+		return nil, 0, nil
+	}
+	r, err := s.g.read(ctx, q, snap)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r, r.rec.FenceUntil, nil
+}
 
 var _ snowflake.RangeClaimer = (*Leases)(nil)
 
@@ -122,35 +167,41 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64, layout *snowflake.Layout) (snowflake.Lease, bool, error) {
 	var lease snowflake.Lease
 	found := false
-	err := s.db.InTx(ctx, func(q Querier) error {
+	err := s.inTx(ctx, func(q Querier, fenced int64) error {
+		found = false
 		layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: minID, To: maxID + 1})
 		if err != nil {
 			return err
 		}
-		var id, expires, last int64
-		err = q.QueryRow(ctx, s.d.WorkerSelectFree, minID, maxID, nowMs).Scan(&id, &expires, &last)
-		if errors.Is(err, s.d.NoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		// The old holder may have issued IDs up to its expiry after its
-		// last renewal; a released row has expiry 0.
-		floor := max(last, expires, layoutFloor)
-		newExpiry := nowMs + ttl.Milliseconds()
-		n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 0, id)
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("worker %d changed under its row lock (%d rows updated)", id, n)
-		}
-		lease = snowflake.Lease{WorkerID: id, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
-		found = true
-		return nil
+		return s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, max(fenced, layoutFloor), &lease, &found)
 	})
 	return lease, found, err
+}
+
+func (s *Leases) takeFree(ctx context.Context, q Querier, owner string, nowMs int64, ttl time.Duration, minID, maxID, fenced int64, lease *snowflake.Lease, found *bool) error {
+	var id, expires, last int64
+	err := q.QueryRow(ctx, s.d.WorkerSelectFree, minID, maxID, nowMs).Scan(&id, &expires, &last)
+	if errors.Is(err, s.d.NoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The old holder may have issued IDs up to its expiry after its
+	// last renewal; a released row has expiry 0. A fence's hold
+	// covers holders the store lost all trace of.
+	floor := max(last, expires, fenced)
+	newExpiry := nowMs + ttl.Milliseconds()
+	n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 0, id)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("worker %d changed under its row lock (%d rows updated)", id, n)
+	}
+	*lease = snowflake.Lease{WorkerID: id, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
+	*found = true
+	return nil
 }
 
 // ClaimStatic implements snowflake.StaticLeaseStore: it takes the row of
@@ -178,36 +229,42 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
-	claim := func(q Querier) error {
-		layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: workerID, To: workerID + 1})
-		if err != nil {
-			return err
-		}
-		var holder string
-		var expires, last int64
-		if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last); err != nil {
-			return err
-		}
-		if holder != "" && holder != owner && expires > nowMs {
-			return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
-				snowflake.ErrNoFreeWorker, workerID, holder, fromMillis(expires).Format(time.RFC3339Nano))
-		}
-		floor := max(last, expires, layoutFloor)
-		newExpiry := nowMs + ttl.Milliseconds()
-		if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
-			return err
-		}
-		lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
-		return nil
-	}
 	// Every admission writes the layout's record 0, which a claim on
 	// another Galera node may write too: certification then aborts one,
-	// and the retry sees the other's record.
-	err := retry(ctx, s.d, &s.retryHook, "claim", func() error { return s.db.InTx(ctx, claim) })
+	// and the retry sees the other's record. Lock order: the fence row
+	// (inTx), record 0 (admitLayout), then the worker row.
+	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
+		return s.inTx(ctx, func(q Querier, fenced int64) error {
+			layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: workerID, To: workerID + 1})
+			if err != nil {
+				return err
+			}
+			return s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, max(fenced, layoutFloor), &lease)
+		})
+	})
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
 	}
 	return lease, nil
+}
+
+func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, workerID, nowMs int64, ttl time.Duration, fenced int64, lease *snowflake.Lease) error {
+	var holder string
+	var expires, last int64
+	if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last); err != nil {
+		return err
+	}
+	if holder != "" && holder != owner && expires > nowMs {
+		return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
+			snowflake.ErrNoFreeWorker, workerID, holder, fromMillis(expires).Format(time.RFC3339Nano))
+	}
+	floor := max(last, expires, fenced)
+	newExpiry := nowMs + ttl.Milliseconds()
+	if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
+		return err
+	}
+	*lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
+	return nil
 }
 
 // Unpin implements snowflake.StaticLeaseStore.
@@ -250,7 +307,17 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 		return snowflake.Lease{}, errLost(lease)
 	}
 	newExpiry := now.UnixMilli() + ttl.Milliseconds()
-	n, err := s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+	var n int64
+	var err error
+	if s.g == nil {
+		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+	} else {
+		err = s.inTx(ctx, func(q Querier, _ int64) error {
+			var err error
+			n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+			return err
+		})
+	}
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: renew the lease on worker %d: %w", lease.WorkerID, err)
 	}

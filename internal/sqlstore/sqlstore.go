@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -152,6 +154,10 @@ type Dialect struct {
 	// failure: the database rolled the transaction back, so running it
 	// again is safe. Reserve and Claim retry after it. Nil means never.
 	IsRetryable func(error) bool
+
+	// Identity, if set, is how the store checks and fences its history
+	// (see Guard). Nil turns fencing off.
+	Identity *IdentitySQL
 }
 
 // RetryObserver is told of each retry after a retryable error, with the
@@ -208,10 +214,31 @@ type Store struct {
 	retryHook
 	db DB
 	d  Dialect
+	g  *Guard
+	// lockRow is d.LockRow with the server's identity columns read
+	// beside max_id and step, when g is set and LockRow has the usual
+	// shape.
+	lockRow string
 }
 
 // New returns a Store that runs d's statements on db.
 func New(db DB, d Dialect) *Store { return &Store{db: db, d: d} }
+
+// lockRowPrefix is how every dialect's LockRow begins; the identity
+// columns go after it.
+const lockRowPrefix = "SELECT max_id, step "
+
+// NewGuarded is New with the store's identity checked by g in the
+// transaction of every reservation (Reserve, Raise, Bump). A nil g
+// checks nothing.
+func NewGuarded(db DB, d Dialect, g *Guard) *Store {
+	s := New(db, d)
+	s.g = g
+	if g != nil && strings.HasPrefix(s.d.LockRow, lockRowPrefix) {
+		s.lockRow = "SELECT max_id, step, " + g.id.Server + " " + strings.TrimPrefix(s.d.LockRow, lockRowPrefix)
+	}
+	return s
+}
 
 // Reserve implements segment.Store: SELECT … FOR UPDATE, then UPDATE, in
 // one short transaction. A transaction the database aborted as a deadlock
@@ -269,14 +296,40 @@ func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
 // and step, read under the row lock, in one transaction. A next that
 // returns max_id itself writes nothing. A transaction the dialect calls
 // retryable is run again (see retry), and counted under op.
+//
+// With a Guard, the transaction also checks the store's identity, read in
+// the LockRow statement itself, and the store is fenced first if it
+// changed (see Guard).
 func (s *Store) advance(ctx context.Context, op, tag string, next func(maxID, step int64) (int64, error)) error {
-	return retry(ctx, s.d, &s.retryHook, op, func() error { return s.advanceOnce(ctx, tag, next) })
+	return retry(ctx, s.d, &s.retryHook, op, func() error {
+		return s.g.run(ctx, func(snap fence.Memory) (*reading, error) { return s.advanceOnce(ctx, tag, next, snap) })
+	})
 }
 
-func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, step int64) (int64, error)) error {
-	return s.db.InTx(ctx, func(q Querier) error {
+func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, step int64) (int64, error), snap fence.Memory) (*reading, error) {
+	var r *reading
+	err := s.db.InTx(ctx, func(q Querier) error {
 		var maxID, rowStep int64
-		if err := q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep); err != nil {
+		var err error
+		switch {
+		case s.g == nil:
+			err = q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep)
+		case s.lockRow != "" && snap.Known:
+			r = s.g.newReading()
+			r.fromMemory(snap)
+			err = q.QueryRow(ctx, s.lockRow, tag).Scan(append([]any{&maxID, &rowStep}, r.serverDest()...)...)
+			if err == nil {
+				err = s.g.connSystem(ctx, q, r)
+			}
+			if err == nil {
+				err = s.g.check(ctx, q, snap, r)
+			}
+		default:
+			if r, err = s.g.read(ctx, q, snap); err == nil {
+				err = q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep)
+			}
+		}
+		if err != nil {
 			if errors.Is(err, s.d.NoRows) {
 				return fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
 			}
@@ -289,6 +342,7 @@ func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, st
 		_, err = q.Exec(ctx, s.d.Advance, to, tag)
 		return err
 	})
+	return r, err
 }
 
 // CreateTag implements segment.Store. An opaque tag's row and its

@@ -62,9 +62,17 @@ func (d Dialect) OnTable(t SequenceTable) Dialect {
 		if f.Kind() != reflect.String || strings.HasPrefix(v.Type().Field(i).Name, "Worker") {
 			continue
 		}
-		q := reTable.ReplaceAllLiteralString(f.String(), t.Name)
-		f.SetString(reUpdated.ReplaceAllLiteralString(q, t.UpdatedColumn))
+		f.SetString(rewrite(f.String(), t))
 	}
 	d.List = reDescSel.ReplaceAllLiteralString(d.List, "step, COALESCE(description, ''),")
 	return d
+}
+
+// rewrite returns statement q, written for id_sequence, for table t.
+func rewrite(q string, t SequenceTable) string {
+	if t.Own() {
+		return q
+	}
+	q = reTable.ReplaceAllLiteralString(q, t.Name)
+	return reUpdated.ReplaceAllLiteralString(q, t.UpdatedColumn)
 }

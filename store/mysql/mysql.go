@@ -35,7 +35,11 @@ type Store struct {
 	seg    *sqlstore.Store
 	db     *sql.DB
 	leases *sqlstore.Leases
-	table  sqlstore.SequenceTable
+	guard  *sqlstore.Guard
+	// noFence says why the store runs without fencing: a server that
+	// does not answer the identity query. Nil normally.
+	noFence error
+	table   sqlstore.SequenceTable
 }
 
 var dialect = sqlstore.Dialect{
@@ -128,8 +132,23 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: connect to %s: %w", hostList(cfgs), err)
 	}
+	d := dialect
+	kind, fenceErr, err := serverKind(ctx, db)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mysql: identify the server at %s: %w", hostList(cfgs), err)
+	}
+	if fenceErr == nil {
+		d.Identity = identity(kind)
+	}
 	sdb := sqlstore.StdDB{DB: db}
-	return &Store{seg: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
+	g, err := sqlstore.NewGuard(sdb, d, sqlstore.GuardOptions{})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Store{seg: sqlstore.NewGuarded(sdb, d.OnTable(t), g), db: db,
+		leases: sqlstore.NewGuardedLeases(sdb, d, g), guard: g, noFence: fenceErr, table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/snowflake"
@@ -32,6 +33,7 @@ type Store struct {
 	seg    *sqlstore.Store
 	pool   *pgxpool.Pool
 	leases *sqlstore.Leases
+	guard  *sqlstore.Guard
 	table  sqlstore.SequenceTable
 }
 
@@ -80,6 +82,56 @@ var dialect = sqlstore.Dialect{
 	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id FOR UPDATE`,
 	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = GREATEST(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = now() WHERE owner <> ''`,
 	WorkerLatest: `SELECT COALESCE(MAX(GREATEST(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
+	Identity:     &identity,
+}
+
+// identity is the store's history on PostgreSQL: the cluster's
+// system_identifier, the same on a primary and its physical replicas
+// (read once per connection, see connSystem); the
+// timeline, which a promotion or a point-in-time recovery moves on; and
+// the WAL position, which only a restore takes back. Every function here
+// is executable by any role: no superuser, no pg_monitor.
+var identity = sqlstore.IdentitySQL{
+	Kind:       fence.Postgres,
+	Server:     `'', substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), pg_current_wal_lsn()::text, ''`,
+	ConnSystem: connSystem,
+	Lock:       `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
+	Tables: `SELECT c.relname::text FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relname IN ('id_sequence', 'leaf_alloc')
+		AND pg_table_is_visible(c.oid) ORDER BY 1`,
+	Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= $1 THEN max_id + $2 ELSE 9223372036854775807 END, updated_at = now()`,
+	CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > $1`,
+	Hold: `UPDATE worker_node SET lease_expires_at = $1, updated_at = now()
+		WHERE owner <> '' AND lease_expires_at > $2 AND lease_expires_at < $3`,
+	Floor: `UPDATE worker_node SET last_timestamp = $1, updated_at = now() WHERE last_timestamp < $2`,
+	Write: `UPDATE idgen_fence SET backend = $1, system_id = $2, timeline = $3, log_position = $4, generation = $5,
+		fence_until = $6, fences = fences + $7, fenced_at = GREATEST(fenced_at, $8), recorded_at = now() WHERE id = 1`,
+}
+
+// systemKey is where a connection keeps its server's system_identifier.
+const systemKey = "idgen.system_identifier"
+
+// connSystem returns the system_identifier of the server q's connection
+// is on. pg_control_system() reads the control file from disk, which
+// cost more than the rest of the identity check together; a connection
+// stays on one server for its life, so it is read once per connection
+// and kept with it (pgconn's CustomData). A promotion on the same
+// connection moves the timeline, which is still read every time.
+func connSystem(ctx context.Context, q sqlstore.Querier) (string, error) {
+	var data map[string]any
+	if t, ok := q.(txQ); ok {
+		data = t.tx.Conn().PgConn().CustomData()
+		if id, ok := data[systemKey].(string); ok {
+			return id, nil
+		}
+	}
+	var id string
+	if err := q.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id); err != nil {
+		return "", err
+	}
+	if data != nil {
+		data[systemKey] = id
+	}
+	return id, nil
 }
 
 // Open connects to the database named by dsn, a postgres:// or
@@ -109,7 +161,14 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	return &Store{seg: sqlstore.New(poolDB{pool}, dialect.OnTable(t)), pool: pool, leases: sqlstore.NewLeases(poolDB{pool}, dialect), table: t}, nil
+	db := poolDB{pool}
+	g, err := sqlstore.NewGuard(db, dialect, sqlstore.GuardOptions{})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{seg: sqlstore.NewGuarded(db, dialect.OnTable(t), g), pool: pool,
+		leases: sqlstore.NewGuardedLeases(db, dialect, g), guard: g, table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this database's worker_node

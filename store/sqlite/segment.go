@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"log/slog"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -61,8 +63,31 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
 
 // ObserveRetries makes f count the reservations and worker-ID claims this
 // store retried after a deadlock or a serialization failure, by operation:
-// "reserve" or "claim". f must not block.
+// "reserve", "claim" or "fence". f must not block.
 func (s *Store) ObserveRetries(f func(op string)) {
 	s.seg.ObserveRetries(f)
 	s.leases.ObserveRetries(f)
+	s.guard.ObserveRetries(f)
+}
+
+// ConfigureFence sets how the store fences when its history changes (a
+// failover, a restore; see package fence) and where it logs the fence.
+// Call it before the first reservation or claim.
+func (s *Store) ConfigureFence(c fence.Config, log *slog.Logger) error {
+	return s.guard.Configure(c, log)
+}
+
+// ObserveFences makes f hear of every fence this process performs. f
+// must not block.
+func (s *Store) ObserveFences(f func(fence.Event)) { s.guard.ObserveFences(f) }
+
+// CheckIdentity reads the server's identity and the store's record of it
+// now, recording or fencing as a reservation would: what an instance
+// does at start.
+func (s *Store) CheckIdentity(ctx context.Context) error { return s.guard.Check(ctx) }
+
+// Identity returns the server's identity and the store's record of it,
+// without checking them.
+func (s *Store) Identity(ctx context.Context) (fence.Identity, fence.Record, error) {
+	return s.guard.Read(ctx)
 }

@@ -21,6 +21,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/snowflake"
@@ -32,6 +33,7 @@ type Store struct {
 	seg    *sqlstore.Store
 	db     *sql.DB
 	leases *sqlstore.Leases
+	guard  *sqlstore.Guard
 	table  sqlstore.SequenceTable
 }
 
@@ -78,6 +80,28 @@ var dialect = sqlstore.Dialect{
 	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id`,
 	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = MAX(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = CURRENT_TIMESTAMP WHERE owner <> ''`,
 	WorkerLatest: `SELECT COALESCE(MAX(MAX(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
+	Identity:     &identity,
+}
+
+// identity is the store's history in a SQLite file, which has no server
+// to ask: the random store_id the file got at its first migration, and
+// its ticks, moved up by every checked transaction (Tick). A process
+// remembers the highest ticks it saw, and so does the sidecar file (see
+// sidecar), so a file put back from an older copy is found.
+var identity = sqlstore.IdentitySQL{
+	Kind: fence.SQLite,
+	Server: `COALESCE((SELECT store_id FROM idgen_fence WHERE id = 1), ''), '',
+		CAST(COALESCE((SELECT ticks FROM idgen_fence WHERE id = 1), 0) AS TEXT), ''`,
+	Tick:      `UPDATE idgen_fence SET ticks = ticks + 1 WHERE id = 1`,
+	Lock:      `SELECT generation FROM idgen_fence WHERE id = 1`, // under BEGIN IMMEDIATE's write lock
+	Tables:    `SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
+	Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, updated_at = CURRENT_TIMESTAMP`,
+	CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`,
+	Hold: `UPDATE worker_node SET lease_expires_at = ?, updated_at = CURRENT_TIMESTAMP
+		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`,
+	Floor: `UPDATE worker_node SET last_timestamp = ?, updated_at = CURRENT_TIMESTAMP WHERE last_timestamp < ?`,
+	Write: `UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
+		fence_until = ?, fences = fences + ?, fenced_at = MAX(fenced_at, ?), recorded_at = CURRENT_TIMESTAMP WHERE id = 1`,
 }
 
 // Open opens (creating if needed) the SQLite file named by dsn, which is
@@ -119,8 +143,23 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	opts := sqlstore.GuardOptions{}
+	if !inMemory(path) {
+		side := sidecar(path + ".fence")
+		if opts.Memory, err = side.load(); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		opts.Persist = side.save
+	}
 	sdb := sqlstore.StdDB{DB: db}
-	return &Store{seg: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
+	g, err := sqlstore.NewGuard(sdb, dialect, opts)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Store{seg: sqlstore.NewGuarded(sdb, dialect.OnTable(t), g), db: db,
+		leases: sqlstore.NewGuardedLeases(sdb, dialect, g), guard: g, table: t}, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this file's worker_node

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/sqlite"
@@ -66,6 +67,10 @@ func TestStore_TwoPoolsOneFile(t *testing.T) {
 	wg.Wait()
 	if d := segmenttest.Duplicates(all); d != 0 || len(all) != 16000 {
 		t.Fatalf("%d IDs, %d duplicates; want 16000 and 0", len(all), d)
+	}
+	// Two processes tick one file and one sidecar: no false fence.
+	if n := storetest.Fences(t, s1.DB()); n != 0 {
+		t.Fatalf("%d fences on a file that lost nothing", n)
 	}
 }
 

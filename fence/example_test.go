@@ -1,0 +1,30 @@
+package fence_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idgen/idgen/fence"
+)
+
+// A fresh process after a PostgreSQL promotion: the server is the same
+// cluster on a new timeline, so the store must be fenced first.
+func ExampleDecide() {
+	rec := fence.Record{Identity: fence.Identity{Kind: fence.Postgres, System: "7714258027218440216", Timeline: "00000001"}, Generation: 1}
+	promoted := fence.Identity{Kind: fence.Postgres, System: "7714258027218440216", Timeline: "00000002", Position: "0/3000148"}
+	d := fence.Decide(fence.Memory{}, promoted, rec)
+	fmt.Println(d.Verdict, "-", d.Reason)
+	// Output: fence - the server is not the recorded history postgres:7714258027218440216 timeline 00000001
+}
+
+// What a fence with the defaults does while three instances hold leases.
+func ExampleNewPlan() {
+	c, _ := fence.Config{}.Check()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	p := fence.NewPlan(c, now, fence.Record{Generation: 1}, fence.Memory{}, 3)
+	fmt.Println("max_id up by", p.Margin)
+	fmt.Println("leases held, floors raised until", time.UnixMilli(p.HoldUntil).UTC().Format(time.TimeOnly))
+	// Output:
+	// max_id up by 8000000
+	// leases held, floors raised until 09:00:33
+}

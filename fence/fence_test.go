@@ -1,0 +1,142 @@
+package fence_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/fence"
+)
+
+func pg(system, timeline, pos string) fence.Identity {
+	return fence.Identity{Kind: fence.Postgres, System: system, Timeline: timeline, Position: pos}
+}
+
+func TestDecide(t *testing.T) {
+	cur := pg("7714", "00000002", "0/3000000")
+	rec := fence.Record{Identity: pg("7714", "00000002", "0/1000000"), Generation: 100}
+	seen := fence.Memory{}.Observe(pg("7714", "00000002", "0/2000000"), rec)
+	galera := func(node, pos string) fence.Identity {
+		return fence.Identity{Kind: fence.Galera, System: "c1", Position: pos, Node: node}
+	}
+	grec := fence.Record{Identity: galera("", ""), Generation: 7}
+	gmem := fence.Memory{}.Observe(galera("n1:3306", "900"), grec)
+	for _, tc := range []struct {
+		name string
+		mem  fence.Memory
+		cur  fence.Identity
+		rec  fence.Record
+		want fence.Verdict
+	}{
+		{"new store, new process", fence.Memory{}, cur, fence.Record{}, fence.Initialize},
+		{"record lost under a running process", seen, cur, fence.Record{}, fence.Fence},
+		{"same history, fresh process", fence.Memory{}, cur, rec, fence.Proceed},
+		{"same history, position ahead", seen, cur, rec, fence.Proceed},
+		{"promotion: new timeline, fresh process", fence.Memory{}, pg("7714", "00000003", "0/3000000"), rec, fence.Fence},
+		{"promotion: new timeline, running process", seen, pg("7714", "00000003", "0/3000000"), rec, fence.Fence},
+		{"another cluster", fence.Memory{}, pg("9999", "00000002", "0/3000000"), rec, fence.Fence},
+		{"restore: position back, running process", seen, pg("7714", "00000002", "0/1800000"), rec, fence.Fence},
+		{"restore: position back, fresh process cannot know", fence.Memory{}, pg("7714", "00000002", "0/1800000"), rec, fence.Proceed},
+		{"another process fenced since", seen, pg("7714", "00000003", "0/100"), fence.Record{Identity: pg("7714", "00000003", ""), Generation: 200}, fence.Proceed},
+		{"another process fenced a restore since", seen, pg("7714", "00000002", "0/1800000"), fence.Record{Identity: rec.Identity, Generation: 200}, fence.Proceed},
+		{"the record went back", seen, cur, fence.Record{Identity: rec.Identity, Generation: 50}, fence.Fence},
+		{"unreadable position is no evidence", seen, pg("7714", "00000002", "garbage"), rec, fence.Proceed},
+		{"galera: another node behind this one", gmem, galera("n2:3306", "100"), grec, fence.Proceed},
+		{"galera: the same node ahead", gmem, galera("n1:3306", "901"), grec, fence.Proceed},
+		{"galera: the same node back", gmem, galera("n1:3306", "899"), grec, fence.Fence},
+		{"galera: another cluster", gmem, fence.Identity{Kind: fence.Galera, System: "c2", Position: "5", Node: "n1:3306"}, grec, fence.Fence},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fence.Decide(tc.mem, tc.cur, tc.rec); got.Verdict != tc.want {
+				t.Errorf("Decide = %v (%s), want %v", got.Verdict, got.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestObserve_PositionsNeverGoBack(t *testing.T) {
+	rec := fence.Record{Identity: pg("1", "00000001", ""), Generation: 5}
+	m := fence.Memory{}.Observe(pg("1", "00000001", "0/200"), rec)
+	// A slow reading that finishes after a later one.
+	m = m.Observe(pg("1", "00000001", "0/100"), rec)
+	if got := m.Positions[""]; got != "0/200" {
+		t.Fatalf("position %q after a slow reading, want 0/200", got)
+	}
+	// A reading from before a fence this process saw changes nothing.
+	newer := fence.Record{Identity: pg("1", "00000002", ""), Generation: 9}
+	m = m.Observe(pg("1", "00000002", "0/300"), newer)
+	if m2 := m.Observe(pg("1", "00000001", "0/900"), rec); m2.Generation != 9 || m2.Identity.Timeline != "00000002" {
+		t.Fatalf("a stale reading moved the memory: %+v", m2)
+	}
+	if m.Positions[""] != "0/300" {
+		t.Fatalf("after a new record the positions start afresh: %v", m.Positions)
+	}
+}
+
+func TestBehind(t *testing.T) {
+	const u1, u2 = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4e11fa47-71ca-11e1-9e33-c80aa9429562"
+	for _, tc := range []struct {
+		kind      fence.Kind
+		cur, seen string
+		want      bool
+	}{
+		{fence.Postgres, "16/B374D848", "16/B374D847", false},
+		{fence.Postgres, "16/B374D848", "17/0", true},
+		{fence.Postgres, "0/0", "", false},
+		{fence.MySQL, u1 + ":1-10", u1 + ":1-5", false},
+		{fence.MySQL, u1 + ":1-10,\n" + u2 + ":1-3", u1 + ":1-5:7-9," + u2 + ":2", false},
+		{fence.MySQL, u1 + ":1-4:6-10", u1 + ":1-5", true},
+		{fence.MySQL, u1 + ":1-5:6-10", u1 + ":1-10", false},
+		{fence.MySQL, u1 + ":1-10", u2 + ":1", true},
+		{fence.MySQL, u1 + ":1-10:a:1-3", u1 + ":a:2", false},
+		{fence.MySQL, u1 + ":1-10", u1 + ":a:2", true},
+		{fence.MariaDB, "0-1-100", "0-1-99", false},
+		{fence.MariaDB, "0-2-100,1-1-7", "0-1-101", true},
+		{fence.MariaDB, "0-2-100", "0-1-90,1-1-7", true},
+		{fence.Galera, "10", "11", true},
+		{fence.SQLite, "12", "11", false},
+	} {
+		got, err := fence.Behind(tc.kind, tc.cur, tc.seen)
+		if err != nil || got != tc.want {
+			t.Errorf("Behind(%s, %q, %q) = %v, %v; want %v", tc.kind, tc.cur, tc.seen, got, err, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		kind fence.Kind
+		s    string
+	}{{fence.Postgres, "12"}, {fence.MySQL, "x:1"}, {fence.MariaDB, "0-1"}, {fence.Galera, "-1"}} {
+		if _, err := fence.Behind(bad.kind, bad.s, bad.s); err == nil {
+			t.Errorf("Behind(%s, %q) accepted it", bad.kind, bad.s)
+		}
+	}
+}
+
+func TestNewPlan(t *testing.T) {
+	c, err := fence.Config{}.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	p := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, 3)
+	if p.Margin != 2*fence.DefaultRangeCap*4 {
+		t.Errorf("automatic margin with 3 live leases = %d, want 2 × %d × 4", p.Margin, fence.DefaultRangeCap)
+	}
+	if want := now.UnixMilli() + 33_000; p.HoldUntil != want {
+		t.Errorf("HoldUntil = %d, want now + TTL + TTL/10 = %d", p.HoldUntil, want)
+	}
+	if p.LiveSince != now.UnixMilli()-30_000 {
+		t.Errorf("LiveSince = %d, want now - TTL", p.LiveSince)
+	}
+	if p.Generation != now.UnixMilli() {
+		t.Errorf("Generation = %d, want the time, above 5", p.Generation)
+	}
+	if g := fence.NewGeneration(fence.Record{Generation: now.UnixMilli() + 10}, fence.Memory{}, now); g != now.UnixMilli()+11 {
+		t.Errorf("NewGeneration after a record ahead of the clock = %d, want it plus 1", g)
+	}
+	c.Margin = 42
+	if p := fence.NewPlan(c, now, fence.Record{}, fence.Memory{}, 100); p.Margin != 42 {
+		t.Errorf("explicit margin: %d", p.Margin)
+	}
+	if _, err := (fence.Config{Margin: -1}).Check(); err == nil {
+		t.Error("a negative margin was accepted")
+	}
+}

@@ -1,0 +1,137 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ErrInvalidConfig is returned by Config.Check for a Config that cannot
+// be used.
+var ErrInvalidConfig = errors.New("fence: invalid config")
+
+// The defaults of Config, the same as serve's.
+const (
+	DefaultRangeCap = 1_000_000
+	DefaultLeaseTTL = 30 * time.Second
+)
+
+// Config is how a store fences. The zero value of every field selects
+// the default written next to it.
+type Config struct {
+	// Margin is how far every tag's max_id moves up in a fence. It must
+	// cover the IDs that instances may have handed out from ranges the
+	// store lost. Zero means 2 × RangeCap × (I + 1), where I is the number
+	// of worker leases live within the last LeaseTTL at the fence (every
+	// serve process holds one) and the 1 stands for a process the store
+	// lost all trace of, such as one whose only claim was lost: each
+	// instance holds at most two ranges of a tag (its current one and the
+	// next) while a range outlasts the replication lag.
+	Margin int64
+	// RangeCap is the largest range one reservation takes: the larger of
+	// serve's --max-step and --max-range. Zero means 1,000,000.
+	RangeCap int64
+	// LeaseTTL is the snowflake worker lease TTL of the instances sharing
+	// the store (serve's --lease-ttl). Zero means 30s.
+	LeaseTTL time.Duration
+	// LeaseMargin is the allowance for clock skew between instances added
+	// to the hold. Zero means LeaseTTL/10, as snowflake.LeasedConfig's
+	// Margin.
+	LeaseMargin time.Duration
+}
+
+// Check fills in the defaults and checks c.
+func (c Config) Check() (Config, error) {
+	if c.Margin < 0 {
+		return c, fmt.Errorf("%w: margin %d is negative", ErrInvalidConfig, c.Margin)
+	}
+	if c.RangeCap < 0 {
+		return c, fmt.Errorf("%w: range cap %d is negative", ErrInvalidConfig, c.RangeCap)
+	}
+	if c.RangeCap == 0 {
+		c.RangeCap = DefaultRangeCap
+	}
+	if c.LeaseTTL < 0 || c.LeaseMargin < 0 {
+		return c, fmt.Errorf("%w: lease TTL %v and margin %v must not be negative", ErrInvalidConfig, c.LeaseTTL, c.LeaseMargin)
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseMargin == 0 {
+		c.LeaseMargin = c.LeaseTTL / 10
+	}
+	return c, nil
+}
+
+// Plan is what one fence does, in numbers; times are Unix milliseconds
+// on the fencing process's clock.
+type Plan struct {
+	Now int64
+	// Margin is added to every tag's max_id (of every sequence table the
+	// store has).
+	Margin int64
+	// LiveSince: every worker lease whose expiry is after it, live at
+	// some point within the last LeaseTTL, is held (its owner kept, its
+	// expiry raised) until HoldUntil. A holder whose renewal was lost
+	// renewed at most LeaseTTL before now, while its lease was live, so
+	// the expiry the store kept is after LiveSince and the expiry it was
+	// told is before HoldUntil; it renews on as the owner.
+	LiveSince int64
+	// HoldUntil is now + LeaseTTL + LeaseMargin. Besides the hold, every
+	// worker's last_timestamp floor is raised to it, and every claim that
+	// commits before it starts its IDs at it (Record.FenceUntil), also of
+	// worker IDs whose rows are missing: a holder whose claim was lost
+	// entirely, or whose row was seeded and lost with it, stamps no ID at
+	// or after the expiry it was told, which is before HoldUntil. So no
+	// new claimer can issue an ID a lost holder may still issue.
+	HoldUntil int64
+	// Generation is the new record's.
+	Generation int64
+	// Live is the number of leases counted live, which the automatic
+	// margin is computed from.
+	Live int64
+}
+
+// LiveSince returns the time, in Unix milliseconds, after which a lease
+// expiry counts as live within the last TTL at now: the argument of the
+// count NewPlan's live takes.
+func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.LeaseTTL.Milliseconds() }
+
+// NewPlan returns the plan of a fence at now, by a process whose memory
+// is mem, of a store whose record is rec and that has live leases live
+// since c.LiveSince(now). c must have been through Check.
+func NewPlan(c Config, now time.Time, rec Record, mem Memory, live int64) Plan {
+	p := Plan{
+		Now:        now.UnixMilli(),
+		LiveSince:  c.LiveSince(now),
+		HoldUntil:  now.UnixMilli() + c.LeaseTTL.Milliseconds() + c.LeaseMargin.Milliseconds(),
+		Generation: NewGeneration(rec, mem, now),
+		Live:       live,
+		Margin:     c.Margin,
+	}
+	if p.Margin == 0 {
+		p.Margin = satMul(satMul(2, c.RangeCap), max(live, 0)+1)
+	}
+	return p
+}
+
+// satMul multiplies, saturating at a quarter of the int64 range: a
+// margin that large leaves room for every tag to go on.
+func satMul(a, b int64) int64 {
+	const limit = math.MaxInt64 / 4
+	if a != 0 && b > limit/a {
+		return limit
+	}
+	return a * b
+}
+
+// Event is one fence a process performed, for its log, its metrics and
+// tests.
+type Event struct {
+	From   Record // the record before
+	To     Record // the record written
+	Reason string // what Decide said
+	Plan   Plan
+	Tables []string // the sequence tables whose max_id moved up
+}

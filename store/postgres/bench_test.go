@@ -1,0 +1,26 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/internal/storetest"
+)
+
+// BenchmarkReserve: a reservation with the identity check (fenced) beside
+// one without (today), on the same database.
+func BenchmarkReserve(b *testing.B) {
+	srv := dbtest.Start(b, dbtest.Postgres)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchReserve(b, sqlstore.New(poolDB{s.pool}, dialect), s)
+}

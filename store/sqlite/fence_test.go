@@ -1,0 +1,139 @@
+package sqlite_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/internal/storetest"
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/sqlite"
+)
+
+func TestStore_Fencing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idgen.db")
+	storetest.Fencing(t, func(t *testing.T) storetest.Store { return open(t, path) })
+}
+
+// A file put back from an older copy while every process was stopped:
+// the process that starts next finds the sidecar ahead of the file,
+// fences, and hands out none of the IDs issued since the copy.
+func TestStore_RestoredFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "idgen.db")
+	ctx := context.Background()
+	run := func(create bool) (ids []int64, fences int64) {
+		s, err := sqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Migrate(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ConfigureFence(fence.Config{Margin: 10_000}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var n atomic.Int64
+		s.ObserveFences(func(fence.Event) { n.Add(1) })
+		if create {
+			if err := s.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 100}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := segment.New(s, &segment.Options{FixedStep: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err = a.NextN(ctx, "order", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Close hands the unused end back: the copy and the restore then
+		// differ only by what was issued.
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return ids, n.Load()
+	}
+	first, _ := run(true)
+	copyFile(t, path, path+".copy")
+	second, _ := run(false)
+	copyFile(t, path+".copy", path)
+	third, fences := run(false)
+	all := append(append(append([]int64{}, first...), second...), third...)
+	if d := segmenttest.Duplicates(all); d != 0 {
+		t.Fatalf("%d duplicates among %d IDs across the restore", d, len(all))
+	}
+	if fences != 1 {
+		t.Fatalf("%d fences after the restore, want 1", fences)
+	}
+	if _, fences := run(false); fences != 0 {
+		t.Fatalf("the next process fenced again (%d)", fences)
+	}
+}
+
+// copyFile copies a closed SQLite database, whose WAL the last close has
+// checkpointed and removed.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(from + suffix); err == nil {
+			t.Fatalf("%s%s exists: the database was not closed cleanly", from, suffix)
+		}
+	}
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store on Leaf's leaf_alloc (migrations.UpShared, no id_sequence) has
+// the idgen_fence table too, and a fence moves leaf_alloc's rows up.
+func TestStore_FencingLeafAlloc(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	s, err := sqlite.OpenTable(ctx, path, "leaf_alloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '' PRIMARY KEY,
+		max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256) DEFAULT NULL,
+		update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ConfigureFence(fence.Config{Margin: 5000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTag(ctx, segment.Tag{Name: "leaf", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, "leaf", 0); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'id_sequence'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("id_sequence exists (%d, %v): UpShared must not create it", n, err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `UPDATE idgen_fence SET store_id = 'another-file' WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Reserve(ctx, "leaf", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Start != 11+5000 {
+		t.Fatalf("after the fence the range starts at %d, want 11 + the margin 5000", r.Start)
+	}
+}
