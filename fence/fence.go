@@ -169,7 +169,7 @@ func Decide(mem Memory, cur Identity, rec Record) Decision {
 	case !rec.Recorded():
 		return Decision{Fence, "the recorded identity is gone (was " + mem.Identity.String() + ")"}
 	case !cur.SameHistory(rec.Identity):
-		return Decision{Fence, "the server is not the recorded history " + rec.Identity.String()}
+		return Decision{Fence, "the server is not the recorded history " + rec.String()}
 	case !mem.Known:
 		return Decision{Proceed, ""}
 	case rec.Generation > mem.Generation:

@@ -355,7 +355,7 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory) error {
 		return nil
 	}
 	g.log.Warn("store fenced: its history changed; every tag's max_id moved up and worker leases held",
-		"reason", ev.Reason, "recorded", ev.From.Identity.String(), "current", ev.To.Identity.String(),
+		"reason", ev.Reason, "recorded", ev.From.String(), "current", ev.To.String(),
 		"margin", ev.Plan.Margin, "live_leases", ev.Plan.Live, "hold_until", time.UnixMilli(ev.Plan.HoldUntil).UTC(),
 		"generation", ev.To.Generation, "tables", strings.Join(ev.Tables, ","))
 	if f := g.obs.Load(); f != nil && *f != nil {

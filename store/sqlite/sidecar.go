@@ -36,9 +36,13 @@ func (p sidecar) load() (fence.Memory, error) {
 	if err != nil {
 		return fence.Memory{}, fmt.Errorf("sqlite: read %s: %w", p, err)
 	}
+	const what = "it records what idgen saw of the database, so remove it only if the database beside it is the right one"
 	var m fence.Memory
-	if err := json.Unmarshal(b, &m); err != nil || (m.Known && m.Identity.Kind != fence.SQLite) {
-		return fence.Memory{}, fmt.Errorf("sqlite: %s is not idgen's fence sidecar (%v); it records what idgen saw of the database, so remove it only if the database beside it is the right one", p, err)
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fence.Memory{}, fmt.Errorf("sqlite: %s is not idgen's fence sidecar (%w); %s", p, err, what)
+	}
+	if m.Known && m.Identity.Kind != fence.SQLite {
+		return fence.Memory{}, fmt.Errorf("sqlite: %s is not idgen's fence sidecar (kind %q); %s", p, m.Identity.Kind, what)
 	}
 	return m, nil
 }
