@@ -28,7 +28,8 @@ const maxBackward = 5 * time.Millisecond
 // same worker ID with that floor. A gap within MaxBackward, or one that
 // has passed by the time the first request arrives, must cost nothing but
 // a short wait; a larger one must be refused with 503
-// clock_moved_backwards, and /readyz must say 503, until the clock has
+// worker_floor_ahead (the floor came from the store, so the clock is not
+// blamed), and /readyz must say 503, until the clock has
 // caught up, after which the instance recovers on its own. No ID may
 // repeat across any of this.
 func faultClock(t *testing.T, prof profile) {
@@ -95,9 +96,9 @@ func faultClock(t *testing.T, prof profile) {
 			case status == http.StatusOK:
 				first = ids
 				all = append(all, ids...)
-			case status == http.StatusServiceUnavailable && code == "clock_moved_backwards":
+			case status == http.StatusServiceUnavailable && code == "worker_floor_ahead":
 				refused++
-				errs["503 clock_moved_backwards"]++
+				errs["503 worker_floor_ahead"]++
 				// A refusal is only right while the clock is more than
 				// MaxBackward behind the floor; the server read its
 				// clock after the request was sent.
@@ -105,7 +106,7 @@ func faultClock(t *testing.T, prof profile) {
 					t.Errorf("gap %v: refused at %d ms, less than %v before the floor %d ms", gap, sent.UnixMilli(), maxBackward, floor)
 				}
 				if !retryAfter {
-					t.Errorf("gap %v: 503 clock_moved_backwards without Retry-After", gap)
+					t.Errorf("gap %v: 503 worker_floor_ahead without Retry-After", gap)
 				}
 				if time.Until(time.UnixMilli(floor)) > 200*time.Millisecond {
 					if st, _, _, err := f.get(inst, "/readyz"); err != nil || st != http.StatusServiceUnavailable {
@@ -121,7 +122,7 @@ func faultClock(t *testing.T, prof profile) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			default:
-				t.Fatalf("gap %v: GET /id/clock: %d %s; want 200 or 503 clock_moved_backwards", gap, status, code)
+				t.Fatalf("gap %v: GET /id/clock: %d %s; want 200 or 503 worker_floor_ahead", gap, status, code)
 			}
 		}
 		waited := time.Since(set)
@@ -146,13 +147,13 @@ func faultClock(t *testing.T, prof profile) {
 		case refused == 0:
 			note = fmt.Sprintf("gap %v: first request served after a wait within MaxBackward (restart took %v)", gap, startup.Round(time.Millisecond))
 		default:
-			note = fmt.Sprintf("gap %v: refused %d× with 503 clock_moved_backwards, /readyz 503, then served %v after the floor was set (restart took %v)",
+			note = fmt.Sprintf("gap %v: refused %d× with 503 worker_floor_ahead, /readyz 503, then served %v after the floor was set (restart took %v)",
 				gap, refused, waited.Round(time.Millisecond), startup.Round(time.Millisecond))
 		}
 		notes = append(notes, note)
 		t.Log(note)
 		if gap > time.Second && refused == 0 {
-			t.Errorf("gap %v: no request was refused; want 503 clock_moved_backwards until the clock reaches the floor", gap)
+			t.Errorf("gap %v: no request was refused; want 503 worker_floor_ahead until the clock reaches the floor", gap)
 		}
 		take(inst, fmt.Sprintf("after gap %v", gap))
 	}

@@ -22,6 +22,14 @@ var (
 	// may be retried after that long.
 	ErrClockMovedBackwards = errors.New("snowflake: clock moved backwards")
 
+	// ErrFloorAhead is returned, matching ErrClockMovedBackwards too, when
+	// what is ahead of the clock is not an ID this Generator issued but a
+	// floor it was given (Config.NotBefore, or a lease's LastTimestamp): an
+	// earlier holder's last timestamp, or the hold a store fence puts on
+	// every worker after a failover or restore. The clock is likely right;
+	// the Generator waits the floor out.
+	ErrFloorAhead = errors.New("snowflake: worker floor ahead of the clock")
+
 	// ErrTimeExhausted is returned when the clock has passed the last
 	// millisecond the layout's time bits can hold (see Layout.End). It is
 	// permanent for the layout.

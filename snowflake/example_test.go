@@ -55,7 +55,7 @@ func ExampleClock() {
 	fmt.Println(err)
 	// Output:
 	// [21380884070420480 21380884070420481] <nil>
-	// snowflake: clock moved backwards by 1s: the last timestamp issued (or the NotBefore floor) is 2026-03-01T00:00:00Z; no IDs until the clock reaches it
+	// snowflake: clock moved backwards by 1s: the last timestamp issued is 2026-03-01T00:00:00Z; no IDs until the clock reaches it
 }
 
 // A restarted process is given its predecessor's last timestamp, so a

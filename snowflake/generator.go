@@ -97,6 +97,7 @@ type Generator struct {
 	mu         sync.Mutex
 	workerID   int64
 	lastMs     int64 // ms since epoch of the last ID or floor; -1 if neither
+	floorOnly  bool  // lastMs is a floor given to g, not an ID it issued
 	nextSeq    int64 // next free sequence in lastMs; maxSeq+1 when used up
 	anchorWall time.Time
 	anchorMono time.Duration
@@ -182,6 +183,7 @@ func (g *Generator) raiseFloor(floor time.Time) {
 		ms = floor.UnixMilli() - g.epochMs
 	}
 	if ms >= g.lastMs {
+		g.floorOnly = ms > g.lastMs || g.floorOnly
 		g.lastMs, g.nextSeq = ms, g.maxSeq+1
 	}
 }
@@ -224,6 +226,7 @@ func (g *Generator) reserve(want int64) (span, error) {
 			return span{}, errDeadline
 		}
 		if ms > g.lastMs {
+			g.floorOnly = false
 			if ms > g.maxTime {
 				return span{}, g.errExhausted()
 			}
@@ -244,8 +247,7 @@ func (g *Generator) reserve(want int64) (span, error) {
 			target++
 		}
 		if behind := msDuration(g.lastMs-ms) - sub; behind > g.maxBackward {
-			return span{}, fmt.Errorf("%w by %v: the last timestamp issued (or the NotBefore floor) is %s; no IDs until the clock reaches it",
-				ErrClockMovedBackwards, behind, g.timeOf(g.lastMs).Format(time.RFC3339Nano))
+			return span{}, g.errBehind(behind)
 		}
 		g.clock.Sleep(msDuration(target-ms) - sub)
 	}
@@ -270,11 +272,26 @@ func (g *Generator) check() error {
 		return g.errExhausted()
 	case ms < g.lastMs:
 		if behind := msDuration(g.lastMs-ms) - sub; behind > g.maxBackward {
-			return fmt.Errorf("%w by %v: the last timestamp issued (or the NotBefore floor) is %s; no IDs until the clock reaches it",
-				ErrClockMovedBackwards, behind, g.timeOf(g.lastMs).Format(time.RFC3339Nano))
+			return g.errBehind(behind)
 		}
 	}
 	return nil
+}
+
+// errBehind is the error of a clock behind lastMs by more than
+// MaxBackward: ErrClockMovedBackwards after IDs of g's own, and
+// ErrFloorAhead (matching both) while lastMs is a floor g was given, so
+// that an operator is not sent to check a clock that is right. The caller
+// holds g.mu.
+func (g *Generator) errBehind(behind time.Duration) error {
+	at := g.timeOf(g.lastMs).Format(time.RFC3339Nano)
+	if g.floorOnly {
+		return &multiError{
+			msg:  fmt.Sprintf("snowflake: worker floor ahead of the clock by %v: this worker ID may not issue before %s (an earlier holder's last ID, or a store fence's hold); no IDs until then", behind, at),
+			errs: []error{ErrFloorAhead, ErrClockMovedBackwards},
+		}
+	}
+	return fmt.Errorf("%w by %v: the last timestamp issued is %s; no IDs until the clock reaches it", ErrClockMovedBackwards, behind, at)
 }
 
 func (g *Generator) errExhausted() error {

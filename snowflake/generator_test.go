@@ -760,3 +760,25 @@ func TestGenerator_Next_UniqueAcrossGoroutines(t *testing.T) {
 		t.Errorf("%d lock rounds for %d calls to Next", r, len(all))
 	}
 }
+
+// A floor the generator was given (a lease's last timestamp, a fence's
+// hold) ahead of the clock reads as ErrFloorAhead, still matching
+// ErrClockMovedBackwards; once the generator has issued past it, a clock
+// that steps back is a clock that moved backwards, and nothing else.
+func TestGenerator_FloorAheadIsNotTheClock(t *testing.T) {
+	floor := t0.Add(time.Second)
+	g, c := newTestGenerator(t, t0, Config{NotBefore: floor})
+	_, err := g.Next()
+	if !errors.Is(err, ErrFloorAhead) || !errors.Is(err, ErrClockMovedBackwards) || !strings.Contains(err.Error(), "fence") {
+		t.Fatalf("Next below a given floor = %v; want ErrFloorAhead that also matches ErrClockMovedBackwards and names the fence", err)
+	}
+	if err := g.check(); !errors.Is(err, ErrFloorAhead) {
+		t.Fatalf("check below a given floor = %v; want ErrFloorAhead", err)
+	}
+	c.Advance(time.Second + 2*time.Millisecond)
+	mustNext(t, g)
+	c.StepWall(-time.Second)
+	if _, err := g.Next(); !errors.Is(err, ErrClockMovedBackwards) || errors.Is(err, ErrFloorAhead) {
+		t.Fatalf("Next after its own IDs with the clock stepped back = %v; want ErrClockMovedBackwards only", err)
+	}
+}

@@ -47,6 +47,7 @@ const (
 	TimeExhausted       ErrorErrorCode = "time_exhausted"
 	Unauthorized        ErrorErrorCode = "unauthorized"
 	Unavailable         ErrorErrorCode = "unavailable"
+	WorkerFloorAhead    ErrorErrorCode = "worker_floor_ahead"
 )
 
 // Valid indicates whether the value is a known member of the ErrorErrorCode enum.
@@ -107,6 +108,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case Unauthorized:
 		return true
 	case Unavailable:
+		return true
+	case WorkerFloorAhead:
 		return true
 	default:
 		return false
