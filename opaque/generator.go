@@ -194,8 +194,13 @@ func (g *Generator) cached(tag string) (kind, bool) {
 // changes; errors of the store itself are not remembered.
 func (g *Generator) learn(ctx context.Context, tag string) (kind, error) {
 	fp, err := g.tags.TagOpaque(ctx, tag)
-	if err != nil {
+	if errors.Is(err, segment.ErrTagNotFound) {
 		return kind{}, err
+	}
+	if err != nil {
+		// The ID already taken is dropped, never handed out raw; the
+		// caller may retry like any store outage.
+		return kind{}, fmt.Errorf("%w: is tag %q opaque? %w", segment.ErrUnavailable, tag, err)
 	}
 	k := kind{opaque: fp != ""}
 	switch {

@@ -84,3 +84,35 @@ func otherKey(t testing.TB) *opaque.Key {
 	}
 	return k
 }
+
+type failingTags struct{}
+
+func (failingTags) TagOpaque(context.Context, string) (string, error) {
+	return "", errors.New("conn closed")
+}
+
+// A store that cannot say what a tag is makes the call fail as an outage
+// (segment.ErrUnavailable: 503 with Retry-After), never a 500, and never
+// hands out the counter it already took.
+func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	store := segmenttest.NewMemStore()
+	if err := store.CreateTag(ctx, segment.Tag{Name: "t", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := segment.New(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = alloc.Close() }()
+	g := opaque.NewGenerator(alloc, failingTags{}, testKey(t))
+	if id, err := g.Next(ctx, "t"); !errors.Is(err, segment.ErrUnavailable) || id != 0 {
+		t.Fatalf("Next with a failing lookup = %d, %v; want ErrUnavailable", id, err)
+	}
+	if ids, err := g.NextN(ctx, "t", 2); !errors.Is(err, segment.ErrUnavailable) || ids != nil {
+		t.Fatalf("NextN with a failing lookup = %v, %v; want ErrUnavailable", ids, err)
+	}
+	if _, err := g.ReserveRange(ctx, "t", 5); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("ReserveRange with a failing lookup = %v; want ErrUnavailable", err)
+	}
+}
