@@ -35,6 +35,7 @@ type Metrics struct {
 	retries     *prometheus.CounterVec
 	clockBack   prometheus.Counter
 	requests    *prometheus.HistogramVec
+	rpcRequests *prometheus.HistogramVec
 	buildInfo   *prometheus.GaugeVec
 	worker      atomic.Pointer[func() WorkerStatus]
 	stats       atomic.Pointer[SegmentStats]
@@ -46,6 +47,9 @@ type Metrics struct {
 
 	// cache keeps the hot path's labelled children (metricscache.go).
 	cache seriesCache
+	// rpcCache keeps the gRPC histogram's children by procedure
+	// (grpcmetrics.go).
+	rpcCache sync.Map
 }
 
 // readyProbeTimeout bounds the readiness check behind idgen_ready, so
@@ -87,6 +91,7 @@ func NewMetrics() *Metrics {
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "http_request_duration_seconds",
 			Help:    "HTTP requests, by route, method and status code.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14)}, []string{"route", "method", "code"}),
+		rpcRequests: newRPCHistogram(),
 	}
 	leaseHeld := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_lease_held",
 		Help: "1 while this instance's snowflake generator may issue IDs (lease held, clock sane), else 0."},
@@ -139,7 +144,7 @@ func NewMetrics() *Metrics {
 	m.storeErrors.WithLabelValues("reserve")
 	m.retries.WithLabelValues("reserve")
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.clockBack,
-		m.requests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
+		m.requests, m.rpcRequests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
