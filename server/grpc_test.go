@@ -19,8 +19,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
-	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
+	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 )
 
