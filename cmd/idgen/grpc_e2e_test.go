@@ -225,7 +225,7 @@ func TestServe_TLS(t *testing.T) {
 	if out, err = run(t, "curl", "-sS", "--http1.1", "--cacert", ca.File, base+"/id/order"); err != nil || !strings.Contains(out, `"id":"2"`) {
 		t.Fatalf("curl over TLS, HTTP/1.1: %v\n%s", err, out)
 	}
-	if out, err = run(t, "curl", "-sS", p.URL+"/id/order"); err == nil {
+	if out, err = run(t, "curl", "-sS", "-f", p.URL+"/id/order"); err == nil || strings.Contains(out, `"id"`) {
 		t.Fatalf("cleartext HTTP on the TLS port answered:\n%s", out)
 	}
 	if out, err = run(t, tl.grpcurl, "-cacert", ca.File, "-d", `{"tag":"order"}`, p.Addr(), "idgen.v1.IDService/Next"); err != nil || !strings.Contains(out, `"3"`) {
