@@ -54,7 +54,19 @@ func startServer(t testing.TB, path string, cfg server.Config) *httptest.Server 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(h)
+	return serve(t, h)
+}
+
+// serve runs h on an httptest server that speaks HTTP/1.1 and cleartext
+// HTTP/2, as idgen serve does, so that both transports of the client
+// reach it.
+func serve(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config.Protocols = new(http.Protocols)
+	ts.Config.Protocols.SetHTTP1(true)
+	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts
 }
