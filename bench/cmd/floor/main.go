@@ -75,7 +75,9 @@ func run(ctx context.Context, addr string) error {
 // sends them to its own, and the rest to gin.
 func handler() http.Handler {
 	var n atomic.Int64
-	prefix, rpc := idgenv1connect.NewIDServiceHandler(floorRPC{n: &n})
+	// idgen's compression threshold: without it connect-go gzips every
+	// answer, and the floor would spend most of its time there.
+	prefix, rpc := idgenv1connect.NewIDServiceHandler(floorRPC{n: &n}, connect.WithCompressMinBytes(server.RPCCompressMinBytes))
 	web := ginHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, prefix) {
