@@ -55,7 +55,7 @@ var errInvalidMode = &apiError{http.StatusBadRequest, "invalid_mode", "mode must
 var rpcProcedures = map[string][]string{
 	"/" + idgenv1connect.IDServiceName + "/": {idgenv1connect.IDServiceNextProcedure, idgenv1connect.IDServiceReserveRangeProcedure,
 		idgenv1connect.IDServiceDecodeSnowflakeProcedure, idgenv1connect.IDServiceDecodeReadableProcedure},
-	"/grpc.health.v1.Health/":                   {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"},
+	"/grpc.health.v1.Health/":                    {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"},
 	"/grpc.reflection.v1.ServerReflection/":      {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"},
 	"/grpc.reflection.v1alpha.ServerReflection/": {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"},
 }
