@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,31 +44,7 @@ func TestGRPC_SegmentUniqueAcrossClientsAndServers(t *testing.T) {
 		counters = append(counters, c)
 		bases = append(bases, serve(t, c).URL)
 	}
-	ctx := context.Background()
-	var mu sync.Mutex
-	var all []int64
-	var wg sync.WaitGroup
-	for i := range 4 {
-		c, err := client.New(bases[i%2], client.WithGRPC())
-		if err != nil {
-			t.Fatal(err)
-		}
-		alloc, err := c.Segment(&segment.Options{FixedStep: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			defer alloc.Close()
-			ids := segmenttest.CheckUnique(t, 4, 2500, func() (int64, error) { return alloc.Next(ctx, "order") })
-			mu.Lock()
-			all = append(all, ids...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if d := segmenttest.Duplicates(all); d != 0 || len(all) != 4*4*2500 {
-		t.Fatalf("%d IDs, %d duplicates; want %d and 0", len(all), d, 4*4*2500)
-	}
+	checkUniqueAcross(t, []string{bases[0], bases[1], bases[0], bases[1]}, client.WithGRPC())
 	for i, c := range counters {
 		if c.calls.Load() == 0 || !c.http2.Load() {
 			t.Fatalf("server %d: %d gRPC calls, last over HTTP/2 gRPC: %v", i, c.calls.Load(), c.http2.Load())
