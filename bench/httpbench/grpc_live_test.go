@@ -118,4 +118,3 @@ func (l *loadCounter) SegmentLoaded(_ string, _ int64, _ time.Duration, err erro
 	}
 }
 func (l *loadCounter) WaitedForLoad(string) {}
-
