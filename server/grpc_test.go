@@ -331,6 +331,12 @@ func TestGRPC_HealthReflectionConnectAndMetrics(t *testing.T) {
 		t.Fatalf("Connect JSON over %s: %d %s", resp.Proto, resp.StatusCode, body)
 	}
 
+	// gRPC-Web over HTTP/1.1, as a browser sends it.
+	web := idgenv1connect.NewIDServiceClient(&http.Client{Timeout: 10 * time.Second}, base, connect.WithGRPCWeb())
+	if resp, err := web.Next(ctx, connect.NewRequest(&idgenv1.NextRequest{Tag: "order"})); err != nil || len(resp.Msg.GetIds()) != 1 {
+		t.Fatalf("gRPC-Web over HTTP/1.1: %v %v", resp, err)
+	}
+
 	if _, err := c.Next(ctx, connect.NewRequest(&idgenv1.NextRequest{Tag: "bad tag"})); err == nil {
 		t.Fatal("bad tag accepted")
 	}
@@ -340,13 +346,13 @@ func TestGRPC_HealthReflectionConnectAndMetrics(t *testing.T) {
 	}
 	metrics := do(t, "GET", base+"/metrics", "", "").body
 	for _, want := range []string{
-		`idgen_grpc_request_duration_seconds_count{code="ok",procedure="/idgen.v1.IDService/Next"} 1`,
+		`idgen_grpc_request_duration_seconds_count{code="ok",procedure="/idgen.v1.IDService/Next"} 2`,
 		`idgen_grpc_request_duration_seconds_count{code="invalid_argument",procedure="/idgen.v1.IDService/Next"} 1`,
 		`idgen_grpc_request_duration_seconds_count{code="ok",procedure="/grpc.health.v1.Health/Check"} 6`,
 		`idgen_grpc_request_duration_seconds_count{code="not_found",procedure="/grpc.health.v1.Health/Check"} 1`,
 		`idgen_grpc_request_duration_seconds_count{code="unimplemented",procedure="unmatched"} 1`,
 		`idgen_client_errors_total{code="invalid_tag"} 1`,
-		`idgen_ids_issued_total{mode="segment",tag="order"} 2`,
+		`idgen_ids_issued_total{mode="segment",tag="order"} 3`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

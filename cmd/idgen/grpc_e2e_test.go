@@ -97,6 +97,12 @@ func TestServe_GRPCThirdPartyClients(t *testing.T) {
 		t.Fatalf("grpc-health-probe -service: %v\n%s", err, out)
 	}
 
+	// Watch streams the status until the call's deadline ends it.
+	out, _ = run(t, tl.grpcurl, "-plaintext", "-max-time", "2", "-d", `{"service":"idgen.v1.IDService"}`, addr, "grpc.health.v1.Health/Watch")
+	if !strings.Contains(out, `"status": "SERVING"`) {
+		t.Fatalf("grpcurl Watch:\n%s", out)
+	}
+
 	// The Connect protocol's JSON over HTTP/1.1, with curl.
 	out, err = run(t, "curl", "-sS", "--http1.1", "-H", "Content-Type: application/json", "-H", "Authorization: Bearer "+e2eToken,
 		"-d", `{"tag":"order"}`, p.URL+"/idgen.v1.IDService/Next", "-w", "\n%{http_version} %{http_code}")
