@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -357,5 +358,38 @@ func TestGRPC_HealthReflectionConnectAndMetrics(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// Made-up tags and procedures, which any caller can send, add no series:
+// the gRPC histogram is labelled by registered procedure and code only.
+func TestGRPC_MetricsStayBounded(t *testing.T) {
+	m := server.NewMetrics()
+	base, c := rpcServer(t, server.Config{Metrics: m})
+	ctx := t.Context()
+	series := func() int {
+		n := 0
+		for line := range strings.Lines(do(t, "GET", base+"/metrics", "", "").body) {
+			if strings.HasPrefix(line, "idgen_") {
+				n++
+			}
+		}
+		return n
+	}
+	// One of each kind first, so that their series exist.
+	flood := func(i int) {
+		_, _ = c.Next(ctx, connect.NewRequest(&idgenv1.NextRequest{Tag: fmt.Sprintf("ghost-%d", i), Mode: idgenv1.Mode_MODE_SEGMENT}))
+		_, _ = c.Next(ctx, connect.NewRequest(&idgenv1.NextRequest{Tag: fmt.Sprintf("bad tag %d", i)}))
+		do(t, "POST", fmt.Sprintf("%s/idgen.v1.IDService/Made%d", base, i), "", "")
+		do(t, "POST", fmt.Sprintf("%s/made%d.v1.S/M", base, i), "", "")
+	}
+	flood(0)
+	series() // the scrape's own series
+	before := series()
+	for i := 1; i <= 300; i++ {
+		flood(i)
+	}
+	if after := series(); after != before {
+		t.Fatalf("%d idgen_ series before the flood, %d after:\n%s", before, after, do(t, "GET", base+"/metrics", "", "").body)
 	}
 }
