@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"sync"
@@ -40,6 +41,7 @@ type Metrics struct {
 	worker      atomic.Pointer[func() WorkerStatus]
 	stats       atomic.Pointer[SegmentStats]
 	ready       atomic.Pointer[func(context.Context) error]
+	tls         atomic.Pointer[tls.Config] // WatchTLS
 
 	// known holds the tags that reserved a segment in this process: only
 	// they get per-tag series, so that made-up tags add none.
@@ -144,7 +146,7 @@ func NewMetrics() *Metrics {
 	m.storeErrors.WithLabelValues("reserve")
 	m.retries.WithLabelValues("reserve")
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.clockBack,
-		m.requests, m.rpcRequests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
+		m.requests, m.rpcRequests, m.clientErrs, m.buildInfo, m.tlsExpiryGauge(), leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TLSFiles names the PEM files of a TLS listener: its certificate chain
@@ -136,4 +138,26 @@ func (r *certReloader) load() (*tls.Config, error) {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// WatchTLS makes idgen_tls_cert_expiry_timestamp_seconds report the
+// expiry of the certificate cfg (from TLSConfig) serves. Each scrape also
+// looks for rotated files, as a handshake does, so a certificate renewed
+// on an idle listener shows at the next scrape.
+func (m *Metrics) WatchTLS(cfg *tls.Config) { m.tls.Store(cfg) }
+
+func (m *Metrics) tlsExpiryGauge() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "tls_cert_expiry_timestamp_seconds",
+		Help: "Unix time at which the listener's TLS certificate expires; 0 without TLS (--tls-cert)."},
+		func() float64 {
+			cfg := m.tls.Load()
+			if cfg == nil || cfg.GetConfigForClient == nil {
+				return 0
+			}
+			cur, err := cfg.GetConfigForClient(nil)
+			if err != nil || cur == nil || len(cur.Certificates) == 0 || cur.Certificates[0].Leaf == nil {
+				return 0
+			}
+			return float64(cur.Certificates[0].Leaf.NotAfter.Unix())
+		})
 }

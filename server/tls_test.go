@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,9 +62,26 @@ func TestTLS_ReloadsRotatedCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := newServer(t, server.Config{})
+	m := server.NewMetrics()
+	m.WatchTLS(cfg)
+	ts := newServer(t, server.Config{Metrics: m})
 	addr := serveTLS(t, ts.Config.Handler, cfg)
 	client := &tls.Config{RootCAs: ca.Pool(), NextProtos: []string{"h2", "http/1.1"}}
+	expiry := func() string {
+		t.Helper()
+		for line := range strings.Lines(do(t, "GET", ts.URL+"/metrics", "", "").body) {
+			if v, ok := strings.CutPrefix(line, "idgen_tls_cert_expiry_timestamp_seconds "); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		t.Fatal("no idgen_tls_cert_expiry_timestamp_seconds")
+		return ""
+	}
+	unix := func(c *x509.Certificate) string { return strconv.FormatFloat(float64(c.NotAfter.Unix()), 'g', -1, 64) }
+	if got := expiry(); got != unix(first.Cert) {
+		t.Fatalf("expiry gauge %s, want %s", got, unix(first.Cert))
+	}
+	ca.NotAfter = first.Cert.NotAfter.Add(30 * 24 * time.Hour) // the renewal lasts longer
 
 	serial, proto, err := handshake(t, addr, client)
 	if err != nil || serial != first.Cert.SerialNumber.String() || proto != "h2" {
@@ -70,6 +89,10 @@ func TestTLS_ReloadsRotatedCertificate(t *testing.T) {
 	}
 
 	second := ca.Server(t, certFile, keyFile)
+	// A scrape sees the renewed certificate before any handshake does.
+	if got := expiry(); got != unix(second.Cert) {
+		t.Fatalf("expiry gauge after rotation %s, want %s", got, unix(second.Cert))
+	}
 	if serial, _, err = handshake(t, addr, client); err != nil || serial != second.Cert.SerialNumber.String() {
 		t.Fatalf("after rotation: serial %s %v; want %s", serial, err, second.Cert.SerialNumber)
 	}

@@ -200,6 +200,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 
 	metrics := server.NewMetrics()
 	metrics.SetBuildInfo(buildVersion(), runtime.Version())
+	if c.tlsConfig != nil {
+		metrics.WatchTLS(c.tlsConfig)
+	}
 	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
 		MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
 	st.ObserveRetries(metrics.StoreRetried)

@@ -25,6 +25,9 @@ type CA struct {
 	// File is the CA certificate as a PEM file, for --tls-client-ca,
 	// curl --cacert or grpcurl -cacert.
 	File string
+	// NotAfter, when set, is the expiry of the certificates issued next;
+	// by default they expire a day from now.
+	NotAfter time.Time
 }
 
 // NewCA makes a CA and writes its certificate into dir.
@@ -99,6 +102,9 @@ func (ca *CA) issue(t testing.TB, certFile, keyFile string, tmpl *x509.Certifica
 	tmpl.SerialNumber = serial(t)
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
 	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	if !ca.NotAfter.IsZero() {
+		tmpl.NotAfter = ca.NotAfter
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
