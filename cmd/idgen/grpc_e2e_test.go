@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +269,10 @@ func TestServe_TLS(t *testing.T) {
 	}
 	if out, err = run(t, "curl", "-sS", "--cacert", ca.File, base+"/readyz"); err != nil || !strings.Contains(out, "ready") {
 		t.Fatalf("curl after rotation: %v\n%s", err, out)
+	}
+	want := "idgen_tls_cert_expiry_timestamp_seconds " + strconv.FormatFloat(float64(second.Cert.NotAfter.Unix()), 'g', -1, 64) + "\n"
+	if out, err = run(t, "curl", "-sS", "--cacert", ca.File, base+"/metrics"); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("/metrics lacks %q: %v", want, err)
 	}
 	if err := p.Stop(15 * time.Second); err != nil {
 		t.Fatalf("stop: %v\n%s", err, p.Log())
