@@ -15,7 +15,6 @@ import (
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
-	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 )
 
@@ -69,13 +68,7 @@ func (f floorRPC) Next(_ context.Context, req *connect.Request[idgenv1.NextReque
 // compression threshold: the gap is idgen's own cost per call, without
 // the network and HTTP/2 framing, which both share.
 func BenchmarkServeGRPC(b *testing.B) {
-	st := openStore(b)
-	m := server.NewMetrics()
-	alloc := newAllocator(b, st, &segment.Options{AutoCreate: true, Observer: m})
-	h, err := server.New(server.Config{Segment: alloc, Metrics: m})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := benchServer(b)
 	body := grpcBody(b, &idgenv1.NextRequest{Tag: "order"})
 	b.Run("idgen", func(b *testing.B) { benchRPC(b, h, idgenv1connect.IDServiceNextProcedure, body) })
 	var n atomic.Int64
