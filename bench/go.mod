@@ -3,6 +3,7 @@ module github.com/idgen/idgen/bench
 go 1.26.8
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/bwmarrin/snowflake v0.3.0
 	github.com/edwingeng/slog v0.0.0-20221027170832-482f0dfb6247
 	github.com/edwingeng/wuid v1.0.0
@@ -16,6 +17,8 @@ require (
 )
 
 require (
+	connectrpc.com/grpchealth v1.5.0 // indirect
+	connectrpc.com/grpcreflect v1.3.1 // indirect
 	dario.cat/mergo v1.0.2 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect
@@ -112,6 +115,7 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

@@ -23,6 +23,11 @@
 // that error for the tag. Take an opaque tag's IDs with NextN, in
 // batches, from a client in the server's segment mode or WithMode("segment").
 //
+// WithGRPC makes every call, the range reservations too, over the
+// server's gRPC API (api/idgen/v1) instead of its HTTP API: HTTP/2 on the
+// same port, cleartext for http:// and TLS for https:// base URLs. The
+// allocator, retries and errors are the same.
+//
 // Calls time out, retry 503 answers and network errors with backoff
 // (honouring Retry-After), and return errors that errors.Is matches
 // against this package's sentinels and segment's: a server that cannot
@@ -46,6 +51,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 )
@@ -136,6 +142,8 @@ type Client struct {
 	retries    int
 	minBackoff time.Duration
 	maxBackoff time.Duration
+	grpc       bool
+	rpc        idgenv1connect.IDServiceClient // set by New with WithGRPC
 }
 
 // Option configures a Client.
@@ -180,6 +188,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.grpc {
+		c.rpc = newRPCClient(c)
+	}
 	switch {
 	case c.mode != "" && c.mode != "snowflake" && c.mode != "segment":
 		return nil, fmt.Errorf("client: mode must be snowflake, segment or empty, got %q", c.mode)
@@ -214,6 +225,13 @@ func (c *Client) SnowflakeN(ctx context.Context, tag string, n int) ([]int64, er
 const modeSnowflake = "snowflake"
 
 func (c *Client) next(ctx context.Context, mode, tag string) (int64, error) {
+	if c.rpc != nil {
+		ids, err := c.rpcNext(ctx, mode, tag, 0)
+		if err != nil {
+			return 0, err
+		}
+		return ids[0], nil
+	}
 	var out struct{ ID string }
 	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), nil, &out); err != nil {
 		return 0, err
@@ -224,6 +242,9 @@ func (c *Client) next(ctx context.Context, mode, tag string) (int64, error) {
 func (c *Client) nextN(ctx context.Context, mode, tag string, n int) ([]int64, error) {
 	if n < 1 {
 		return nil, idgen.ErrInvalidCount
+	}
+	if c.rpc != nil {
+		return c.rpcNext(ctx, mode, tag, n)
 	}
 	var out struct{ IDs []string }
 	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), url.Values{"count": {strconv.Itoa(n)}}, &out); err != nil {
@@ -266,6 +287,9 @@ func (c *Client) Segment(opts *segment.Options) (*segment.Allocator, error) {
 type rangeStore struct{ c *Client }
 
 func (r rangeStore) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	if r.c.rpc != nil {
+		return r.c.rpcReserve(ctx, tag, max(step, 1))
+	}
 	var out struct{ Start, End string }
 	q := url.Values{"size": {strconv.FormatInt(max(step, 1), 10)}}
 	if err := r.c.do(ctx, http.MethodPost, "/segment/"+url.PathEscape(tag)+"/range", q, &out); err != nil {
@@ -291,10 +315,17 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, out 
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + path
 	u.RawQuery = q.Encode()
+	return c.retry(ctx, func() (time.Duration, error) { return c.once(ctx, method, u.String(), out) })
+}
+
+// retry runs attempt until it succeeds, fails for good (wait < 0) or the
+// retries run out; attempt returns the wait before the next try: 0 for
+// the default backoff, or the server's Retry-After or RetryInfo.
+func (c *Client) retry(ctx context.Context, attempt func() (wait time.Duration, err error)) error {
 	backoff := c.minBackoff
-	for attempt := 0; ; attempt++ {
-		wait, err := c.once(ctx, method, u.String(), out)
-		if err == nil || wait < 0 || attempt >= c.retries {
+	for n := 0; ; n++ {
+		wait, err := attempt()
+		if err == nil || wait < 0 || n >= c.retries {
 			return err
 		}
 		if wait == 0 {

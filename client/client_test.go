@@ -55,7 +55,19 @@ func startServer(t testing.TB, path string, cfg server.Config) *httptest.Server 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(h)
+	return serve(t, h)
+}
+
+// serve runs h on an httptest server that speaks HTTP/1.1 and cleartext
+// HTTP/2, as idgen serve does, so that both transports of the client
+// reach it.
+func serve(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config.Protocols = new(http.Protocols)
+	ts.Config.Protocols.SetHTTP1(true)
+	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts
 }
@@ -66,12 +78,19 @@ func TestClient_SegmentUniqueAcrossClientsAndServers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
 	s1 := startServer(t, path, server.Config{})
 	s2 := startServer(t, path, server.Config{})
+	checkUniqueAcross(t, []string{s1.URL, s2.URL, s1.URL, s2.URL})
+}
+
+// checkUniqueAcross runs a caching allocator of a client of each base,
+// four callers each, and fails on any ID handed out twice.
+func checkUniqueAcross(t *testing.T, bases []string, opts ...client.Option) {
+	t.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex
 	var all []int64
 	var wg sync.WaitGroup
-	for _, base := range []string{s1.URL, s2.URL, s1.URL, s2.URL} {
-		c, err := client.New(base)
+	for _, base := range bases {
+		c, err := client.New(base, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,8 +107,8 @@ func TestClient_SegmentUniqueAcrossClientsAndServers(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if d := segmenttest.Duplicates(all); d != 0 || len(all) != 4*4*2500 {
-		t.Fatalf("%d IDs, %d duplicates; want %d and 0", len(all), d, 4*4*2500)
+	if d := segmenttest.Duplicates(all); d != 0 || len(all) != len(bases)*4*2500 {
+		t.Fatalf("%d IDs, %d duplicates; want %d and 0", len(all), d, len(bases)*4*2500)
 	}
 }
 

@@ -169,6 +169,15 @@ func scrapeMetricNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	_ = seg.Close()
+	// A gRPC call in the Connect protocol, which needs no HTTP/2.
+	resp, err := http.Post(srv.URL+"/idgen.v1.IDService/Next", "application/json", strings.NewReader(`{"tag":"monitoring"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("Connect call: %s", resp.Status)
+	}
 	for _, path := range []string{"/readyz", "/id/..", "/metrics"} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
@@ -177,7 +186,7 @@ func scrapeMetricNames(t *testing.T) map[string]bool {
 		resp.Body.Close()
 	}
 
-	resp, err := http.Get(srv.URL + "/metrics")
+	resp, err = http.Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

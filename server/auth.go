@@ -83,8 +83,11 @@ func newAuthz(admin string, api APITokens) *authz {
 	return a
 }
 
-func bearer(c *gin.Context) (string, bool) {
-	h := c.GetHeader("Authorization")
+func bearer(c *gin.Context) (string, bool) { return parseBearer(c.GetHeader("Authorization")) }
+
+// parseBearer reads the token of an Authorization header (HTTP) or
+// authorization metadata (gRPC): "Bearer <token>".
+func parseBearer(h string) (string, bool) {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return "", false

@@ -23,6 +23,19 @@ func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
 
+// benchServer is the whole server as the binary runs it, metrics on,
+// over a SQLite store.
+func benchServer(b *testing.B) *server.Server {
+	st := openStore(b)
+	m := server.NewMetrics()
+	alloc := newAllocator(b, st, &segment.Options{AutoCreate: true, Observer: m})
+	h, err := server.New(server.Config{Segment: alloc, Metrics: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
 func benchServe(b *testing.B, h http.Handler, path string) {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	b.ReportAllocs()
@@ -40,13 +53,7 @@ func benchServe(b *testing.B, h http.Handler, path string) {
 // floor): gin with one bare handler answering the same JSON. The gap is
 // the server's own cost per request, without the network.
 func BenchmarkServeID(b *testing.B) {
-	st := openStore(b)
-	m := server.NewMetrics()
-	alloc := newAllocator(b, st, &segment.Options{AutoCreate: true, Observer: m})
-	h, err := server.New(server.Config{Segment: alloc, Metrics: m})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := benchServer(b)
 	b.Run("idgen", func(b *testing.B) { benchServe(b, h, "/id/order") })
 
 	e := gin.New()

@@ -16,6 +16,8 @@ const (
 	formatPrefixed = "prefixed"
 )
 
+var errInvalidSnowflake = &apiError{http.StatusBadRequest, "invalid_id", "a snowflake ID is a non-negative decimal 64-bit integer"}
+
 var errInvalidFormat = &apiError{http.StatusBadRequest, "invalid_format", "format must be numeric (the default) or prefixed"}
 
 func parseFormat(q url.Values) (string, error) {
@@ -57,7 +59,7 @@ func (s *Server) decodeSnowflake(c *gin.Context) {
 	raw := c.Param("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 0 {
-		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_id", "a snowflake ID is a non-negative decimal 64-bit integer"})
+		s.writeError(c, errInvalidSnowflake)
 		return
 	}
 	p, err := s.layout.Decode(id)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -95,28 +96,41 @@ func (s *Server) writeError(c *gin.Context, err error) {
 // answer maps err to its status, code and message, setting Retry-After
 // on the way.
 func (s *Server) answer(c *gin.Context, err error) *apiError {
-	var ae *apiError
-	if !errors.As(err, &ae) {
-		ae = errInternal
-		for _, r := range rules {
-			if errors.Is(err, r.err) {
-				msg, fixed := messages[r.code]
-				switch {
-				case fixed:
-				case r.status >= 500:
-					msg = serverErrorMessage
-				default:
-					msg = err.Error()
-				}
-				ae = &apiError{r.status, r.code, msg}
-				if r.retryAfter {
-					c.Header("Retry-After", "1")
-				}
-				break
-			}
-		}
+	ae, retry := classify(err)
+	if retry {
+		c.Header("Retry-After", retryAfterSeconds)
 	}
 	return ae
+}
+
+// retryDelay is how long a caller should wait before retrying an error
+// whose rule says so: Retry-After over HTTP, RetryInfo over gRPC.
+const (
+	retryDelay        = time.Second
+	retryAfterSeconds = "1"
+)
+
+// classify is the one mapping from errors to answers, shared by HTTP and
+// gRPC (grpc.go): the status, stable code and message of err, and whether
+// the caller should retry after retryDelay.
+func classify(err error) (ae *apiError, retry bool) {
+	if errors.As(err, &ae) {
+		return ae, false
+	}
+	for _, r := range rules {
+		if errors.Is(err, r.err) {
+			msg, fixed := messages[r.code]
+			switch {
+			case fixed:
+			case r.status >= 500:
+				msg = serverErrorMessage
+			default:
+				msg = err.Error()
+			}
+			return &apiError{r.status, r.code, msg}, r.retryAfter
+		}
+	}
+	return errInternal, false
 }
 
 // fail answers ae with the request ID. For a 5xx it logs cause under that
@@ -137,13 +151,20 @@ func (s *Server) fail(c *gin.Context, ae *apiError, cause error) {
 // counts the error.
 func (s *Server) record(c *gin.Context, ae *apiError, cause error) string {
 	rid := c.Writer.Header().Get(requestIDHeader)
+	s.recordError(c.Request.Context(), rid, c.Request.URL.Path, ae, cause)
+	return rid
+}
+
+// recordError logs a 5xx's cause under the request ID rid, and counts
+// the error: for HTTP and gRPC alike.
+func (s *Server) recordError(ctx context.Context, rid, path string, ae *apiError, cause error) {
 	if ae.status >= 500 {
 		level := slog.LevelWarn
 		if ae == errInternal {
 			level = slog.LevelError
 		}
-		s.log.LogAttrs(c.Request.Context(), level, "request failed", slog.String("request_id", rid),
-			slog.String("path", c.Request.URL.Path), slog.Int("status", ae.status), slog.String("code", ae.code),
+		s.log.LogAttrs(ctx, level, "request failed", slog.String("request_id", rid),
+			slog.String("path", path), slog.Int("status", ae.status), slog.String("code", ae.code),
 			slog.Any("err", cause))
 		if ae.code == "clock_moved_backwards" && s.metrics != nil {
 			s.metrics.clockBack.Inc()
@@ -151,5 +172,4 @@ func (s *Server) record(c *gin.Context, ae *apiError, cause error) string {
 	} else if s.metrics != nil {
 		s.metrics.clientErrs.WithLabelValues(ae.code).Inc()
 	}
-	return rid
 }

@@ -26,18 +26,22 @@ func requestID(c *gin.Context) {
 	if v := c.Request.Header[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
 		id = v[0]
 	} else {
-		// A request ID only has to be unlikely to repeat within a log's
-		// window, not unguessable: the fast generator will do.
-		var b [8]byte
-		var h [16]byte
-		binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-		hex.Encode(h[:], b[:])
-		id = string(h[:])
+		id = newRequestID()
 	}
 	// The response header is where the access log reads it back, which
 	// saves gin's per-request key map.
 	c.Writer.Header()[requestIDKey] = []string{id}
 	c.Next()
+}
+
+// newRequestID makes a request ID. It only has to be unlikely to repeat
+// within a log's window, not unguessable: the fast generator will do.
+func newRequestID() string {
+	var b [8]byte
+	var h [16]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 func saneRequestID(id string) bool {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"sync"
@@ -37,10 +38,12 @@ type Metrics struct {
 	fences      prometheus.Counter
 	clockBack   prometheus.Counter
 	requests    *prometheus.HistogramVec
+	rpcRequests *prometheus.HistogramVec
 	buildInfo   *prometheus.GaugeVec
 	worker      atomic.Pointer[func() WorkerStatus]
 	stats       atomic.Pointer[SegmentStats]
 	ready       atomic.Pointer[func(context.Context) error]
+	tls         atomic.Pointer[tls.Config] // WatchTLS
 
 	// known holds the tags that reserved a segment in this process: only
 	// they get per-tag series, so that made-up tags add none.
@@ -48,6 +51,9 @@ type Metrics struct {
 
 	// cache keeps the hot path's labelled children (metricscache.go).
 	cache seriesCache
+	// rpcCache keeps the gRPC histogram's children by procedure
+	// (grpcmetrics.go).
+	rpcCache sync.Map
 }
 
 // readyProbeTimeout bounds the readiness check behind idgen_ready, so
@@ -91,6 +97,7 @@ func NewMetrics() *Metrics {
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idgen", Name: "http_request_duration_seconds",
 			Help:    "HTTP requests, by route, method and status code.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14)}, []string{"route", "method", "code"}),
+		rpcRequests: newRPCHistogram(),
 	}
 	leaseHeld := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idgen", Name: "worker_lease_held",
 		Help: "1 while this instance's snowflake generator may issue IDs (lease held, clock sane), else 0."},
@@ -143,7 +150,7 @@ func NewMetrics() *Metrics {
 	m.storeErrors.WithLabelValues("reserve")
 	m.retries.WithLabelValues("reserve")
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.fences, m.clockBack,
-		m.requests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
+		m.requests, m.rpcRequests, m.clientErrs, m.buildInfo, m.tlsExpiryGauge(), leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

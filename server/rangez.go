@@ -27,8 +27,7 @@ func (s *Server) reserveRange(c *gin.Context) {
 	vals := c.Request.URL.Query()["size"]
 	size, err := strconv.ParseInt(firstOrEmpty(vals), 10, 64)
 	if len(vals) != 1 || err != nil || size < 1 || size > s.maxRange {
-		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_size",
-			"size must be a single whole number from 1 to " + strconv.FormatInt(s.maxRange, 10)})
+		s.writeError(c, s.errInvalidSize())
 		return
 	}
 	tag := c.Param("tag")
@@ -46,4 +45,10 @@ func firstOrEmpty(v []string) string {
 		return ""
 	}
 	return v[0]
+}
+
+// errInvalidSize answers a range size outside 1 to MaxRange.
+func (s *Server) errInvalidSize() *apiError {
+	return &apiError{http.StatusBadRequest, "invalid_size",
+		"size must be a single whole number from 1 to " + strconv.FormatInt(s.maxRange, 10)}
 }

@@ -81,9 +81,11 @@ type Config struct {
 	OpaqueKey *opaque.Key
 }
 
-// Server is the HTTP API. It is an http.Handler.
+// Server is the HTTP API and, on the same handler, the gRPC API. It is an
+// http.Handler.
 type Server struct {
 	engine   *gin.Engine
+	rpc      http.Handler
 	gens     map[string]idgen.Generator
 	mode     string
 	maxBatch int
@@ -169,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.routes(); err != nil {
 		return nil, err
 	}
+	s.rpc = s.rpcHandler()
 	return s, nil
 }
 
@@ -182,8 +185,15 @@ func (s *Server) Routes() [][2]string {
 	return out
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: gRPC, gRPC-Web and Connect calls go
+// to the gRPC API (grpc.go), everything else to gin.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isRPCPath(r.URL.Path) {
+		s.rpc.ServeHTTP(w, r)
+		return
+	}
+	s.engine.ServeHTTP(w, r)
+}
 
 func (s *Server) routes() error {
 	e := gin.New()
@@ -371,8 +381,11 @@ func (s *Server) parseCount(vals []string) (int, error) {
 	return n, nil
 }
 
+// readyTimeout bounds a readiness check of /readyz or grpc.health.v1.
+const readyTimeout = 2 * time.Second
+
 func (s *Server) readyz(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
 	defer cancel()
 	if err := s.ready(ctx); err != nil {
 		s.fail(c, errNotReady, err)

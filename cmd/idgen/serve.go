@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,7 +27,7 @@ import (
 func newServe() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve IDs over HTTP",
+		Short: "Serve IDs over HTTP and gRPC",
 		Args:  cobra.NoArgs,
 		RunE:  runServe,
 	}
@@ -54,6 +55,7 @@ func newServe() *cobra.Command {
 	f.Bool("auto-create-opaque", false, "auto-created tags are opaque (needs the opaque key; see idgen opaque keygen)")
 	opaqueKeyFlags(f)
 	compatFlags(f)
+	tlsFlags(f)
 	return cmd
 }
 
@@ -69,6 +71,10 @@ type serveConfig struct {
 	tokens    server.APITokens // parsed from apiTokens by validate
 	compat    compatConfig     // the layout and compatibility flags
 	opaqueKey string           // the opaque key's fingerprint, or "none", for the startup line
+	tls       server.TLSFiles  // --tls-cert, --tls-key, --tls-client-ca
+	// tlsConfig serves tls, read by runServe before it opens the store;
+	// nil for cleartext.
+	tlsConfig *tls.Config
 }
 
 func readServeFlags(cmd *cobra.Command) serveConfig {
@@ -95,6 +101,7 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	c.metricsToken, _ = f.GetString("metrics-token")
 	c.trustedProxies, _ = f.GetStringSlice("trusted-proxies")
 	c.store = storeDSN(cmd)
+	c.tls = readTLSFlags(f)
 	return c
 }
 
@@ -162,6 +169,7 @@ func (c *serveConfig) validate() error {
 	if err := checkStoreDSN(c.store); err != nil {
 		bad("--store: %w", err)
 	}
+	errs = append(errs, checkTLSFlags(c.tls)...)
 	return errors.Join(errs...)
 }
 
@@ -180,6 +188,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	c.opaqueKey = opaqueKeyName(key)
 	log, err := newLogger(c.logFormat)
 	if err != nil {
+		return err
+	}
+	if c.tlsConfig, err = listenerTLS(c.tls, log); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -205,6 +216,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	metrics.SetBuildInfo(buildVersion(), runtime.Version())
 	if err := startFencing(ctx, st, c, log, metrics); err != nil {
 		return err
+	}
+	if c.tlsConfig != nil {
+		metrics.WatchTLS(c.tlsConfig)
 	}
 	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
 		DefaultOpaque: autoOpaque, MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
@@ -291,12 +305,17 @@ func serveUntilDone(ctx context.Context, c serveConfig, h http.Handler, log *slo
 	}
 	srv := server.NewHTTPServer(c.addr, h)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if c.tlsConfig != nil {
+		srv.TLSConfig = c.tlsConfig
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	// The one line that says what is running; tests find the address in it.
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
 		"store", redact(c.store), "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
 		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
-		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey)
+		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey, "tls", tlsMode(c.tls), "grpc", "on")
 
 	select {
 	case err = <-errc:

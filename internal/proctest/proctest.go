@@ -36,6 +36,22 @@ func Binary(t testing.TB, dir string) string {
 	return bin
 }
 
+// Tool builds a command pinned in api/tools/go.mod (grpcurl,
+// grpc-health-probe) into dir and returns its path: the third-party
+// clients the end-to-end tests run against idgen serve.
+func Tool(t testing.TB, dir, pkg string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "api", "tools")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s (api/tools): %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
 // Proc is a running `idgen serve`.
 type Proc struct {
 	URL  string // http://127.0.0.1:PORT

@@ -1,9 +1,13 @@
-// Command floor is the HTTP floor for idgen's HTTP benchmarks: a bare gin
-// handler that answers GET /id/{tag} with an atomic counter in the same
-// JSON idgen writes, {"tag":"order","id":"N"}. It has idgen's gin settings
-// (gin.New in release mode, no logging, no redirects) and idgen's
-// http.Server (server.NewHTTPServer), so that the gap between the two is
-// idgen's own server path: middleware, the allocator and the response.
+// Command floor is the floor for idgen's HTTP and gRPC benchmarks: a bare
+// gin handler that answers GET /id/{tag} with an atomic counter in the
+// same JSON idgen writes, {"tag":"order","id":"N"}, and a bare connect-go
+// handler of idgen.v1.IDService whose Next answers one ID from a counter
+// (its other methods are unimplemented). It has idgen's gin settings
+// (gin.New in release mode, no logging, no redirects), idgen's split of
+// gRPC paths from the rest, and idgen's http.Server
+// (server.NewHTTPServer, HTTP/1.1 and cleartext HTTP/2), so that the gap
+// between the two is idgen's own server path: middleware or interceptors,
+// the allocator and the response.
 //
 //	floor [-addr 127.0.0.1:0]
 //
@@ -21,12 +25,16 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/gin-gonic/gin"
 
+	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
+	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/server"
 )
 
@@ -63,9 +71,37 @@ func run(ctx context.Context, addr string) error {
 	return err
 }
 
-// handler is gin configured as server.New configures it, with one route
-// and no middleware.
+// handler sends gRPC calls to the bare connect handler, as server.Server
+// sends them to its own, and the rest to gin.
 func handler() http.Handler {
+	var n atomic.Int64
+	// idgen's compression threshold: without it connect-go gzips every
+	// answer, and the floor would spend most of its time there.
+	prefix, rpc := idgenv1connect.NewIDServiceHandler(floorRPC{n: &n}, connect.WithCompressMinBytes(server.RPCCompressMinBytes))
+	web := ginHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			rpc.ServeHTTP(w, r)
+			return
+		}
+		web.ServeHTTP(w, r)
+	})
+}
+
+// floorRPC answers Next with the next value of a counter, whatever the
+// request asks.
+type floorRPC struct {
+	idgenv1connect.UnimplementedIDServiceHandler
+	n *atomic.Int64
+}
+
+func (f floorRPC) Next(_ context.Context, req *connect.Request[idgenv1.NextRequest]) (*connect.Response[idgenv1.NextResponse], error) {
+	return connect.NewResponse(&idgenv1.NextResponse{Tag: req.Msg.GetTag(), Ids: []int64{f.n.Add(1)}}), nil
+}
+
+// ginHandler is gin configured as server.New configures it, with one
+// route and no middleware.
+func ginHandler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true

@@ -33,6 +33,7 @@ var (
 	httpSection   = section{"http", "http.md"}
 	hiddenSection = section{"hidden", "hidden.md"}
 	rideSection   = section{"ridethrough", "ridethrough.md"}
+	grpcSection   = section{"grpc", "grpc.md"}
 )
 
 type section struct{ name, file string }
@@ -48,7 +49,7 @@ type liveFlags struct {
 func registerLiveFlags() *liveFlags {
 	return &liveFlags{
 		all: flag.Bool("all", false, "also run the live measurements of ./httpbench: HTTP through wrk and an open-loop "+
-			"generator, the database hidden behind a 100 ms delay, and an outage ride-through (needs wrk, and Docker or "+
+			"generator, the database hidden behind a 100 ms delay, an outage ride-through, and gRPC beside a bare connect handler (needs wrk, and Docker or "+
 			"IDGEN_TEST_POSTGRES_DSN), and render their tables"),
 		quick: flag.Bool("quick", false, "short runs everywhere, to try the report out: -count 1 -benchtime 20ms unless "+
 			"given, and 1-second live runs; every table says it came from a quick run"),
@@ -128,7 +129,7 @@ func (l *liveFlags) run(ctx context.Context, m meta, docs string) error {
 		return err
 	}
 	results := filepath.Join(dir, "results")
-	for _, f := range []string{httpbench.HTTPFile, httpbench.HiddenFile, httpbench.RideThroughFile} {
+	for _, f := range []string{httpbench.HTTPFile, httpbench.HiddenFile, httpbench.RideThroughFile, httpbench.GRPCFile} {
 		if err := os.Remove(filepath.Join(results, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -155,6 +156,7 @@ func (l *liveFlags) run(ctx context.Context, m meta, docs string) error {
 		{httpSection, httpbench.HTTPFile, renderHTTP},
 		{hiddenSection, httpbench.HiddenFile, renderHidden},
 		{rideSection, httpbench.RideThroughFile, renderRide},
+		{grpcSection, httpbench.GRPCFile, renderGRPC},
 	}
 	for _, r := range renders {
 		body, err := os.ReadFile(filepath.Join(results, r.file))
@@ -203,6 +205,24 @@ func spliceSection(path string, s section, md string, optional bool) error {
 	}
 	after = strings.TrimPrefix(after, "\n")
 	return os.WriteFile(path, []byte(before+md+after), 0o644)
+}
+
+func renderGRPC(body []byte, m meta) (string, error) {
+	var r httpbench.GRPCResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(m.line(&r.LoadAvg))
+	fmt.Fprintf(&b, "\nUnary `idgen.v1.IDService/Next` of the idgen binary (`idgen serve --access-log=false`, SQLite) beside "+
+		"the floor's bare connect-go handler of the same service (`bench/cmd/floor`: `Next` answers an atomic counter, "+
+		"with idgen's http.Server and compression threshold), both cleartext HTTP/2. The load is a closed-loop Go "+
+		"generator (`httpbench.GRPCLoad`, the connect-go client over %d connections), on the same cores. Every figure is "+
+		"a median over %d rounds of %s each, rounds alternating floor, idgen…; the ratio is the median of each round's "+
+		"idgen ÷ floor. *CPU µs/call* is the server process's user and system CPU time over the calls it answered.\n\n",
+		r.Conns, r.Rounds, secs(r.Seconds))
+	b.WriteString(r.Markdown())
+	return b.String(), nil
 }
 
 func renderHTTP(body []byte, m meta) (string, error) {

@@ -1,0 +1,81 @@
+package httpbench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// GRPCFile is the result file of TestLiveGRPC.
+const GRPCFile = "grpc.json"
+
+// GRPCResult is the gRPC table.
+type GRPCResult struct {
+	Quick      bool         `json:"quick"`
+	LoadAvg    LoadAvg      `json:"load_avg"`
+	Rounds     int          `json:"rounds"`
+	Seconds    float64      `json:"seconds"`
+	Conns      int          `json:"conns"`
+	Throughput []Throughput `json:"throughput"` // Conns holds the streams
+	Batch      int          `json:"batch"`
+	// Batches of Batch IDs per call, from idgen.
+	Batches []WrkResult `json:"batches"`
+	// CachingClient is IDs/s of client.WithGRPC's caching allocator, one
+	// value per round, with the ranges it reserved over gRPC.
+	CachingClient []float64 `json:"caching_client_ids_per_s"`
+	RangeCalls    []int64   `json:"caching_client_range_calls"`
+}
+
+// Markdown renders the result as docs/benchmarks.md's gRPC tables.
+func (r GRPCResult) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| streams | floor calls/s | idgen calls/s | idgen ÷ floor | ratio range | floor CPU µs/call | idgen CPU µs/call | CPU idgen ÷ floor | ratio range |\n")
+	fmt.Fprintf(&b, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, tp := range r.Throughput {
+		var fr, ir, fc, ic, rr, cr []float64
+		for i := range tp.Floor {
+			fr, ir = append(fr, tp.Floor[i].RPS), append(ir, tp.Idgen[i].RPS)
+			fc, ic = append(fc, tp.Floor[i].CPUPerRequest()), append(ic, tp.Idgen[i].CPUPerRequest())
+			rr = append(rr, tp.Idgen[i].RPS/tp.Floor[i].RPS)
+			cr = append(cr, tp.Idgen[i].CPUPerRequest()/tp.Floor[i].CPUPerRequest())
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f–%.2f | %.1f | %.1f | %.2f | %.2f–%.2f |\n", tp.Conns,
+			thousands(Median(fr)), thousands(Median(ir)), Median(rr), minOf(rr), maxOf(rr), Median(fc), Median(ic), Median(cr), minOf(cr), maxOf(cr))
+	}
+	var bi []float64
+	for _, w := range r.Batches {
+		bi = append(bi, w.RPS*float64(r.Batch))
+	}
+	fmt.Fprintf(&b, "\n| what | IDs/s |\n|---|--:|\n")
+	fmt.Fprintf(&b, "| `Next` with `count: %d`, 64 streams | %.2f M |\n", r.Batch, Median(bi)/1e6)
+	fmt.Fprintf(&b, "| `client.WithGRPC()` caching allocator, 8 goroutines | %.2f M |\n", Median(r.CachingClient)/1e6)
+	return b.String()
+}
+
+func minOf(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+func maxOf(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// thousands formats n with thousands separators, as the HTTP tables do.
+func thousands(n float64) string {
+	s := fmt.Sprintf("%.0f", n)
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
