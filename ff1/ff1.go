@@ -123,11 +123,14 @@ func (c *Cipher) params(n int) params {
 func (c *Cipher) header(p params, t int) [16]byte {
 	var h [16]byte
 	h[0], h[1], h[2] = 1, 2, 1
-	h[3], h[4], h[5] = byte(c.radix>>16), byte(c.radix>>8), byte(c.radix)
+	// [radix]^3 and [u mod 256]^1 truncate as the standard says; radix is
+	// at most 2^16, n at most MaxLen and t at most MaxTweak, so nothing
+	// else is lost.
+	h[3], h[4], h[5] = byte(c.radix>>16), byte(c.radix>>8), byte(c.radix) //nolint:gosec // G115: see above
 	h[6] = rounds
-	h[7] = byte(p.u)
-	binary.BigEndian.PutUint32(h[8:], uint32(p.n))
-	binary.BigEndian.PutUint32(h[12:], uint32(t))
+	h[7] = byte(p.u)                               //nolint:gosec // G115: u mod 256
+	binary.BigEndian.PutUint32(h[8:], uint32(p.n)) //nolint:gosec // G115: n <= MaxLen
+	binary.BigEndian.PutUint32(h[12:], uint32(t))  //nolint:gosec // G115: t <= MaxTweak
 	return h
 }
 
@@ -244,6 +247,6 @@ func str(out []uint16, v *big.Int, radix int) {
 	d := new(big.Int)
 	for i := len(out) - 1; i >= 0; i-- {
 		v.DivMod(v, r, d)
-		out[i] = uint16(d.Int64())
+		out[i] = uint16(d.Int64()) //nolint:gosec // G115: d < radix <= 2^16
 	}
 }

@@ -117,7 +117,7 @@ func (k *Key) EncodeN(tag string, ids []int64) error {
 				return err
 			}
 		}
-		ids[i] = int64(y)
+		ids[i] = int64(y) //nolint:gosec // G115: y has 63 bits (Uint of 63)
 	}
 	return nil
 }
