@@ -228,6 +228,6 @@ func (s *Server) tinyidAllowed(c *gin.Context, q url.Values, tag string) error {
 // tinyidResponse is tinyid's Response, its fields in tinyid's order.
 type tinyidResponse struct {
 	Data    any    `json:"data"`
-	Code    int     `json:"code"`
-	Message string  `json:"message"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }

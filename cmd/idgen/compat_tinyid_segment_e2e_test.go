@@ -141,7 +141,9 @@ func TestServe_TinyidSegments(t *testing.T) {
 			d := r.Data
 			return tinyidSegment{d.CurrentID, d.LoadingID, d.MaxID, d.Delta, d.Remainder}.ids()
 		},
-		func() []int64 { return splitIDs(t, do(t, p, "GET", "/tinyid/id/nextIdSimple?bizType=seg&batchSize=37")) },
+		func() []int64 {
+			return splitIDs(t, do(t, p, "GET", "/tinyid/id/nextIdSimple?bizType=seg&batchSize=37"))
+		},
 		func() []int64 {
 			a := do(t, p, "GET", "/segment/seg?count=29")
 			var r struct{ IDs []string }
