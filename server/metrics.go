@@ -44,6 +44,9 @@ type Metrics struct {
 	// they get per-tag series, so that made-up tags add none.
 	known sync.Map
 
+	// tags bounds the tags with series of their own (metricstags.go).
+	tags *tagLabels
+
 	// cache keeps the hot path's labelled children (metricscache.go).
 	cache seriesCache
 }
@@ -53,12 +56,27 @@ type Metrics struct {
 const readyProbeTimeout = time.Second
 
 // NewMetrics creates the collectors on a registry of their own, with the
-// Go runtime and process collectors beside them.
+// Go runtime and process collectors beside them, with the default
+// MetricsConfig: per-tag series for up to DefaultMetricsTagLimit tags.
 func NewMetrics() *Metrics {
+	m, err := NewMetricsConfig(MetricsConfig{})
+	if err != nil {
+		panic(err) // the zero config is valid
+	}
+	return m
+}
+
+// NewMetricsConfig is NewMetrics with per-tag series bounded by cfg.
+func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
+	tags, err := newTagLabels(cfg)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{
-		reg: reg,
+		reg:  reg,
+		tags: tags,
 		issued: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "ids_issued_total",
 			Help: "IDs handed out, by tag and mode."}, []string{"tag", "mode"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_loads_total",
@@ -143,7 +161,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
-	return m
+	return m, nil
 }
 
 // SegmentLoaded implements segment.Observer. A tag the store does not
@@ -154,19 +172,20 @@ func (m *Metrics) SegmentLoaded(tag string, size int64, latency time.Duration, e
 	switch {
 	case err == nil:
 		m.known.Store(tag, struct{}{})
-		m.loads.WithLabelValues(tag, "ok").Inc()
-		m.reserved.WithLabelValues(tag).Add(float64(size))
+		label := m.tags.label(tag)
+		m.loads.WithLabelValues(label, "ok").Inc()
+		m.reserved.WithLabelValues(label).Add(float64(size))
 		m.loadLatency.WithLabelValues().Observe(latency.Seconds())
 		// A tag's regression and wait counters exist at 0 from its first
 		// load: a series that first appears at 1 has no increase() for an
 		// alert, and a dashboard shows 0 rather than nothing.
-		m.regressions.WithLabelValues(tag)
-		m.waits.WithLabelValues(tag)
+		m.regressions.WithLabelValues(label)
+		m.waits.WithLabelValues(label)
 	case errors.Is(err, segment.ErrTagNotFound), errors.Is(err, segment.ErrTagLimit), errors.Is(err, segment.ErrInvalidTag):
 	default:
 		m.storeErrors.WithLabelValues("reserve").Inc()
 		if m.isKnown(tag) {
-			m.loads.WithLabelValues(tag, "error").Inc()
+			m.loads.WithLabelValues(m.tags.label(tag), "error").Inc()
 		}
 	}
 }
@@ -179,7 +198,7 @@ func (m *Metrics) StoreRetried(op string) { m.retries.WithLabelValues(op).Inc() 
 // always has a waiter; waits count from the second on.
 func (m *Metrics) WaitedForLoad(tag string) {
 	if m.isKnown(tag) {
-		m.waits.WithLabelValues(tag).Inc()
+		m.waits.WithLabelValues(m.tags.label(tag)).Inc()
 	}
 }
 
@@ -196,7 +215,7 @@ func (m *Metrics) SetBuildInfo(version, goVersion string) {
 
 // SegmentRegressed implements segment.RegressionObserver.
 func (m *Metrics) SegmentRegressed(tag string, _ segment.Range, _ int64) {
-	m.regressions.WithLabelValues(tag).Inc()
+	m.regressions.WithLabelValues(m.tags.label(tag)).Inc()
 }
 
 // WatchWorker makes the worker gauges read the snowflake generator's
@@ -213,7 +232,11 @@ func (m *Metrics) watch(stats SegmentStats, ready func(context.Context) error) {
 }
 
 // bufferCollector reports each tag's buffered IDs and step, read from
-// the allocator at scrape time rather than updated on the hot path.
+// the allocator at scrape time rather than updated on the hot path. The
+// tags without series of their own are summed under OtherTag for
+// buffered IDs, so that buffered over issued (the time-to-empty rule)
+// still divides like by like; they have no step series, as a sum or a
+// maximum of steps means nothing.
 type bufferCollector struct{ m *Metrics }
 
 var (
@@ -235,9 +258,19 @@ func (c bufferCollector) Collect(ch chan<- prometheus.Metric) {
 	if p == nil {
 		return
 	}
+	var other int64
+	var others bool
 	for _, st := range (*p).Stats() {
+		if !c.m.tags.has(st.Tag) {
+			other += buffered(st)
+			others = true
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(buffered(st)), st.Tag)
 		ch <- prometheus.MustNewConstMetric(stepDesc, prometheus.GaugeValue, float64(st.Step), st.Tag)
+	}
+	if others {
+		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(other), OtherTag)
 	}
 }
 

@@ -114,9 +114,11 @@ func (m *Metrics) requestObserver(route, method string, code int) prometheus.Obs
 	})
 }
 
-// issuedCounter returns the issued counter's child for tag and mode.
+// issuedCounter returns the issued counter's child for tag and mode: the
+// tag's own, or OtherTag's. The label is chosen when the child is first
+// cached, off the hot path, and a tag keeps it.
 func (m *Metrics) issuedCounter(tag, mode string) prometheus.Counter {
 	return m.cache.tag(tag).get(mode, 0, func() prometheus.Counter {
-		return m.issued.WithLabelValues(tag, mode)
+		return m.issued.WithLabelValues(m.tags.label(tag), mode)
 	})
 }

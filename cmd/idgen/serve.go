@@ -50,6 +50,7 @@ func newServe() *cobra.Command {
 	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
 	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
 	compatFlags(f)
+	metricsFlags(f)
 	return cmd
 }
 
@@ -164,6 +165,10 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if c.compat, err = readCompatFlags(cmd); err != nil {
 		return err
 	}
+	metricsCfg, err := readMetricsFlags(cmd)
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
@@ -187,7 +192,10 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		warnRefusedTags(ctx, st, log)
 	}
 
-	metrics := server.NewMetrics()
+	metrics, err := server.NewMetricsConfig(metricsCfg)
+	if err != nil {
+		return err
+	}
 	metrics.SetBuildInfo(buildVersion(), runtime.Version())
 	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
 		MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
