@@ -16,8 +16,8 @@ import (
 	"github.com/idgen/idgen/segment/segmenttest"
 )
 
-// do is one HTTP exchange by method, as get is by GET.
-func do(t *testing.T, p *proctest.Proc, method, path string) answer {
+// do is one HTTP exchange, with header given as name, value pairs.
+func do(t *testing.T, p *proctest.Proc, method, path string, header ...string) answer {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, p.URL+path, nil)
 	if err != nil {
@@ -26,6 +26,9 @@ func do(t *testing.T, p *proctest.Proc, method, path string) answer {
 	if method == http.MethodPost {
 		// What Java's HttpURLConnection sends with an empty form.
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
