@@ -45,7 +45,12 @@ type Metrics struct {
 	known sync.Map
 
 	// tags bounds the tags with series of their own (metricstags.go).
-	tags *tagLabels
+	// rank is held for reading while a tag's label is chosen and used,
+	// and for writing while the tags are ranked again, so that no series
+	// of a tag that lost its place is made again after it was deleted.
+	tags     *tagLabels
+	rank     sync.RWMutex
+	rankedAt atomic.Int64 // Unix nanoseconds of the last ranking
 
 	// cache keeps the hot path's labelled children (metricscache.go).
 	cache seriesCache
@@ -156,6 +161,7 @@ func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
 	// from the start, so that rate() over it is 0 rather than absent.
 	m.storeErrors.WithLabelValues("reserve")
 	m.retries.WithLabelValues("reserve")
+	m.rankedAt.Store(time.Now().UnixNano())
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.clockBack,
 		m.requests, m.clientErrs, m.buildInfo, leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
@@ -172,20 +178,22 @@ func (m *Metrics) SegmentLoaded(tag string, size int64, latency time.Duration, e
 	switch {
 	case err == nil:
 		m.known.Store(tag, struct{}{})
-		label := m.tags.label(tag)
-		m.loads.WithLabelValues(label, "ok").Inc()
-		m.reserved.WithLabelValues(label).Add(float64(size))
+		m.withLabel(tag, func(label string) {
+			m.loads.WithLabelValues(label, "ok").Inc()
+			m.reserved.WithLabelValues(label).Add(float64(size))
+			// A tag's regression and wait counters exist at 0 from its
+			// first load: a series that first appears at 1 has no
+			// increase() for an alert, and a dashboard shows 0 rather
+			// than nothing.
+			m.regressions.WithLabelValues(label)
+			m.waits.WithLabelValues(label)
+		})
 		m.loadLatency.WithLabelValues().Observe(latency.Seconds())
-		// A tag's regression and wait counters exist at 0 from its first
-		// load: a series that first appears at 1 has no increase() for an
-		// alert, and a dashboard shows 0 rather than nothing.
-		m.regressions.WithLabelValues(label)
-		m.waits.WithLabelValues(label)
 	case errors.Is(err, segment.ErrTagNotFound), errors.Is(err, segment.ErrTagLimit), errors.Is(err, segment.ErrInvalidTag):
 	default:
 		m.storeErrors.WithLabelValues("reserve").Inc()
 		if m.isKnown(tag) {
-			m.loads.WithLabelValues(m.tags.label(tag), "error").Inc()
+			m.withLabel(tag, func(label string) { m.loads.WithLabelValues(label, "error").Inc() })
 		}
 	}
 }
@@ -198,7 +206,7 @@ func (m *Metrics) StoreRetried(op string) { m.retries.WithLabelValues(op).Inc() 
 // always has a waiter; waits count from the second on.
 func (m *Metrics) WaitedForLoad(tag string) {
 	if m.isKnown(tag) {
-		m.waits.WithLabelValues(m.tags.label(tag)).Inc()
+		m.withLabel(tag, func(label string) { m.waits.WithLabelValues(label).Inc() })
 	}
 }
 
@@ -215,7 +223,7 @@ func (m *Metrics) SetBuildInfo(version, goVersion string) {
 
 // SegmentRegressed implements segment.RegressionObserver.
 func (m *Metrics) SegmentRegressed(tag string, _ segment.Range, _ int64) {
-	m.regressions.WithLabelValues(m.tags.label(tag)).Inc()
+	m.withLabel(tag, func(label string) { m.regressions.WithLabelValues(label).Inc() })
 }
 
 // WatchWorker makes the worker gauges read the snowflake generator's
@@ -291,7 +299,11 @@ func (m *Metrics) workerStatus() (WorkerStatus, bool) {
 }
 
 func (m *Metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.maybeRank(time.Now())
+		h.ServeHTTP(w, r)
+	})
 }
 
 // observe is middleware recording every request in the histogram, by
