@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +22,9 @@ type Compat struct {
 	// /api/snowflake/get/{key}, answering the bare ID, and
 	// /decodeSnowflakeId?snowflakeId=N.
 	Leaf bool
-	// TinyID serves didi tinyid's GET /tinyid/id/nextId and
-	// /tinyid/id/nextIdSimple.
+	// TinyID serves didi tinyid's /tinyid/id/nextId, /nextIdSimple,
+	// /nextSegmentId and /nextSegmentIdSimple, by GET or POST as tinyid
+	// does (its Java client POSTs).
 	TinyID bool
 }
 
@@ -62,8 +64,13 @@ func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
 		e.GET("/decodeSnowflakeId", plainText, s.leafDecode)
 	}
 	if c.TinyID {
-		e.GET("/tinyid/id/nextIdSimple", plainText, s.tinyid(false))
-		e.GET("/tinyid/id/nextId", s.tinyid(true))
+		// tinyid's controller maps every method; GET and POST are the
+		// ones its callers use.
+		methods := []string{http.MethodGet, http.MethodPost}
+		e.Match(methods, "/tinyid/id/nextIdSimple", plainText, s.tinyid(false))
+		e.Match(methods, "/tinyid/id/nextId", s.tinyid(true))
+		e.Match(methods, "/tinyid/id/nextSegmentIdSimple", plainText, s.tinyidSegment(false))
+		e.Match(methods, "/tinyid/id/nextSegmentId", s.tinyidSegment(true))
 	}
 }
 
@@ -136,34 +143,8 @@ func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		q := c.Request.URL.Query()
 		tag := q.Get("bizType")
-		fail := func(err error) {
-			if !asJSON {
-				s.writeError(c, err)
-				return
-			}
-			ae := s.answer(c, err)
-			s.record(c, ae, err)
-			code := 6
-			if ae == errUnauthorized || ae == errForbidden || ae == errAdminOnIDs {
-				code = 5
-			}
-			c.AbortWithStatusJSON(ae.status, tinyidResponse{Code: code, Message: ae.code + ": " + ae.message})
-		}
-		if !s.auth.apiOpen {
-			tok := q.Get("token")
-			if tok == "" {
-				tok, _ = bearer(c)
-			}
-			if tok == "" {
-				fail(errUnauthorized)
-				return
-			}
-			if err := s.auth.check(tok, tag); err != nil {
-				fail(err)
-				return
-			}
-		}
-		if err := idgen.CheckTag(tag); err != nil {
+		fail := s.tinyidFail(c, asJSON)
+		if err := s.tinyidAllowed(c, q, tag); err != nil {
 			fail(err)
 			return
 		}
@@ -206,9 +187,47 @@ func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 	}
 }
 
+// tinyidFail returns the error answer of a tinyid route: in the JSON
+// form, tinyid's Response with code 5 (token) or 6 (anything else) and
+// idgen's message; in the text form, one plain-text line. Both keep
+// idgen's status, never tinyid's 200.
+func (s *Server) tinyidFail(c *gin.Context, asJSON bool) func(error) {
+	return func(err error) {
+		if !asJSON {
+			s.writeError(c, err)
+			return
+		}
+		ae := s.answer(c, err)
+		s.record(c, ae, err)
+		code := 6
+		if ae == errUnauthorized || ae == errForbidden || ae == errAdminOnIDs {
+			code = 5
+		}
+		c.AbortWithStatusJSON(ae.status, tinyidResponse{Code: code, Message: ae.code + ": " + ae.message})
+	}
+}
+
+// tinyidAllowed checks the token query parameter (or a bearer token)
+// against the client tokens for tag, then the tag itself.
+func (s *Server) tinyidAllowed(c *gin.Context, q url.Values, tag string) error {
+	if !s.auth.apiOpen {
+		tok := q.Get("token")
+		if tok == "" {
+			tok, _ = bearer(c)
+		}
+		if tok == "" {
+			return errUnauthorized
+		}
+		if err := s.auth.check(tok, tag); err != nil {
+			return err
+		}
+	}
+	return idgen.CheckTag(tag)
+}
+
 // tinyidResponse is tinyid's Response, its fields in tinyid's order.
 type tinyidResponse struct {
-	Data    []int64 `json:"data"`
-	Code    int     `json:"code"`
-	Message string  `json:"message"`
+	Data    any    `json:"data"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }

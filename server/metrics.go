@@ -49,6 +49,14 @@ type Metrics struct {
 	// they get per-tag series, so that made-up tags add none.
 	known sync.Map
 
+	// tags bounds the tags with series of their own (metricstags.go).
+	// rank is held for reading while a tag's label is chosen and used,
+	// and for writing while the tags are ranked again, so that no series
+	// of a tag that lost its place is made again after it was deleted.
+	tags     *tagLabels
+	rank     sync.RWMutex
+	rankedAt atomic.Int64 // Unix nanoseconds of the last ranking
+
 	// cache keeps the hot path's labelled children (metricscache.go).
 	cache seriesCache
 	// rpcCache keeps the gRPC histogram's children by procedure
@@ -61,12 +69,27 @@ type Metrics struct {
 const readyProbeTimeout = time.Second
 
 // NewMetrics creates the collectors on a registry of their own, with the
-// Go runtime and process collectors beside them.
+// Go runtime and process collectors beside them, with the default
+// MetricsConfig: per-tag series for up to DefaultMetricsTagLimit tags.
 func NewMetrics() *Metrics {
+	m, err := NewMetricsConfig(MetricsConfig{})
+	if err != nil {
+		panic(err) // the zero config is valid
+	}
+	return m
+}
+
+// NewMetricsConfig is NewMetrics with per-tag series bounded by cfg.
+func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
+	tags, err := newTagLabels(cfg)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{
-		reg: reg,
+		reg:  reg,
+		tags: tags,
 		issued: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "ids_issued_total",
 			Help: "IDs handed out, by tag and mode."}, []string{"tag", "mode"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_loads_total",
@@ -149,12 +172,13 @@ func NewMetrics() *Metrics {
 	// from the start, so that rate() over it is 0 rather than absent.
 	m.storeErrors.WithLabelValues("reserve")
 	m.retries.WithLabelValues("reserve")
+	m.rankedAt.Store(time.Now().UnixNano())
 	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.fences, m.clockBack,
 		m.requests, m.rpcRequests, m.clientErrs, m.buildInfo, m.tlsExpiryGauge(), leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
-	return m
+	return m, nil
 }
 
 // SegmentLoaded implements segment.Observer. A tag the store does not
@@ -165,19 +189,22 @@ func (m *Metrics) SegmentLoaded(tag string, size int64, latency time.Duration, e
 	switch {
 	case err == nil:
 		m.known.Store(tag, struct{}{})
-		m.loads.WithLabelValues(tag, "ok").Inc()
-		m.reserved.WithLabelValues(tag).Add(float64(size))
+		m.withLabel(tag, func(label string) {
+			m.loads.WithLabelValues(label, "ok").Inc()
+			m.reserved.WithLabelValues(label).Add(float64(size))
+			// A tag's regression and wait counters exist at 0 from its
+			// first load: a series that first appears at 1 has no
+			// increase() for an alert, and a dashboard shows 0 rather
+			// than nothing.
+			m.regressions.WithLabelValues(label)
+			m.waits.WithLabelValues(label)
+		})
 		m.loadLatency.WithLabelValues().Observe(latency.Seconds())
-		// A tag's regression and wait counters exist at 0 from its first
-		// load: a series that first appears at 1 has no increase() for an
-		// alert, and a dashboard shows 0 rather than nothing.
-		m.regressions.WithLabelValues(tag)
-		m.waits.WithLabelValues(tag)
 	case errors.Is(err, segment.ErrTagNotFound), errors.Is(err, segment.ErrTagLimit), errors.Is(err, segment.ErrInvalidTag):
 	default:
 		m.storeErrors.WithLabelValues("reserve").Inc()
 		if m.isKnown(tag) {
-			m.loads.WithLabelValues(tag, "error").Inc()
+			m.withLabel(tag, func(label string) { m.loads.WithLabelValues(label, "error").Inc() })
 		}
 	}
 }
@@ -194,7 +221,7 @@ func (m *Metrics) StoreFenced(fence.Event) { m.fences.Inc() }
 // always has a waiter; waits count from the second on.
 func (m *Metrics) WaitedForLoad(tag string) {
 	if m.isKnown(tag) {
-		m.waits.WithLabelValues(tag).Inc()
+		m.withLabel(tag, func(label string) { m.waits.WithLabelValues(label).Inc() })
 	}
 }
 
@@ -211,7 +238,7 @@ func (m *Metrics) SetBuildInfo(version, goVersion string) {
 
 // SegmentRegressed implements segment.RegressionObserver.
 func (m *Metrics) SegmentRegressed(tag string, _ segment.Range, _ int64) {
-	m.regressions.WithLabelValues(tag).Inc()
+	m.withLabel(tag, func(label string) { m.regressions.WithLabelValues(label).Inc() })
 }
 
 // WatchWorker makes the worker gauges read the snowflake generator's
@@ -228,7 +255,11 @@ func (m *Metrics) watch(stats SegmentStats, ready func(context.Context) error) {
 }
 
 // bufferCollector reports each tag's buffered IDs and step, read from
-// the allocator at scrape time rather than updated on the hot path.
+// the allocator at scrape time rather than updated on the hot path. The
+// tags without series of their own are summed under OtherTag for
+// buffered IDs, so that buffered over issued (the time-to-empty rule)
+// still divides like by like; they have no step series, as a sum or a
+// maximum of steps means nothing.
 type bufferCollector struct{ m *Metrics }
 
 var (
@@ -250,9 +281,19 @@ func (c bufferCollector) Collect(ch chan<- prometheus.Metric) {
 	if p == nil {
 		return
 	}
+	var other int64
+	var others bool
 	for _, st := range (*p).Stats() {
+		if !c.m.tags.has(st.Tag) {
+			other += buffered(st)
+			others = true
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(buffered(st)), st.Tag)
 		ch <- prometheus.MustNewConstMetric(stepDesc, prometheus.GaugeValue, float64(st.Step), st.Tag)
+	}
+	if others {
+		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(other), OtherTag)
 	}
 }
 
@@ -273,7 +314,11 @@ func (m *Metrics) workerStatus() (WorkerStatus, bool) {
 }
 
 func (m *Metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.maybeRank(time.Now())
+		h.ServeHTTP(w, r)
+	})
 }
 
 // observe is middleware recording every request in the histogram, by

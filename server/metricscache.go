@@ -70,7 +70,16 @@ type seriesCache struct {
 	// faster than a sync.Map.
 	routesMu sync.Mutex
 	routes   atomic.Pointer[map[string]*children[prometheus.Observer]]
-	tags     sync.Map // tag → *children[prometheus.Counter]
+	tags     sync.Map // tag → *tagEntry
+}
+
+// tagEntry is one tag's cached issued counters, by mode, and the IDs it
+// issued since the tags were last ranked (metricstags.go). An entry's
+// label is fixed: when the ranking gives a tag another, its entry is
+// dropped and made again.
+type tagEntry struct {
+	active atomic.Int64
+	children[prometheus.Counter]
 }
 
 func (sc *seriesCache) route(route string) *children[prometheus.Observer] {
@@ -98,12 +107,12 @@ func (sc *seriesCache) route(route string) *children[prometheus.Observer] {
 	return c
 }
 
-func (sc *seriesCache) tag(tag string) *children[prometheus.Counter] {
+func (sc *seriesCache) tag(tag string) *tagEntry {
 	if v, ok := sc.tags.Load(tag); ok {
-		return v.(*children[prometheus.Counter])
+		return v.(*tagEntry)
 	}
-	v, _ := sc.tags.LoadOrStore(tag, new(children[prometheus.Counter]))
-	return v.(*children[prometheus.Counter])
+	v, _ := sc.tags.LoadOrStore(tag, new(tagEntry))
+	return v.(*tagEntry)
 }
 
 // requestObserver returns the request histogram's child for route,
@@ -114,9 +123,25 @@ func (m *Metrics) requestObserver(route, method string, code int) prometheus.Obs
 	})
 }
 
-// issuedCounter returns the issued counter's child for tag and mode.
+// issuedCounter returns the issued counter's child for tag and mode: the
+// tag's own, or OtherTag's. The label is chosen when the child is first
+// cached, off the hot path.
 func (m *Metrics) issuedCounter(tag, mode string) prometheus.Counter {
-	return m.cache.tag(tag).get(mode, 0, func() prometheus.Counter {
-		return m.issued.WithLabelValues(tag, mode)
+	return m.issuedChild(m.cache.tag(tag), tag, mode)
+}
+
+func (m *Metrics) issuedChild(e *tagEntry, tag, mode string) prometheus.Counter {
+	return e.get(mode, 0, func() prometheus.Counter {
+		var c prometheus.Counter
+		m.withLabel(tag, func(label string) { c = m.issued.WithLabelValues(label, mode) })
+		return c
 	})
+}
+
+// countIssued counts n IDs of tag issued in mode, and toward the tag's
+// rank.
+func (m *Metrics) countIssued(tag, mode string, n int) {
+	e := m.cache.tag(tag)
+	e.active.Add(int64(n))
+	m.issuedChild(e, tag, mode).Add(float64(n))
 }

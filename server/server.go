@@ -401,6 +401,6 @@ func (s *Server) issued(tag, mode string, n int) {
 		tag = ""
 	}
 	if s.metrics != nil {
-		s.metrics.issuedCounter(tag, mode).Add(float64(n))
+		s.metrics.countIssued(tag, mode, n)
 	}
 }

@@ -1,9 +1,7 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,23 +23,7 @@ type answer struct {
 
 func get(t *testing.T, p *proctest.Proc, path string, header ...string) answer {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, p.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
+	return do(t, p, http.MethodGet, path, header...)
 }
 
 const textPlain = "text/plain; charset=utf-8"

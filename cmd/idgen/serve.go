@@ -56,6 +56,7 @@ func newServe() *cobra.Command {
 	opaqueKeyFlags(f)
 	compatFlags(f)
 	tlsFlags(f)
+	metricsFlags(f)
 	return cmd
 }
 
@@ -186,6 +187,10 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		return err
 	}
 	c.opaqueKey = opaqueKeyName(key)
+	metricsCfg, err := readMetricsFlags(cmd)
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
@@ -212,7 +217,10 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		warnRefusedTags(ctx, st, log)
 	}
 
-	metrics := server.NewMetrics()
+	metrics, err := server.NewMetricsConfig(metricsCfg)
+	if err != nil {
+		return err
+	}
 	metrics.SetBuildInfo(buildVersion(), runtime.Version())
 	if err := startFencing(ctx, st, c, log, metrics); err != nil {
 		return err

@@ -87,7 +87,7 @@ type Server struct {
 func Start(t testing.TB, k Kind) *Server {
 	t.Helper()
 	if dsn := os.Getenv(k.dsnEnv); dsn != "" {
-		return &Server{DSN: dsn}
+		return &Server{DSN: isolate(t, k, dsn)}
 	}
 	return StartContainer(t, k)
 }

@@ -44,6 +44,10 @@ type LeafBackend struct {
 	Rebind func(q string) string
 	// CreateTable is leaf_alloc's DDL, as Leaf's scripts/leaf_alloc.sql.
 	CreateTable string
+	// CurrentSchema is the SQL expression that names the schema (MySQL:
+	// the database) the connection works in, so that checks of
+	// information_schema see this test's tables only.
+	CurrentSchema string
 	// RowLockWaits, if set, reads the server's cumulative count of row
 	// lock waits, an exact figure next to the timing one.
 	RowLockWaits func(ctx context.Context, db *sql.DB) (int64, error)
@@ -98,7 +102,7 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 		idg[i] = s
 	}
 	var own int
-	if err := admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'id_sequence'`).Scan(&own); err != nil {
+	if err := admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'id_sequence' AND table_schema = `+b.CurrentSchema).Scan(&own); err != nil {
 		t.Fatal(err)
 	}
 	if own != 0 {

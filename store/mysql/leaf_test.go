@@ -23,7 +23,8 @@ func TestStore_SharedLeafAlloc(t *testing.T) {
 			}
 			return sql.Open("mysql", cfg.FormatDSN())
 		},
-		Rebind: func(q string) string { return q },
+		CurrentSchema: "DATABASE()",
+		Rebind:        func(q string) string { return q },
 		// Leaf's scripts/leaf_alloc.sql.
 		CreateTable: "CREATE TABLE `leaf_alloc` (\n" +
 			"  `biz_tag` varchar(128) NOT NULL DEFAULT '',\n" +

@@ -28,6 +28,7 @@ func TestStore_SharedLeafAlloc(t *testing.T) {
 			}
 			return dsn + "?application_name=" + leafApp
 		},
+		CurrentSchema: "current_schema()",
 		Rebind: func(q string) string {
 			var b strings.Builder
 			n := 0

@@ -1,0 +1,103 @@
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/store/mysql"
+)
+
+// isolate creates a schema (PostgreSQL) or a database (MySQL) of its own
+// for one test on the existing server dsn names, drops it when the test
+// ends, and returns the DSN that reaches it. A schema rather than a
+// database on PostgreSQL because it needs less of the user (CREATE on the
+// database, not CREATEDB) and is made in milliseconds.
+func isolate(t testing.TB, k Kind, dsn string) string {
+	t.Helper()
+	name := "idgen_test_" + strings.ToLower(rand.Text()[:12])
+	var driverDSN, create, drop, scoped string
+	switch k.Name {
+	case Postgres.Name:
+		driverDSN = dsn
+		create, drop = "CREATE SCHEMA "+name, "DROP SCHEMA IF EXISTS "+name+" CASCADE"
+		var err error
+		if scoped, err = withPostgresParam(dsn, "search_path", name); err != nil {
+			t.Fatalf("%s: %v", k.dsnEnv, err)
+		}
+	case MySQL.Name:
+		var err error
+		if driverDSN, err = sqlDSN(k, dsn); err != nil {
+			t.Fatalf("%s: %v", k.dsnEnv, err)
+		}
+		create = "CREATE DATABASE " + name + " CHARACTER SET utf8mb4"
+		drop = "DROP DATABASE IF EXISTS " + name
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", k.dsnEnv, err)
+		}
+		u.Path = "/" + name
+		u.RawPath = ""
+		scoped = u.String()
+	default:
+		t.Fatalf("dbtest: no isolation for kind %q", k.Name)
+	}
+	db, err := sql.Open(k.driver, driverDSN)
+	if err != nil {
+		t.Fatalf("%s: %v", k.dsnEnv, err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, create); err != nil {
+		t.Fatalf("%s: %s on the server %s names: %v (the user needs the right to create it)", k.Name, create, k.dsnEnv, err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open(k.driver, driverDSN)
+		if err != nil {
+			t.Errorf("%s: %v", drop, err)
+			return
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := db.ExecContext(ctx, drop); err != nil {
+			t.Errorf("%s: %v", drop, err)
+		}
+	})
+	return scoped
+}
+
+// withPostgresParam sets a run-time parameter in a PostgreSQL DSN, a URL
+// (a query parameter, which pgx sends as a run-time parameter) or a
+// key=value string.
+func withPostgresParam(dsn, key, value string) (string, error) {
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return fmt.Sprintf("%s %s=%s", dsn, key, value), nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("not a URL pgx reads: %w", err)
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// sqlDSN turns idgen's DSN of kind k into the database/sql driver's.
+func sqlDSN(k Kind, dsn string) (string, error) {
+	if k.Name != MySQL.Name {
+		return dsn, nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	return cfg.FormatDSN(), nil
+}
