@@ -134,6 +134,19 @@ func (c *Cipher) header(p params, t int) [16]byte {
 	return h
 }
 
+// message is P || Q of every round, with Q = T || 0^((-t-b-1) mod 16) ||
+// [i]^1 || [NUM(B)]^b, the last 1+b bytes, round number and B, left zero:
+// a multiple of 16 bytes.
+func (c *Cipher) message(p params, tweak []byte) []byte {
+	t := len(tweak)
+	pad := ((-t-p.b-1)%16 + 16) % 16
+	h := c.header(p, t)
+	msg := make([]byte, 0, 16+t+pad+1+p.b)
+	msg = append(msg, h[:]...)
+	msg = append(msg, tweak...)
+	return append(msg, make([]byte, pad+1+p.b)...)
+}
+
 // prf is PRF of step 6.ii: CBC-MAC with AES under a zero IV, of data whose
 // length is a multiple of 16.
 func (c *Cipher) prf(data []byte) [16]byte {
@@ -184,16 +197,8 @@ func (c *Cipher) crypt(x []uint16, tweak []byte, decrypt bool) ([]uint16, error)
 	modV := new(big.Int).Exp(radix, big.NewInt(int64(p.v)), nil)
 	a, b := num(x[:p.u], c.radix), num(x[p.u:], c.radix)
 
-	// P || Q, with Q = T || 0^((-t-b-1) mod 16) || [i]^1 || [NUM(B)]^b.
-	t := len(tweak)
-	pad := ((-t-p.b-1)%16 + 16) % 16
-	h := c.header(p, t)
-	buf := make([]byte, 0, 16+t+pad+1+p.b)
-	buf = append(buf, h[:]...)
-	buf = append(buf, tweak...)
-	buf = append(buf, make([]byte, pad)...)
-	iAt := len(buf)
-	buf = append(buf, make([]byte, 1+p.b)...)
+	buf := c.message(p, tweak)
+	iAt := len(buf) - 1 - p.b
 
 	y := new(big.Int)
 	for k := range rounds {

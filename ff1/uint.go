@@ -35,13 +35,7 @@ func (c *Cipher) Uint(bits int, tweak []byte) (*Uint, error) {
 		return nil, err
 	}
 	p := c.params(bits)
-	t := len(tweak)
-	pad := ((-t-p.b-1)%16 + 16) % 16
-	h := c.header(p, t)
-	msg := make([]byte, 0, 16+t+pad+1+p.b)
-	msg = append(msg, h[:]...)
-	msg = append(msg, tweak...)
-	msg = append(msg, make([]byte, pad+1+p.b)...)
+	msg := c.message(p, tweak)
 	state := c.prf(msg[:len(msg)-16])
 	subtle16(&state, msg[len(msg)-16:])
 	return &Uint{c: c, bits: bits, u: p.u, v: p.v, b: p.b,
