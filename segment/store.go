@@ -16,9 +16,11 @@ import (
 type Store interface {
 	// Reserve advances the tag's max_id by step in one transaction and
 	// returns the reserved half-open range. A step below the row's own
-	// step is raised to it, so step 0 means "the row's step". It returns
-	// ErrTagNotFound when the tag has no row and ErrExhausted when the
-	// range would pass the largest int64.
+	// step is raised to it, so step 0 means "the row's step". Near the
+	// int64 limit the range is cut to end at the largest int64 (see
+	// ClampEnd), so that every ID below it is handed out. It returns
+	// ErrTagNotFound when the tag has no row and ErrExhausted when no ID
+	// is left.
 	Reserve(ctx context.Context, tag string, step int64) (Range, error)
 
 	// CreateTag inserts a new row. It returns ErrTagExists when the tag
@@ -54,6 +56,18 @@ type Range struct {
 	// Step is the row's configured step at the time of the reservation,
 	// the floor for the dynamic step.
 	Step int64
+}
+
+// ClampEnd returns the end of a reservation of step IDs from maxID: a
+// step that would pass the largest int64 is cut to what is left, so a tag
+// near the limit hands out every ID below it instead of refusing a grown
+// step while thousands remain. It returns ErrExhausted when nothing is
+// left. Store implementations use it, so that all of them agree.
+func ClampEnd(tag string, maxID, step int64) (int64, error) {
+	if maxID >= math.MaxInt64 {
+		return 0, fmt.Errorf("%w: tag %q is at %d", ErrExhausted, tag, maxID)
+	}
+	return maxID + min(step, math.MaxInt64-maxID), nil
 }
 
 // Size returns the number of IDs in the range.

@@ -178,11 +178,11 @@ func New(db DB, d Dialect) *Store { return &Store{db: db, d: d} }
 func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
 	var r segment.Range
 	err := s.advance(ctx, "reserve", tag, func(maxID, rowStep int64) (int64, error) {
-		step := max(step, rowStep)
-		if maxID > math.MaxInt64-step {
-			return 0, fmt.Errorf("%w: tag %q at %d cannot grow by %d", segment.ErrExhausted, tag, maxID, step)
+		end, err := segment.ClampEnd(tag, maxID, max(step, rowStep))
+		if err != nil {
+			return 0, err
 		}
-		r = segment.Range{Start: maxID, End: maxID + step, Step: rowStep}
+		r = segment.Range{Start: maxID, End: end, Step: rowStep}
 		return r.End, nil
 	})
 	if err != nil {

@@ -117,8 +117,34 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 				t.Fatalf("Reserve below the limit: %v", err)
 			}
 		}
+		// The last 5 IDs: a step that passes the limit is cut to them.
+		if r, err := s.Reserve(ctx, tag, 0); err != nil || r.Start != math.MaxInt64-5 || r.End != math.MaxInt64 {
+			t.Fatalf("Reserve of the last IDs = %+v, %v; want [%d, %d)", r, err, int64(math.MaxInt64-5), int64(math.MaxInt64))
+		}
 		if _, err := s.Reserve(ctx, tag, 0); !errors.Is(err, segment.ErrExhausted) {
 			t.Fatalf("Reserve past int64: err = %v, want ErrExhausted", err)
+		}
+	})
+
+	// A step grown under load is cut to what is left below the int64
+	// limit: every ID up to it is handed out, none twice.
+	t.Run("GrownStepNearTheLimit", func(t *testing.T) {
+		s := open(t)
+		const start = math.MaxInt64 - 10_000
+		tag := create(t, s, start, 1000)
+		next, got := int64(start), int64(0)
+		for step := int64(1000); ; step *= 2 {
+			r, err := s.Reserve(ctx, tag, step)
+			if errors.Is(err, segment.ErrExhausted) {
+				break
+			}
+			if err != nil || r.Start != next || r.End <= r.Start {
+				t.Fatalf("Reserve(%d) = %+v, %v; want a range from %d", step, r, err, next)
+			}
+			next, got = r.End, got+r.Size()
+		}
+		if got != 10_000 || next != math.MaxInt64 {
+			t.Fatalf("handed out %d IDs up to %d; want all 10000 up to %d", got, next, int64(math.MaxInt64))
 		}
 	})
 
