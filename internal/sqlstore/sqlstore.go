@@ -276,8 +276,14 @@ func (s *Store) ListTags(ctx context.Context) ([]segment.Tag, error) {
 	var out []segment.Tag
 	for rows.Next() {
 		var t segment.Tag
-		if err := rows.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &t.UpdatedAt); err != nil {
+		// Tables idgen did not create may hold NULL there (Leaf's
+		// update_time can be): such a row lists with a zero time.
+		var updated *time.Time
+		if err := rows.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &updated); err != nil {
 			return nil, wrap("list", "", err)
+		}
+		if updated != nil {
+			t.UpdatedAt = *updated
 		}
 		out = append(out, t)
 	}

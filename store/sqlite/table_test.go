@@ -37,3 +37,25 @@ func TestOpenTable_Names(t *testing.T) {
 		})
 	}
 }
+
+// Leaf's leaf_alloc may hold NULL in update_time (its DDL has no NOT
+// NULL there on every database); listing such a row must not fail.
+func TestOpenTable_LeafAllocNullUpdateTime(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.OpenTable(ctx, filepath.Join(t.TempDir(), "leaf.db"), "leaf_alloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL PRIMARY KEY,
+		max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256) DEFAULT NULL, update_time TIMESTAMP NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ('leaf-null', 7, 10, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	tags, err := st.ListTags(ctx)
+	if err != nil || len(tags) != 1 || tags[0].Name != "leaf-null" || tags[0].MaxID != 7 || !tags[0].UpdatedAt.IsZero() {
+		t.Fatalf("ListTags = %+v, %v; want leaf-null at 7 with no update time", tags, err)
+	}
+}
