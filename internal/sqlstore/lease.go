@@ -70,28 +70,30 @@ func (s *Leases) ClaimRange(ctx context.Context, owner string, now time.Time, tt
 	}
 	minID, maxID := from, min(to-1, maxWorkerID)
 	nowMs := now.UnixMilli()
-	for failures := 0; ; {
-		lease, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID)
-		if err == nil && found {
-			return lease, nil
-		}
-		if err == nil {
-			var seeded bool
-			if seeded, err = s.seed(ctx, minID, maxID); err == nil && !seeded {
-				return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs from %d to %d are leased", snowflake.ErrNoFreeWorker, maxID-minID+1, minID, maxID)
+	var lease snowflake.Lease
+	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
+		for {
+			l, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID)
+			if err != nil || found {
+				lease = l
+				return err
+			}
+			seeded, err := s.seed(ctx, minID, maxID)
+			if err != nil {
+				return err
+			}
+			if !seeded {
+				return fmt.Errorf("%w: all %d worker IDs from %d to %d are leased", snowflake.ErrNoFreeWorker, maxID-minID+1, minID, maxID)
 			}
 		}
-		if err != nil {
-			if failures++; failures > retries || s.d.IsRetryable == nil || !s.d.IsRetryable(err) {
-				return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
-			}
-			s.retried("claim")
-			// Claimers that deadlocked together should not retry together.
-			if err := sleep(ctx, backoff(failures)); err != nil {
-				return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
-			}
+	})
+	if err != nil {
+		if errors.Is(err, snowflake.ErrNoFreeWorker) {
+			return snowflake.Lease{}, err
 		}
+		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
 	}
+	return lease, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -146,29 +148,33 @@ func (s *Leases) ClaimStatic(ctx context.Context, owner string, workerID int64, 
 	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
 		return snowflake.Lease{}, err
 	}
-	// Literal integer written by the store: nothing to escape.
-	if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
-		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
-	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
-	err := s.db.InTx(ctx, func(q Querier) error {
-		var holder string
-		var expires, last int64
-		if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last); err != nil {
+	// Retried like Claim: on Galera a static claim and a renewal on
+	// another node abort each other at COMMIT just as two claims do.
+	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
+		// Literal integer written by the store: nothing to escape.
+		if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
 			return err
 		}
-		if holder != "" && holder != owner && expires > nowMs {
-			return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
-				snowflake.ErrNoFreeWorker, workerID, holder, fromMillis(expires).Format(time.RFC3339Nano))
-		}
-		floor := max(last, expires)
-		newExpiry := nowMs + ttl.Milliseconds()
-		if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
-			return err
-		}
-		lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
-		return nil
+		return s.db.InTx(ctx, func(q Querier) error {
+			var holder string
+			var expires, last int64
+			if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last); err != nil {
+				return err
+			}
+			if holder != "" && holder != owner && expires > nowMs {
+				return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
+					snowflake.ErrNoFreeWorker, workerID, holder, fromMillis(expires).Format(time.RFC3339Nano))
+			}
+			floor := max(last, expires)
+			newExpiry := nowMs + ttl.Milliseconds()
+			if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
+				return err
+			}
+			lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
+			return nil
+		})
 	})
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
