@@ -116,18 +116,25 @@ idgen's naming rules refuse, or tinyid rows with a delta other than 1.`,
 			if name, _ := cmd.Flags().GetString("sequence-table"); name != "" && name != sqlstore.IDSequence.Name {
 				return errors.New("import writes idgen's own table; leave --sequence-table at id_sequence")
 			}
-			return withStore(cmd, func(st backend) error {
+			run := withStore
+			if dry {
+				run = withExistingStore // a dry run creates nothing, not even the store
+			}
+			return run(cmd, func(st backend) error {
 				return importRows(ctx, cmd.OutOrStdout(), st, rows, margin, dry)
 			})
 		},
 	}
 	cmd.Flags().String("from", "", "DSN of the database with the source table (mysql://…, postgres://…)")
-	cmd.Flags().Int64("margin", 0, "IDs to skip past the source's max_id, for servers still handing out")
+	int64Flag(cmd.Flags(), "margin", 0, "IDs to skip past the source's max_id, for servers still handing out")
 	cmd.Flags().Bool("dry-run", false, "print what would change, change nothing")
 	return cmd
 }
 
 func readSource(ctx context.Context, dsn, query string, scan func(*sql.Rows) (sourceRow, error)) ([]sourceRow, error) {
+	if err := requireStoreFile(dsn); err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
 	st, err := openStore(ctx, dsn, sqlstore.IDSequence)
 	if err != nil {
 		return nil, err
