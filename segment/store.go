@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idgen/idgen"
 )
@@ -86,9 +88,10 @@ type Tag struct {
 
 // CheckTag checks a row before it is created, so that every Store refuses
 // the same input before any I/O: a valid name, a step from 1 to 2^31-1
-// (an INT column in every dialect), and a first ID from 0 up to where one
+// (an INT column in every dialect), a first ID from 0 up to where one
 // step still fits below the int64 limit, so that no reservation's
-// arithmetic can wrap.
+// arithmetic can wrap, and a description every database can store
+// (CheckDescription).
 func CheckTag(t Tag) error {
 	if !ValidTag(t.Name) {
 		return fmt.Errorf("%w: %q", ErrInvalidTag, t.Name)
@@ -98,6 +101,25 @@ func CheckTag(t Tag) error {
 	}
 	if t.MaxID < 0 || t.MaxID > math.MaxInt64-t.Step {
 		return fmt.Errorf("%w: start %d is not from 0 to %d (the int64 limit less one step)", ErrInvalidStep, t.MaxID, math.MaxInt64-t.Step)
+	}
+	return CheckDescription(t.Description)
+}
+
+// MaxDescription is the most characters a tag's description holds: the
+// description columns are VARCHAR(256).
+const MaxDescription = 256
+
+// CheckDescription checks a tag's description: at most MaxDescription
+// characters of valid UTF-8, without NUL, which PostgreSQL cannot store
+// in text and the other databases would keep where PostgreSQL fails.
+func CheckDescription(d string) error {
+	switch {
+	case !utf8.ValidString(d):
+		return fmt.Errorf("%w: description is not valid UTF-8", ErrInvalidDescription)
+	case strings.ContainsRune(d, 0):
+		return fmt.Errorf("%w: description holds a NUL character (U+0000), which no description may hold", ErrInvalidDescription)
+	case utf8.RuneCountInString(d) > MaxDescription:
+		return fmt.Errorf("%w: description is limited to %d characters, got %d", ErrInvalidDescription, MaxDescription, utf8.RuneCountInString(d))
 	}
 	return nil
 }

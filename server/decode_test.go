@@ -19,7 +19,7 @@ func TestServer_ReadableIDs(t *testing.T) {
 		t.Fatalf("prefixed ID: %d %s", a.status, a.body)
 	}
 	d := get(t, "GET", ts.URL+"/id/decode/"+one.ID, nil)
-	if d.status != 200 || d.body != `{"id":"1001","tag":"order"}` {
+	if d.status != 200 || d.body != `{"id":"1001","tag":"order"}`+"\n" {
 		t.Fatalf("decode %s: %d %s, want tag order id 1001", one.ID, d.status, d.body)
 	}
 	batch := get(t, "GET", ts.URL+"/id/order?format=prefixed&count=2", map[string]string{"Accept": "text/plain"})

@@ -38,7 +38,7 @@ func (s *Server) reserveRange(c *gin.Context) {
 		return
 	}
 	s.issued(tag, "range", int(r.Size()))
-	c.JSON(http.StatusOK, gin.H{"tag": tag, "start": strconv.FormatInt(r.Start, 10), "end": strconv.FormatInt(r.End, 10)})
+	c.PureJSON(http.StatusOK, gin.H{"tag": tag, "start": strconv.FormatInt(r.Start, 10), "end": strconv.FormatInt(r.End, 10)})
 }
 
 func firstOrEmpty(v []string) string {

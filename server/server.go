@@ -202,7 +202,7 @@ func (s *Server) routes() error {
 	e.POST("/segment/:tag/range", s.requireTagToken, s.reserveRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
-	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.metrics != nil {
 		e.GET("/metrics", s.requireMetrics, gin.WrapH(s.metrics.handler()))
@@ -214,7 +214,14 @@ func (s *Server) routes() error {
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
 	s.compatRoutes(e, s.compat)
-	registerUI(e)
+	if s.auth.admin != nil {
+		registerUI(e)
+	} else {
+		// The page shows /admin/segments, which answers 403 without an
+		// admin token: an empty page that looks broken helps no one.
+		e.GET("/ui", s.uiDisabled)
+		e.GET("/ui/*file", s.uiDisabled)
+	}
 	s.engine = e
 	return nil
 }
@@ -287,7 +294,9 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 // writeIDs answers one ID as {"tag":…,"id":…}, several as
 // {"tag":…,"ids":[…]}, or either as text, one per line. The JSON is
 // written by hand: a valid tag and both ID formats need no escaping, and
-// this is the hottest path of the service.
+// this is the hottest path of the service. It ends with a newline, like
+// every JSON answer (PureJSON), so curl's output does not run into the
+// prompt.
 func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool, ids ...int64) {
 	per := 22
 	if format == formatPrefixed {
@@ -329,9 +338,9 @@ func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool,
 		}
 		writeOK(c, "text/plain; charset=utf-8", b)
 	case single:
-		writeOK(c, "application/json", append(b, '}'))
+		writeOK(c, "application/json", append(b, "}\n"...))
 	default:
-		writeOK(c, "application/json", append(b, "]}"...))
+		writeOK(c, "application/json", append(b, "]}\n"...))
 	}
 }
 
@@ -369,7 +378,7 @@ func (s *Server) readyz(c *gin.Context) {
 		s.fail(c, errNotReady, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
 // issued counts IDs handed out. Snowflake tags are not checked against

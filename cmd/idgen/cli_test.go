@@ -58,14 +58,18 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--store", "root:S3cret@tcp(127.0.0.1:3306)/idgen"}, "the DSN has no scheme: use sqlite://PATH"},
 	} {
 		work := t.TempDir() // the working directory, where a DSN taken for a path would become a file
-		c := exec.Command(bin, append([]string{"serve", "--store", "sqlite://" + db}, tc.args...)...)
+		// A serve that accepts the flags starts serving: stop it and report.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c := exec.CommandContext(ctx, bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "sqlite://" + db}, tc.args...)...)
 		c.Dir = work
 		out, err := c.CombinedOutput()
+		cancel()
 		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "Config") || strings.Contains(string(out), "S3cret") {
 			t.Errorf("serve %v: err %v, output %q; want a failure saying %q", tc.args, err, out, tc.want)
 		}
 		if _, err := os.Stat(db); err == nil {
-			t.Fatalf("serve %v created the database before failing", tc.args)
+			t.Errorf("serve %v created the database before failing", tc.args)
+			_ = os.Remove(db)
 		}
 		if left, _ := os.ReadDir(work); len(left) > 0 {
 			t.Errorf("serve %v created %v in its working directory", tc.args, left[0].Name())
