@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,8 @@ func TestServe_BusyPortNamesAddr(t *testing.T) {
 }
 
 func TestCLI_Messages(t *testing.T) {
+	// A Leaf (Twitter epoch) ID made now reads as 2042 in idgen's layout.
+	leafID := strconv.FormatInt((time.Now().UnixMilli()-1288834974657)<<22|5<<12|7, 10)
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	dsn := "sqlite://" + filepath.Join(dir, "cli.db")
@@ -186,10 +189,14 @@ func TestCLI_Messages(t *testing.T) {
 		{[]string{"tag", "add", "--store", dsn}, "name the tag to create: idgen tag add TAG", true},
 		{[]string{"tag", "step", "order", "--store", dsn}, "name the tag and its new step: idgen tag step TAG STEP", true},
 		{[]string{"tag", "add", "bad tag", "--store", dsn}, "idgen: invalid tag", true},
+		{[]string{"decode", leafID}, "days in the future: the ID was made with another layout or epoch; decode it with the --snowflake-layout", false},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--sequence-table", "leaf_alloc", "--store", dsn}, "--sequence-table leaf_alloc: cannot read table leaf_alloc in --store", true},
 		{[]string{"version"}, "idgen ", false},
 		{[]string{"--version"}, "idgen ", false},
 	} {
-		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a serve that starts is stopped
+		out, err := exec.CommandContext(ctx, bin, tc.args...).CombinedOutput()
+		cancel()
 		if (err != nil) != tc.wantErr || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "idgen: idgen:") ||
 			strings.Contains(string(out), "auto-create") {
 			t.Errorf("idgen %v: err %v, output %q; want error=%v and %q", tc.args, err, out, tc.wantErr, tc.want)
