@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,6 +146,48 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		}
 		if got != 10_000 || next != math.MaxInt64 {
 			t.Fatalf("handed out %d IDs up to %d; want all 10000 up to %d", got, next, int64(math.MaxInt64))
+		}
+	})
+
+	// Tags are case-sensitive on every backend, and descriptions hold any
+	// UTF-8, emoji included (a MySQL column in latin1 or a _ci collation
+	// broke both).
+	t.Run("CaseSensitiveTagsUTF8Descriptions", func(t *testing.T) {
+		s := open(t)
+		lower := UniqueTag("case")
+		upper := strings.ToUpper(lower)
+		const desc = "orders 🚀 ✓ 注文"
+		for i, name := range []string{lower, upper} {
+			if err := s.CreateTag(ctx, segment.Tag{Name: name, MaxID: int64(1 + 1000*i), Step: 10, Description: desc}); err != nil {
+				t.Fatalf("CreateTag(%q) after %q: %v; want two tags", name, lower, err)
+			}
+		}
+		for i, name := range []string{lower, upper} {
+			if r, err := s.Reserve(ctx, name, 0); err != nil || r.Start != int64(1+1000*i) {
+				t.Fatalf("Reserve(%q) = %+v, %v; want its own row, from %d", name, r, err, 1+1000*i)
+			}
+		}
+		l, ok := s.(interface {
+			ListTags(ctx context.Context) ([]segment.Tag, error)
+		})
+		if !ok {
+			return
+		}
+		tags, err := l.ListTags(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, tg := range tags {
+			if tg.Name == lower || tg.Name == upper {
+				found++
+				if tg.Description != desc {
+					t.Errorf("tag %q lists description %q, want %q", tg.Name, tg.Description, desc)
+				}
+			}
+		}
+		if found != 2 {
+			t.Fatalf("ListTags shows %d of %q and %q, want both", found, lower, upper)
 		}
 	})
 
