@@ -26,6 +26,8 @@ type backend interface {
 	SetStep(ctx context.Context, tag string, step int64) error
 	Raise(ctx context.Context, tag string, to int64) (bool, error)
 	Bump(ctx context.Context, tag string, n int64) (int64, error)
+	// Import creates or raises tags in one transaction (idgen import).
+	Import(ctx context.Context, tags []segment.Tag) (before []int64, err error)
 	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 	Ping(ctx context.Context) error
 	Close() error
