@@ -98,9 +98,11 @@ func TestCLI_NoStoreCreatedByMistake(t *testing.T) {
 		{[]string{"serve", "--store", kv}, "postgres: connect to 127.0.0.1"},
 	} {
 		work := t.TempDir()
-		c := exec.Command(bin, tc.args...)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a serve that starts is stopped
+		c := exec.CommandContext(ctx, bin, tc.args...)
 		c.Dir = work
 		out, err := c.CombinedOutput()
+		cancel()
 		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "S3cret") {
 			t.Errorf("idgen %v: err %v, output %q; want a failure saying %q, without the password", tc.args, err, out, tc.want)
 		}
