@@ -66,7 +66,7 @@ type Range struct {
 // step while thousands remain. It returns ErrExhausted when nothing is
 // left. Store implementations use it, so that all of them agree.
 func ClampEnd(tag string, maxID, step int64) (int64, error) {
-	if maxID >= math.MaxInt64 {
+	if maxID == math.MaxInt64 {
 		return 0, fmt.Errorf("%w: tag %q is at %d", ErrExhausted, tag, maxID)
 	}
 	return maxID + min(step, math.MaxInt64-maxID), nil

@@ -85,8 +85,9 @@ func (c compatConfig) staticConfig(workerID int64) (snowflake.Config, error) {
 func checkSharedTable(ctx context.Context, st backend, log *slog.Logger) error {
 	tags, err := st.ListTags(ctx)
 	if err != nil {
-		return fmt.Errorf("--sequence-table %[1]s: cannot read table %[1]s in --store (%w); create it with Leaf's DDL, or leave --sequence-table at %[2]s",
-			sqlstore.LeafAlloc.Name, err, sqlstore.IDSequence.Name)
+		name := sqlstore.LeafAlloc.Name
+		return fmt.Errorf("--sequence-table %s: cannot read table %s in --store; create it with Leaf's DDL, or leave --sequence-table at %s: %w",
+			name, name, sqlstore.IDSequence.Name, err)
 	}
 	for _, t := range tags {
 		if err := idgen.CheckTag(t.Name); err != nil {

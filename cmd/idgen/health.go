@@ -67,7 +67,9 @@ func newDecode() *cobra.Command {
 				if ahead := time.Until(p.Time); ahead > time.Minute {
 					m["warning"] = fmt.Sprintf("this time is %.0f days in the future: the ID was made with another layout or epoch; "+
 						"decode it with the --snowflake-layout (and --snowflake-epoch) of the service that made it", ahead.Hours()/24)
-					fmt.Fprintln(cmd.ErrOrStderr(), "idgen: warning:", m["warning"])
+					if _, err := fmt.Fprintln(cmd.ErrOrStderr(), "idgen: warning:", m["warning"]); err != nil {
+						return err
+					}
 				}
 				out = m
 			} else {
