@@ -352,14 +352,14 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.
 	if len(c.tokens) == 0 {
 		auth = "none"
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
-		"store", redact(c.store), "new_store", c.newStore, "auth", auth, "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
-		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
-		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies)
 	if auth == "none" {
 		log.Warn("the ID endpoints are open without auth: anyone who can reach the listen address draws IDs of any tag; set --api-tokens, or listen on 127.0.0.1",
 			"addr", ln.Addr().String())
 	}
+	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
+		"store", redact(c.store), "new_store", c.newStore, "auth", auth, "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
+		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
+		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies)
 
 	var err error
 	select {
