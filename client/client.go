@@ -43,11 +43,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idgen/idgen"
@@ -280,32 +282,59 @@ func (c *Client) Segment(opts *segment.Options) (*segment.Allocator, error) {
 		o = *opts
 	}
 	o.AutoCreate = false
-	return segment.New(rangeStore{c}, &o)
+	return segment.New(&rangeStore{c: c}, &o)
 }
 
 // rangeStore is a segment.Store that reserves ranges over HTTP.
-type rangeStore struct{ c *Client }
+type rangeStore struct {
+	c *Client
+	// limit is the largest range the server hands out (its --max-range),
+	// learnt from the first answer that held less than was asked; 0 until
+	// then. The allocator's step doubles under load, and asking past the
+	// server's cap only makes the server cut the range.
+	limit atomic.Int64
+}
 
-func (r rangeStore) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+func (r *rangeStore) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	ask := max(step, 1)
+	if l := r.limit.Load(); l > 0 {
+		ask = min(ask, l)
+	}
+	start, end, err := r.reserve(ctx, tag, ask)
+	if err != nil {
+		return segment.Range{}, err
+	}
+	size := end - start
+	// Less than asked, short of the int64 limit: the server clamped the
+	// size to its --max-range, which is then the cap of every later ask.
+	if size < ask && end < math.MaxInt64 {
+		r.limit.Store(size)
+	}
+	// The server raises a small size to the tag's step, so the size it
+	// returned is the floor to ask for next time, up to the cap.
+	return segment.Range{Start: start, End: end, Step: min(ask, size)}, nil
+}
+
+// reserve asks for a range of ask IDs over gRPC or HTTP.
+func (r *rangeStore) reserve(ctx context.Context, tag string, ask int64) (start, end int64, err error) {
 	if r.c.rpc != nil {
-		return r.c.rpcReserve(ctx, tag, max(step, 1))
+		rg, err := r.c.rpcReserve(ctx, tag, ask)
+		return rg.Start, rg.End, err
 	}
 	var out struct{ Start, End string }
-	q := url.Values{"size": {strconv.FormatInt(max(step, 1), 10)}}
+	q := url.Values{"size": {strconv.FormatInt(ask, 10)}}
 	if err := r.c.do(ctx, http.MethodPost, "/segment/"+url.PathEscape(tag)+"/range", q, &out); err != nil {
-		return segment.Range{}, err
+		return 0, 0, err
 	}
 	start, err1 := strconv.ParseInt(out.Start, 10, 64)
 	end, err2 := strconv.ParseInt(out.End, 10, 64)
 	if err := errors.Join(err1, err2); err != nil || end <= start {
-		return segment.Range{}, fmt.Errorf("client: server sent a bad range [%s, %s)", out.Start, out.End)
+		return 0, 0, fmt.Errorf("client: server sent a bad range [%s, %s)", out.Start, out.End)
 	}
-	// The server raises a small size to the tag's step, so the size it
-	// returned is the floor to ask for next time.
-	return segment.Range{Start: start, End: end, Step: max(step, 1)}, nil
+	return start, end, nil
 }
 
-func (r rangeStore) CreateTag(context.Context, segment.Tag) error {
+func (r *rangeStore) CreateTag(context.Context, segment.Tag) error {
 	return errors.New("client: tags are created on the server (idgen tag add or POST /admin/tags)")
 }
 

@@ -6,7 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -404,5 +407,57 @@ func TestClient_OpaqueTag(t *testing.T) {
 	defer func() { _ = cache.Close() }()
 	if _, err := cache.Next(ctx, "order"); !errors.Is(err, opaque.ErrRangeRefused) || !errors.Is(err, segment.ErrRefused) {
 		t.Fatalf("Segment().Next on an opaque tag: %v, want opaque.ErrRangeRefused", err)
+	}
+}
+
+// A server with a smaller --max-range clamps the client's growing step,
+// and the client caps its asks at what the server hands out, instead of
+// stopping at a final 400 after its first segment (issue 19 item 6).
+func TestClient_SegmentCapsStepAtServerMaxRange(t *testing.T) {
+	var mu sync.Mutex
+	var asks []int64
+	ts := startServer(t, filepath.Join(t.TempDir(), "cap.db"), server.Config{MaxRange: 1500})
+	target, _ := url.Parse(ts.URL)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, err := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64); err == nil {
+			mu.Lock()
+			asks = append(asks, n)
+			mu.Unlock()
+		}
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	c, err := client.New(proxy.URL, client.WithMode("segment"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Segment(nil) // the step doubles while segments last under 15 minutes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx := context.Background()
+	var ids []int64
+	for len(ids) < 20_000 {
+		got, err := a.NextN(ctx, "capped", 500)
+		if err != nil {
+			t.Fatalf("after %d IDs: %v", len(ids), err)
+		}
+		ids = append(ids, got...)
+	}
+	if d := segmenttest.Duplicates(ids); d != 0 {
+		t.Fatalf("%d duplicates", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	over := 0
+	for _, n := range asks {
+		if n > 1500 {
+			over++
+		}
+	}
+	// One ask may pass the cap: the one whose answer taught it.
+	if over > 1 || len(asks) < 10 {
+		t.Fatalf("%d asks, %d of them above the server's 1500: %v", len(asks), over, asks)
 	}
 }

@@ -27,6 +27,13 @@ var (
 	// ErrInvalidStep is returned when a step or start value is out of range.
 	ErrInvalidStep = errors.New("segment: invalid step or start")
 
+	// ErrInvalidDescription is returned by Store.CreateTag for a
+	// description that not every database can store: more than
+	// MaxDescription characters, invalid UTF-8, or a NUL character, which
+	// PostgreSQL's text types refuse. It is checked before any I/O, so
+	// every backend refuses the same descriptions.
+	ErrInvalidDescription = errors.New("segment: invalid description")
+
 	// ErrTagLimit is returned for a tag the allocator does not hold yet
 	// when it already holds Options.MaxTags tags. No row is created.
 	ErrTagLimit = errors.New("segment: tag limit reached: the allocator holds Options.MaxTags tags")

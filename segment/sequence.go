@@ -346,6 +346,9 @@ type SequenceStats struct {
 	LastLoad    time.Time
 	LastLatency time.Duration
 	LastError   string
+	// LastErr is the error LastError spells, for errors.Is: the text may
+	// hold a driver's detail, which monitoring answers must not show.
+	LastErr error
 }
 
 // BufferStats describes one segment: Pos is the next ID it would hand out.
@@ -362,7 +365,7 @@ func (s *Sequence) Stats() SequenceStats {
 		Rate: s.rate, LastLoad: s.lastLoad,
 	}
 	if s.err != nil {
-		st.LastError = s.err.Error()
+		st.LastError, st.LastErr = s.err.Error(), s.err
 	}
 	if b := s.cur.Load(); b != nil {
 		st.Current = b.stats()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idgen/idgen"
 )
@@ -16,9 +18,11 @@ import (
 type Store interface {
 	// Reserve advances the tag's max_id by step in one transaction and
 	// returns the reserved half-open range. A step below the row's own
-	// step is raised to it, so step 0 means "the row's step". It returns
-	// ErrTagNotFound when the tag has no row and ErrExhausted when the
-	// range would pass the largest int64.
+	// step is raised to it, so step 0 means "the row's step". Near the
+	// int64 limit the range is cut to end at the largest int64 (see
+	// ClampEnd), so that every ID below it is handed out. It returns
+	// ErrTagNotFound when the tag has no row and ErrExhausted when no ID
+	// is left.
 	Reserve(ctx context.Context, tag string, step int64) (Range, error)
 
 	// CreateTag inserts a new row. It returns ErrTagExists when the tag
@@ -59,6 +63,18 @@ type Range struct {
 	Step int64
 }
 
+// ClampEnd returns the end of a reservation of step IDs from maxID: a
+// step that would pass the largest int64 is cut to what is left, so a tag
+// near the limit hands out every ID below it instead of refusing a grown
+// step while thousands remain. It returns ErrExhausted when nothing is
+// left. Store implementations use it, so that all of them agree.
+func ClampEnd(tag string, maxID, step int64) (int64, error) {
+	if maxID == math.MaxInt64 {
+		return 0, fmt.Errorf("%w: tag %q is at %d", ErrExhausted, tag, maxID)
+	}
+	return maxID + min(step, math.MaxInt64-maxID), nil
+}
+
 // Size returns the number of IDs in the range.
 func (r Range) Size() int64 { return r.End - r.Start }
 
@@ -81,9 +97,10 @@ type Tag struct {
 
 // CheckTag checks a row before it is created, so that every Store refuses
 // the same input before any I/O: a valid name, a step from 1 to 2^31-1
-// (an INT column in every dialect), and a first ID from 0 up to where one
+// (an INT column in every dialect), a first ID from 0 up to where one
 // step still fits below the int64 limit, so that no reservation's
-// arithmetic can wrap.
+// arithmetic can wrap, and a description every database can store
+// (CheckDescription).
 func CheckTag(t Tag) error {
 	if !ValidTag(t.Name) {
 		return fmt.Errorf("%w: %q", ErrInvalidTag, t.Name)
@@ -96,6 +113,25 @@ func CheckTag(t Tag) error {
 	}
 	if t.MaxID < 0 || t.MaxID > math.MaxInt64-t.Step {
 		return fmt.Errorf("%w: start %d is not from 0 to %d (the int64 limit less one step)", ErrInvalidStep, t.MaxID, math.MaxInt64-t.Step)
+	}
+	return CheckDescription(t.Description)
+}
+
+// MaxDescription is the most characters a tag's description holds: the
+// description columns are VARCHAR(256).
+const MaxDescription = 256
+
+// CheckDescription checks a tag's description: at most MaxDescription
+// characters of valid UTF-8, without NUL, which PostgreSQL cannot store
+// in text and the other databases would keep where PostgreSQL fails.
+func CheckDescription(d string) error {
+	switch {
+	case !utf8.ValidString(d):
+		return fmt.Errorf("%w: description is not valid UTF-8", ErrInvalidDescription)
+	case strings.ContainsRune(d, 0):
+		return fmt.Errorf("%w: description holds a NUL character (U+0000), which no description may hold", ErrInvalidDescription)
+	case utf8.RuneCountInString(d) > MaxDescription:
+		return fmt.Errorf("%w: description is limited to %d characters, got %d", ErrInvalidDescription, MaxDescription, utf8.RuneCountInString(d))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,9 @@ func TestCheckTag(t *testing.T) {
 		{"negative start", segment.Tag{Name: "a", MaxID: -1, Step: 1}, segment.ErrInvalidStep},
 		{"step 0", segment.Tag{Name: "a", MaxID: 1, Step: 0}, segment.ErrInvalidStep},
 		{"step over INT", segment.Tag{Name: "a", MaxID: 1, Step: math.MaxInt32 + 1}, segment.ErrInvalidStep},
+		{"NUL in description", segment.Tag{Name: "a", MaxID: 1, Step: 1, Description: "a\x00b"}, segment.ErrInvalidDescription},
+		{"invalid UTF-8 description", segment.Tag{Name: "a", MaxID: 1, Step: 1, Description: "a\xffb"}, segment.ErrInvalidDescription},
+		{"257-character description", segment.Tag{Name: "a", MaxID: 1, Step: 1, Description: strings.Repeat("é", 257)}, segment.ErrInvalidDescription},
 		{"bad name", segment.Tag{Name: "a b", MaxID: 1, Step: 1}, segment.ErrInvalidTag},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -82,17 +83,53 @@ func toTagJSON(t segment.Tag) tagJSON {
 		Opaque: t.Opaque != "", KeyFingerprint: t.Opaque}
 }
 
-// decodeBody reads a small JSON body strictly into v.
+// decodeBody reads a small JSON body strictly into v. The answer names
+// what is wrong: the unknown field, the field of the wrong type, or the
+// size.
 func decodeBody(c *gin.Context, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, maxAdminBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errBadBody
+		return badBody(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errBadBody
+		return &apiError{errBadBody.status, errBadBody.code, "one JSON object only, nothing after it: " + errBadBody.message}
 	}
 	return nil
+}
+
+// badBody says which part of a body the decoder refused. encoding/json
+// has no typed error for an unknown field, only its text, which quotes
+// the field's name as the body spelt it.
+func badBody(err error) *apiError {
+	var te *json.UnmarshalTypeError
+	var me *http.MaxBytesError
+	var why string
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		why = strconv.Quote(te.Field) + " must be a JSON " + jsonKind(te.Type.Kind().String()) + ", not a " + te.Value
+	case errors.As(err, &me):
+		why = "the body is larger than 16 KiB"
+	default:
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			why = "unknown field " + f
+		}
+	}
+	if why == "" {
+		return errBadBody
+	}
+	return &apiError{errBadBody.status, errBadBody.code, why + ": " + errBadBody.message}
+}
+
+// jsonKind names a Go kind as JSON does.
+func jsonKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"), strings.HasPrefix(k, "float"):
+		return "number"
+	case k == "ptr":
+		return "number" // the optional step and start
+	}
+	return k
 }
 
 func (s *Server) listTags(c *gin.Context) {
@@ -111,7 +148,7 @@ func (s *Server) listTags(c *gin.Context) {
 	for _, t := range tags {
 		out = append(out, toTagJSON(t))
 	}
-	c.JSON(http.StatusOK, gin.H{"tags": out})
+	c.PureJSON(http.StatusOK, gin.H{"tags": out})
 }
 
 func (s *Server) createTag(c *gin.Context) {
@@ -144,10 +181,6 @@ func (s *Server) createTag(c *gin.Context) {
 	if req.Start != nil {
 		t.MaxID = *req.Start
 	}
-	if len(t.Description) > 256 {
-		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_body", "description is limited to 256 characters"})
-		return
-	}
 	ctx, cancel := adminCtx(c)
 	defer cancel()
 	if err := s.admin.CreateTag(ctx, t); err != nil {
@@ -155,7 +188,7 @@ func (s *Server) createTag(c *gin.Context) {
 		return
 	}
 	t.UpdatedAt = time.Now()
-	c.JSON(http.StatusCreated, toTagJSON(t))
+	c.PureJSON(http.StatusCreated, toTagJSON(t))
 }
 
 func (s *Server) patchTag(c *gin.Context) {
@@ -193,7 +226,7 @@ func (s *Server) patchTag(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"tag": tag, "step": *req.Step})
+	c.PureJSON(http.StatusOK, gin.H{"tag": tag, "step": *req.Step})
 }
 
 type bufferJSON struct {
@@ -253,8 +286,14 @@ func (s *Server) segments(c *gin.Context) {
 	if s.stats != nil {
 		for _, st := range s.stats.Stats() {
 			j := segmentJSON{Tag: st.Tag, Active: "current", Step: st.Step, RowStep: st.RowStep, Rate: st.Rate,
-				Loading: st.Loading, LastLoad: timeJSON(st.LastLoad), LastError: st.LastError,
+				Loading: st.Loading, LastLoad: timeJSON(st.LastLoad),
 				LastLoadMS: float64(st.LastLatency.Microseconds()) / 1000}
+			switch {
+			case st.LastErr != nil:
+				j.LastError = s.monitoredError(c, "the reservation of tag "+strconv.Quote(st.Tag), st.LastErr)
+			case st.LastError != "":
+				j.LastError = s.monitoredError(c, "the reservation of tag "+strconv.Quote(st.Tag), errors.New(st.LastError))
+			}
 			if st.Current != (segment.BufferStats{}) {
 				j.Buffers.Current = bufJSON(st.Current)
 			}
@@ -268,10 +307,10 @@ func (s *Server) segments(c *gin.Context) {
 		w := s.worker()
 		j := &workerJSON{WorkerID: w.WorkerID, LeaseExpiresAt: timeJSON(w.LeaseExpiresAt), LastTimestamp: timeJSON(w.LastTimestamp), Ready: w.Err == nil}
 		if w.Err != nil {
-			j.Error = w.Err.Error()
+			j.Error = s.monitoredError(c, "the snowflake worker lease", w.Err)
 		}
 		out.Snowflake = j
 	}
 	sort.Slice(out.Segments, func(i, j int) bool { return out.Segments[i].Tag < out.Segments[j].Tag })
-	c.JSON(http.StatusOK, out)
+	c.PureJSON(http.StatusOK, out)
 }

@@ -51,7 +51,7 @@ func (s *Server) decodeReadable(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"tag": tag, "id": strconv.FormatInt(id, 10)})
+	c.PureJSON(http.StatusOK, gin.H{"tag": tag, "id": strconv.FormatInt(id, 10)})
 }
 
 // decodeSnowflake splits a snowflake ID with the server's layout.
@@ -67,7 +67,7 @@ func (s *Server) decodeSnowflake(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{
+	c.PureJSON(http.StatusOK, gin.H{
 		"id":        strconv.FormatInt(id, 10),
 		"time":      p.Time.UTC().Format(timeLayout),
 		"unix_ms":   p.Time.UnixMilli(),

@@ -19,7 +19,7 @@ func TestServer_ReadableIDs(t *testing.T) {
 		t.Fatalf("prefixed ID: %d %s", a.status, a.body)
 	}
 	d := get(t, "GET", ts.URL+"/id/decode/"+one.ID, nil)
-	if d.status != 200 || d.body != `{"id":"1001","tag":"order"}` {
+	if d.status != 200 || d.body != `{"id":"1001","tag":"order"}`+"\n" {
 		t.Fatalf("decode %s: %d %s, want tag order id 1001", one.ID, d.status, d.body)
 	}
 	batch := get(t, "GET", ts.URL+"/id/order?format=prefixed&count=2", map[string]string{"Accept": "text/plain"})
@@ -84,7 +84,7 @@ func TestServer_ReserveRange(t *testing.T) {
 		{"/segment/order/range?size=100", 200, ""},
 		{"/segment/order/range?size=3000", 200, ""},
 		{"/segment/order/range?size=0", 400, "invalid_size"},
-		{"/segment/order/range?size=5001", 400, "invalid_size"},
+		{"/segment/order/range?size=5001", 200, ""}, // clamped to MaxRange
 		{"/segment/order/range", 400, "invalid_size"},
 		{"/segment/order/range?size=1&size=2", 400, "invalid_size"},
 		{"/segment/bad%20tag/range?size=5", 400, "invalid_tag"},
@@ -108,8 +108,9 @@ func TestServer_ReserveRange(t *testing.T) {
 		ranges = append(ranges, [2]int64{s, e})
 	}
 	// The tag was auto-created with step 1000: the first range is raised to
-	// the step, the second is as asked, and they do not overlap.
-	if ranges[0] != [2]int64{1, 1001} || ranges[1] != [2]int64{1001, 4001} {
-		t.Fatalf("ranges %v, want [1,1001) and [1001,4001)", ranges)
+	// the step, the second is as asked, the third clamped to MaxRange
+	// (5000), and they do not overlap.
+	if ranges[0] != [2]int64{1, 1001} || ranges[1] != [2]int64{1001, 4001} || ranges[2] != [2]int64{4001, 9001} {
+		t.Fatalf("ranges %v, want [1,1001), [1001,4001) and [4001,9001)", ranges)
 	}
 }

@@ -47,6 +47,7 @@ var rules = []rule{
 	{segment.ErrInvalidTag, http.StatusBadRequest, "invalid_tag", false},
 	{segment.ErrInvalidCount, http.StatusBadRequest, "invalid_count", false},
 	{segment.ErrInvalidStep, http.StatusBadRequest, "invalid_step", false},
+	{segment.ErrInvalidDescription, http.StatusBadRequest, "invalid_description", false},
 	{segment.ErrTagNotFound, http.StatusNotFound, "tag_not_found", false},
 	{segment.ErrTagExists, http.StatusConflict, "tag_exists", false},
 	{segment.ErrTagLimit, http.StatusConflict, "tag_limit_reached", false},
@@ -133,6 +134,18 @@ func classify(err error) (ae *apiError, retry bool) {
 	return errInternal, false
 }
 
+// monitoredError is how /admin/segments shows a tag's or the worker's
+// last error: its code and a fixed message, never the error's text,
+// which may hold a driver's detail; the cause goes to the log under the
+// request ID, as for a 5xx answer.
+func (s *Server) monitoredError(c *gin.Context, what string, err error) string {
+	ae, _ := classify(err)
+	rid := c.Writer.Header().Get(requestIDHeader)
+	s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "monitored error", slog.String("request_id", rid),
+		slog.String("of", what), slog.String("code", ae.code), slog.Any("err", err))
+	return ae.code + ": " + what + " failed last time; the server log has the cause under request ID " + rid
+}
+
 // fail answers ae with the request ID. For a 5xx it logs cause under that
 // ID; ae's message never carries cause's text.
 func (s *Server) fail(c *gin.Context, ae *apiError, cause error) {
@@ -144,7 +157,7 @@ func (s *Server) fail(c *gin.Context, ae *apiError, cause error) {
 		c.Data(ae.status, "text/plain; charset=utf-8", []byte(ae.code+": "+ae.message+"\n"))
 		return
 	}
-	c.AbortWithStatusJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message, "request_id": rid}})
+	c.AbortWithStatusPureJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message, "request_id": rid}})
 }
 
 // record logs a 5xx's cause under the request ID, which it returns, and

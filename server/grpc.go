@@ -194,10 +194,11 @@ func (r rpcService) ReserveRange(ctx context.Context, req *connect.Request[idgen
 	if s.ranges == nil {
 		return nil, errModeDisabled
 	}
-	if m.GetSize() < 1 || m.GetSize() > s.maxRange {
+	if m.GetSize() < 1 {
 		return nil, s.errInvalidSize()
 	}
-	rg, err := s.ranges.ReserveRange(ctx, tag, m.GetSize())
+	// Clamped as over HTTP (rangez.go), so a caching client learns the cap.
+	rg, err := s.ranges.ReserveRange(ctx, tag, min(m.GetSize(), s.maxRange))
 	if err != nil {
 		return nil, err
 	}

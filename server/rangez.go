@@ -18,7 +18,10 @@ type RangeReserver interface {
 
 // reserveRange answers POST /segment/{tag}/range?size=N with a contiguous
 // range reserved straight from the store. The range holds at least size
-// IDs: more when the tag's step is larger.
+// IDs, more when the tag's step is larger, but a size above MaxRange is
+// clamped to it rather than refused: a client whose step grew past the
+// server's cap then gets a smaller range, and learns the cap from it,
+// instead of a final 400 that stops it (see the client package).
 func (s *Server) reserveRange(c *gin.Context) {
 	if s.ranges == nil {
 		s.writeError(c, errModeDisabled)
@@ -26,10 +29,11 @@ func (s *Server) reserveRange(c *gin.Context) {
 	}
 	vals := c.Request.URL.Query()["size"]
 	size, err := strconv.ParseInt(firstOrEmpty(vals), 10, 64)
-	if len(vals) != 1 || err != nil || size < 1 || size > s.maxRange {
+	if len(vals) != 1 || err != nil || size < 1 {
 		s.writeError(c, s.errInvalidSize())
 		return
 	}
+	size = min(size, s.maxRange)
 	tag := c.Param("tag")
 	r, err := s.ranges.ReserveRange(c.Request.Context(), tag, size)
 	if err != nil {
@@ -37,7 +41,7 @@ func (s *Server) reserveRange(c *gin.Context) {
 		return
 	}
 	s.issued(tag, "range", int(r.Size()))
-	c.JSON(http.StatusOK, gin.H{"tag": tag, "start": strconv.FormatInt(r.Start, 10), "end": strconv.FormatInt(r.End, 10)})
+	c.PureJSON(http.StatusOK, gin.H{"tag": tag, "start": strconv.FormatInt(r.Start, 10), "end": strconv.FormatInt(r.End, 10)})
 }
 
 func firstOrEmpty(v []string) string {
@@ -47,8 +51,9 @@ func firstOrEmpty(v []string) string {
 	return v[0]
 }
 
-// errInvalidSize answers a range size outside 1 to MaxRange.
+// errInvalidSize answers a range size that is not a whole number of at
+// least 1; a larger one than MaxRange is clamped, not refused.
 func (s *Server) errInvalidSize() *apiError {
 	return &apiError{http.StatusBadRequest, "invalid_size",
-		"size must be a single whole number from 1 to " + strconv.FormatInt(s.maxRange, 10)}
+		"size must be a single whole number of at least 1 (ranges above " + strconv.FormatInt(s.maxRange, 10) + " are clamped to it)"}
 }

@@ -220,7 +220,7 @@ func (s *Server) routes() error {
 	e.POST("/segment/:tag/range", s.requireTagToken, s.reserveRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
-	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.metrics != nil {
 		e.GET("/metrics", s.requireMetrics, gin.WrapH(s.metrics.handler()))
@@ -233,7 +233,14 @@ func (s *Server) routes() error {
 	admin.GET("/segments", s.segments)
 	admin.GET("/opaque/:tag/:id", s.decodeOpaque)
 	s.compatRoutes(e, s.compat)
-	registerUI(e)
+	if s.auth.admin != nil {
+		registerUI(e)
+	} else {
+		// The page shows /admin/segments, which answers 403 without an
+		// admin token: an empty page that looks broken helps no one.
+		e.GET("/ui", s.uiDisabled)
+		e.GET("/ui/*file", s.uiDisabled)
+	}
 	s.engine = e
 	return nil
 }
@@ -306,7 +313,9 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 // writeIDs answers one ID as {"tag":…,"id":…}, several as
 // {"tag":…,"ids":[…]}, or either as text, one per line. The JSON is
 // written by hand: a valid tag and both ID formats need no escaping, and
-// this is the hottest path of the service.
+// this is the hottest path of the service. It ends with a newline, like
+// every JSON answer (PureJSON), so curl's output does not run into the
+// prompt.
 func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool, ids ...int64) {
 	per := 22
 	if format == formatPrefixed {
@@ -348,9 +357,9 @@ func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool,
 		}
 		writeOK(c, "text/plain; charset=utf-8", b)
 	case single:
-		writeOK(c, "application/json", append(b, '}'))
+		writeOK(c, "application/json", append(b, "}\n"...))
 	default:
-		writeOK(c, "application/json", append(b, "]}"...))
+		writeOK(c, "application/json", append(b, "]}\n"...))
 	}
 }
 
@@ -391,7 +400,7 @@ func (s *Server) readyz(c *gin.Context) {
 		s.fail(c, errNotReady, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
 // issued counts IDs handed out. Snowflake tags are not checked against

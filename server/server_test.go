@@ -92,9 +92,9 @@ func TestServer_IDs(t *testing.T) {
 		status                     int
 		body                       string // exact body, or for errors the code
 	}{
-		{"one", "GET", "/id/order", "", 200, `{"tag":"order","id":"1001"}`},
-		{"explicit segment", "GET", "/segment/order", "", 200, `{"tag":"order","id":"1002"}`},
-		{"batch", "GET", "/id/order?count=3", "", 200, `{"tag":"order","ids":["1003","1004","1005"]}`},
+		{"one", "GET", "/id/order", "", 200, `{"tag":"order","id":"1001"}` + "\n"},
+		{"explicit segment", "GET", "/segment/order", "", 200, `{"tag":"order","id":"1002"}` + "\n"},
+		{"batch", "GET", "/id/order?count=3", "", 200, `{"tag":"order","ids":["1003","1004","1005"]}` + "\n"},
 		{"text", "GET", "/id/order", "text/plain", 200, "1006"},
 		{"text batch", "GET", "/id/order?count=2", "text/plain", 200, "1007\n1008\n"},
 		{"unknown tag", "GET", "/id/nosuch", "", 404, "tag_not_found"},

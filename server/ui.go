@@ -38,6 +38,12 @@ type uiAsset struct {
 	etag string
 }
 
+var errUIDisabled = &apiError{http.StatusNotFound, "ui_disabled",
+	"the monitoring page reads /admin/segments, which this server does not serve: start it with --admin-token (IDGEN_ADMIN_TOKEN)"}
+
+// uiDisabled answers /ui on a server without an admin token.
+func (s *Server) uiDisabled(c *gin.Context) { s.writeError(c, errUIDisabled) }
+
 // registerUI serves the monitoring page at GET /ui and its assets at
 // GET /ui/{file}. Only the embedded files are reachable; any other name
 // is a 404 in the usual error shape.
@@ -66,7 +72,7 @@ func registerUI(r gin.IRoutes) {
 	serve := func(c *gin.Context, name string) {
 		a, ok := assets[name]
 		if !ok {
-			c.AbortWithStatusJSON(errNotFound.status, gin.H{"error": gin.H{"code": errNotFound.code, "message": errNotFound.message,
+			c.AbortWithStatusPureJSON(errNotFound.status, gin.H{"error": gin.H{"code": errNotFound.code, "message": errNotFound.message,
 				"request_id": c.Writer.Header().Get(requestIDHeader)}})
 			return
 		}

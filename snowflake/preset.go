@@ -2,6 +2,7 @@ package snowflake
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -90,6 +91,11 @@ func ParseWorkerRange(s string) (WorkerRange, error) {
 	a, b, ok := strings.Cut(s, "-")
 	lo, err1 := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
 	hi, err2 := strconv.ParseInt(strings.TrimSpace(b), 10, 64)
+	// LAST == MaxInt64 would make the exclusive end wrap negative and slip
+	// past every bound a caller checks.
+	if hi == math.MaxInt64 {
+		return WorkerRange{}, fmt.Errorf("%w: worker range %q: LAST must be below %d", ErrInvalidConfig, s, hi)
+	}
 	if !ok || err1 != nil || err2 != nil || lo < 0 || hi < lo {
 		return WorkerRange{}, fmt.Errorf("%w: worker range %q: use FIRST-LAST, such as 512-1023, with 0 <= FIRST <= LAST", ErrInvalidConfig, s)
 	}

@@ -3,10 +3,12 @@ package main_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,26 +29,140 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--mode", "bogus"}, `--mode must be segment or snowflake, got "bogus"`},
 		{[]string{"--mode", "snowflake", "--snowflake=false"}, "--mode snowflake needs --snowflake=true"},
 		{[]string{"--log-format", "xml"}, "--log-format must be text or json"},
-		{[]string{"--max-tags", "-1"}, "--max-tags must be 0 (no limit) or more"},
+		{[]string{"--max-tags", "-1"}, "--max-tags must be from 0 (no limit) to 1000000"},
 		{[]string{"--worker-id", "5000"}, "--worker-id must be -1 (lease one) or 0 to 1023"},
 		{[]string{"--admin-token", "abc"}, "--admin-token must be at least 16 characters"},
 		{[]string{"--metrics-token", "abc"}, "--metrics-token must be at least 16 characters"},
 		{[]string{"--api-tokens", "short=*"}, "--api-tokens: "},
 		{[]string{"--admin-token", "same-token-for-both", "--api-tokens", "same-token-for-both=*"}, "--admin-token must differ"},
 		{[]string{"--trusted-proxies", "10.0.0.0/33"}, "--trusted-proxies: \"10.0.0.0/33\""},
-		{[]string{"--max-batch", "0"}, "--max-batch must be at least 1"},
+		{[]string{"--max-batch", "0"}, "--max-batch must be from 1 to 100000"},
+		// Every numeric flag has an upper bound too (issue 19 item 4).
+		{[]string{"--max-batch", "1000000"}, "--max-batch must be from 1 to 100000 (one answer is built in memory), got 1000000"},
+		{[]string{"--default-step", "3000000000"}, "--default-step must be from 1 to 2147483647"},
+		{[]string{"--max-step", "3000000000"}, "--max-step must be from 1 to 2147483647"},
+		{[]string{"--max-range", "3000000000"}, "--max-range must be from 1 to 2147483647"},
+		{[]string{"--lease-ttl", "48h"}, "--lease-ttl must be from 1s to 24h0m0s"},
+		{[]string{"--worker-range", "0-9223372036854775807"}, "--worker-range: snowflake: invalid config: worker range \"0-9223372036854775807\": LAST must be below"},
+		{[]string{"--snowflake-layout", "41/9/13", "--worker-id", "600"}, "--worker-id must be -1 (lease one) or 0 to 511, the worker IDs of --snowflake-layout 41/9/13, got 600"},
+		{[]string{"--addr", "8081"}, `--addr must be host:port or :port, such as :8080 or 127.0.0.1:8080, got "8081"`},
+		// Numbers are whole decimal numbers, nothing else (item 9).
+		{[]string{"--default-step", "1e3"}, `invalid argument "1e3" for "--default-step" flag: "1e3" is not a whole number`},
+		{[]string{"--max-batch", "0x10"}, `invalid argument "0x10" for "--max-batch" flag: "0x10" is not a whole number`},
+		{[]string{"--max-step", "5x"}, `"5x" is not a whole number`},
+		// A store that does not outlive the process (issue 17 item 4).
+		{[]string{"--store", "sqlite://:memory:"}, "in-memory database is lost with its connection and the process, so IDs would repeat: use a file"},
+		{[]string{"--store", "file::memory:?cache=shared"}, "use a file"},
+		{[]string{"--store", "sqlite://./idgen.db?mode=memory"}, "use a file"},
+		// A DSN must say what it is (items 12 and 13).
+		{[]string{"--store", "sqlite:/idgen.db"}, "sqlite needs :// after it: use sqlite://PATH (sqlite://./idgen.db, sqlite:///var/lib/idgen/idgen.db)"},
+		{[]string{"--store", "root:S3cret@tcp(127.0.0.1:3306)/idgen"}, "the DSN has no scheme: use sqlite://PATH"},
 	} {
-		out, err := exec.Command(bin, append([]string{"serve", "--store", "sqlite://" + db}, tc.args...)...).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "Config") {
+		work := t.TempDir() // the working directory, where a DSN taken for a path would become a file
+		// A serve that accepts the flags starts serving: stop it and report.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c := exec.CommandContext(ctx, bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "sqlite://" + db}, tc.args...)...)
+		c.Dir = work
+		out, err := c.CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "Config") || strings.Contains(string(out), "S3cret") {
 			t.Errorf("serve %v: err %v, output %q; want a failure saying %q", tc.args, err, out, tc.want)
 		}
 		if _, err := os.Stat(db); err == nil {
-			t.Fatalf("serve %v created the database before failing", tc.args)
+			t.Errorf("serve %v created the database before failing", tc.args)
+			_ = os.Remove(db)
+		}
+		if left, _ := os.ReadDir(work); len(left) > 0 {
+			t.Errorf("serve %v created %v in its working directory", tc.args, left[0].Name())
 		}
 	}
 }
 
+// Commands that read or change what a store holds never create one: a
+// typo in a SQLite path must fail, not answer from an empty new file; a
+// PostgreSQL key=value DSN is PostgreSQL, never a file named after it,
+// and its password is written nowhere.
+func TestCLI_NoStoreCreatedByMistake(t *testing.T) {
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	kv := "host=127.0.0.1 port=1 user=postgres password=S3cret dbname=x sslmode=disable connect_timeout=2"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tag", "list", "--store", "sqlite://./other.db"}, "no SQLite file at ./other.db: check the path"},
+		{[]string{"tag", "step", "order", "10", "--store", "sqlite://./other.db"}, "no SQLite file at ./other.db"},
+		{[]string{"tag", "bump", "--all", "--by", "10", "--store", "sqlite://./other.db"}, "no SQLite file at ./other.db"},
+		{[]string{"import", "leaf", "--from", "sqlite://./leaf.db", "--store", "sqlite://./idgen.db"}, "--from: --store: no SQLite file at ./leaf.db"},
+		{[]string{"tag", "list", "--store", kv}, "postgres: connect to 127.0.0.1"},
+		{[]string{"serve", "--store", kv}, "postgres: connect to 127.0.0.1"},
+	} {
+		work := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a serve that starts is stopped
+		c := exec.CommandContext(ctx, bin, tc.args...)
+		c.Dir = work
+		out, err := c.CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "S3cret") {
+			t.Errorf("idgen %v: err %v, output %q; want a failure saying %q, without the password", tc.args, err, out, tc.want)
+		}
+		if left, _ := os.ReadDir(work); len(left) > 0 {
+			t.Errorf("idgen %v created %s", tc.args, left[0].Name())
+		}
+	}
+}
+
+// serve says in its startup line whether it created the store, and that
+// its ID endpoints are open to anyone when no --api-tokens are set.
+func TestServe_StartupLineSaysNewStoreAndOpenAuth(t *testing.T) {
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "new.db")}
+	startup := func(p *proctest.Proc) string {
+		for _, l := range strings.Split(p.Log(), "\n") {
+			if strings.Contains(l, "msg=serving") {
+				return l
+			}
+		}
+		return ""
+	}
+	p := proctest.Serve(t, bin, env)
+	if line := startup(p); !strings.Contains(line, "new_store=true") || !strings.Contains(line, "auth=none") ||
+		!strings.Contains(p.Log(), "open without auth") || !strings.Contains(p.Log(), "did not exist and was created") {
+		t.Fatalf("first start on a new file; log:\n%s", p.Log())
+	}
+	if err := p.Stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p = proctest.Serve(t, bin, env, "--api-tokens", "a-client-token-0000001=*")
+	if line := startup(p); !strings.Contains(line, "new_store=false") || !strings.Contains(line, "auth=api-tokens") ||
+		strings.Contains(p.Log(), "open without auth") || strings.Contains(p.Log(), "did not exist") {
+		t.Fatalf("second start on the same file, with a token; log:\n%s", p.Log())
+	}
+}
+
+// A busy port fails before the store is touched, and names --addr.
+func TestServe_BusyPortNamesAddr(t *testing.T) {
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	db := filepath.Join(dir, "busy.db")
+	out, err := exec.Command(bin, "serve", "--addr", ln.Addr().String(), "--store", "sqlite://"+db).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the port is in use by another process: stop it, or pick another address with --addr (IDGEN_ADDR)") {
+		t.Fatalf("serve on a busy port: err %v, output %q", err, out)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Fatalf("serve on a busy port created the store before failing")
+	}
+}
+
 func TestCLI_Messages(t *testing.T) {
+	// A Leaf (Twitter epoch) ID made now reads as 2042 in idgen's layout.
+	leafID := strconv.FormatInt((time.Now().UnixMilli()-1288834974657)<<22|5<<12|7, 10)
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	dsn := "sqlite://" + filepath.Join(dir, "cli.db")
@@ -56,12 +172,33 @@ func TestCLI_Messages(t *testing.T) {
 		wantErr bool
 	}{
 		{[]string{"tag", "step", "user", "-5", "--store", dsn}, "invalid step or start: a step is a whole number of at least 1, got -5", true},
-		{[]string{"tag", "step", "ghost", "5", "--store", dsn}, `tag not found: "ghost"; create it with idgen tag add`, true},
+		{[]string{"migrate", "--store", dsn}, "schema at version", false},
+		{[]string{"tag", "step", "ghost", "5", "--store", dsn}, `tag not found: "ghost"; create it with idgen tag add ghost`, true},
+		{[]string{"tag", "step", "ghost", "1e3", "--store", dsn}, `invalid step or start: "1e3" is not a whole number`, true},
+		{[]string{"tag", "step", "ghost", "5x", "--store", dsn}, `invalid step or start: "5x" is not a whole number`, true},
+		{[]string{"tag", "step", "ghost", "0x10", "--store", dsn}, `invalid step or start: "0x10" is not a whole number`, true},
+		{[]string{"tag", "add", "t1", "--step", "1e3", "--store", dsn}, `invalid argument "1e3" for "--step" flag: "1e3" is not a whole number`, true},
+		{[]string{"tag", "bump", "ghost", "--by", "0x10", "--store", dsn}, `"0x10" is not a whole number`, true},
+		{[]string{"tag", "bump", "ghost", "--by", "10", "--store", dsn}, `tag not found: "ghost"; create it with idgen tag add ghost`, true},
+		{[]string{"tag", "bump", "ghost", "--to", "10", "--store", dsn}, `tag not found: "ghost"`, true},
+		{[]string{"import", "leaf", "--from", dsn, "--margin", "1e3", "--store", dsn}, `"1e3" is not a whole number`, true},
+		// CLI wording (issue 19 item 20).
+		{[]string{"tag", "bump", "--store", dsn}, "name the tags to bump, or pass --all for every tag", true},
+		{[]string{"tag", "bump", "order", "--all", "--by", "5", "--store", dsn}, "name tags, or pass --all, not both", true},
+		{[]string{"tag", "lst"}, `unknown command "lst" for "idgen tag"; did you mean "list"?`, true},
+		{[]string{"tag", "frobnicate"}, `unknown command "frobnicate" for "idgen tag"; run idgen tag --help`, true},
+		{[]string{"tag"}, "Available Commands", false},
+		{[]string{"tag", "add", "--store", dsn}, "name the tag to create: idgen tag add TAG", true},
+		{[]string{"tag", "step", "order", "--store", dsn}, "name the tag and its new step: idgen tag step TAG STEP", true},
 		{[]string{"tag", "add", "bad tag", "--store", dsn}, "idgen: invalid tag", true},
+		{[]string{"decode", leafID}, "days in the future: the ID was made with another layout or epoch; decode it with the --snowflake-layout", false},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--sequence-table", "leaf_alloc", "--store", dsn}, "--sequence-table leaf_alloc: cannot read table leaf_alloc in --store", true},
 		{[]string{"version"}, "idgen ", false},
 		{[]string{"--version"}, "idgen ", false},
 	} {
-		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a serve that starts is stopped
+		out, err := exec.CommandContext(ctx, bin, tc.args...).CombinedOutput()
+		cancel()
 		if (err != nil) != tc.wantErr || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "idgen: idgen:") ||
 			strings.Contains(string(out), "auto-create") {
 			t.Errorf("idgen %v: err %v, output %q; want error=%v and %q", tc.args, err, out, tc.wantErr, tc.want)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/snowflake"
 )
@@ -75,18 +76,23 @@ func (c compatConfig) staticConfig(workerID int64) (snowflake.Config, error) {
 	return cfg, nil
 }
 
-// warnRefusedTags logs every tag of a shared table that idgen refuses,
-// with the rule it breaks: Leaf allows 128 characters of anything, idgen
-// 64 of [A-Za-z0-9_.:-]. Those tags stay Leaf's until renamed.
-func warnRefusedTags(ctx context.Context, st backend, log *slog.Logger) {
+// checkSharedTable reads the shared sequence table once at start: a
+// missing table fails the start with a message that names it, instead of
+// a server that is ready and answers every request late with 503. It
+// logs every tag idgen refuses, with the rule it breaks: Leaf allows 128
+// characters of anything, idgen 64 of [A-Za-z0-9_.:-]. Those tags stay
+// Leaf's until renamed.
+func checkSharedTable(ctx context.Context, st backend, log *slog.Logger) error {
 	tags, err := st.ListTags(ctx)
 	if err != nil {
-		log.Warn("cannot list the shared sequence table's tags", "err", err)
-		return
+		name := sqlstore.LeafAlloc.Name
+		return fmt.Errorf("--sequence-table %s: cannot read table %s in --store; create it with Leaf's DDL, or leave --sequence-table at %s: %w",
+			name, name, sqlstore.IDSequence.Name, err)
 	}
 	for _, t := range tags {
 		if err := idgen.CheckTag(t.Name); err != nil {
 			log.Warn("tag in the shared sequence table will be refused", "tag", t.Name, "rule", err)
 		}
 	}
+	return nil
 }

@@ -3,8 +3,12 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
+	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,5 +110,40 @@ func TestServe_TwoInstancesShareADatabase(t *testing.T) {
 			}
 			t.Logf("%s: 2 instances, 6 concurrent HTTP clients, %d segment IDs and %d snowflake IDs from workers %v, 0 duplicates", k.Name, len(all), len(sf), workers)
 		})
+	}
+}
+
+// PostgreSQL's key=value DSN, which store/postgres documents, is served
+// as PostgreSQL: no file named after it, IDs from the database, and the
+// password nowhere in the log (issue 19 item 12).
+func TestServe_PostgresKeyValueDSN(t *testing.T) {
+	srv := dbtest.Start(t, dbtest.Postgres)
+	u, err := url.Parse(srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	kv := fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable",
+		u.Hostname(), u.Port(), u.User.Username(), pw, strings.TrimPrefix(u.Path, "/"))
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=" + kv}, "--snowflake=false")
+	client := &http.Client{Timeout: 30 * time.Second}
+	tag := segmenttest.UniqueTag("kv")
+	if status, body, err := p.Get(context.Background(), client, "/id/"+tag); err != nil || status != 200 || !strings.Contains(body, `"id":"1"`) {
+		t.Fatalf("GET /id/%s = %d %q %v", tag, status, body, err)
+	}
+	if err := p.Stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(p.Log(), "password="+pw) || !strings.Contains(p.Log(), "password=xxxxx") || !strings.Contains(p.Log(), "new_store=false") {
+		t.Fatalf("startup log shows the password or lacks the masked DSN:\n%s", p.Log())
+	}
+	out, err := exec.Command(bin, "tag", "list", "--store", kv).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), tag) {
+		t.Fatalf("tag list over the key=value DSN: %v\n%s", err, out)
+	}
+	if left, _ := os.ReadDir("."); slices.ContainsFunc(left, func(e os.DirEntry) bool { return strings.Contains(e.Name(), "password") }) {
+		t.Fatalf("a file named after the DSN was created")
 	}
 }

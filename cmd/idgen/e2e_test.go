@@ -111,9 +111,10 @@ func TestCLI_Tags(t *testing.T) {
 		{[]string{"tag", "bump", "user", "--to", "500"}, false, "user: already at or above 500"},
 		{[]string{"tag", "bump", "user", "--to", "5000"}, false, "user: max_id 5000"},
 		{[]string{"tag", "bump", "user"}, true, "exactly one of --by N or --to N"},
-		{[]string{"tag", "bump", "--by", "5"}, true, "name tags, or pass --all"},
+		{[]string{"tag", "bump", "--by", "5"}, true, "name the tags to bump, or pass --all"},
 		{[]string{"tag", "list"}, false, "user   5000"},
 		{[]string{"decode", "123456789012345"}, false, `"worker_id":221`},
+		{[]string{"decode", strconv.FormatInt((time.Now().UnixMilli()-1288834974657)<<22|5<<12|7, 10), "--snowflake-layout", "leaf"}, false, `"worker_id":5}`}, // no warning
 		{[]string{"decode", "order_BukQL3x"}, false, `"id":"123456789"`},
 		{[]string{"decode", "order_BukQL3y"}, true, "checksum"},
 		{[]string{"health", "--url", "http://127.0.0.1:1/readyz"}, true, "connection refused"},

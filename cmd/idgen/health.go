@@ -60,8 +60,18 @@ func newDecode() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				out = map[string]any{"id": args[0], "time": p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+				m := map[string]any{"id": args[0], "time": p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 					"unix_ms": p.Time.UnixMilli(), "worker_id": p.WorkerID, "sequence": p.Sequence}
+				// No ID is made in the future: such a time means the ID was
+				// made with another layout or epoch, and every part is wrong.
+				if ahead := time.Until(p.Time); ahead > time.Minute {
+					m["warning"] = fmt.Sprintf("this time is %.0f days in the future: the ID was made with another layout or epoch; "+
+						"decode it with the --snowflake-layout (and --snowflake-epoch) of the service that made it", ahead.Hours()/24)
+					if _, err := fmt.Fprintln(cmd.ErrOrStderr(), "idgen: warning:", m["warning"]); err != nil {
+						return err
+					}
+				}
+				out = m
 			} else {
 				tag, id, err := readable.Decode(args[0])
 				if err != nil {

@@ -116,18 +116,25 @@ idgen's naming rules refuse, or tinyid rows with a delta other than 1.`,
 			if name, _ := cmd.Flags().GetString("sequence-table"); name != "" && name != sqlstore.IDSequence.Name {
 				return errors.New("import writes idgen's own table; leave --sequence-table at id_sequence")
 			}
-			return withStore(cmd, func(st backend) error {
+			run := withStore
+			if dry {
+				run = withExistingStore // a dry run creates nothing, not even the store
+			}
+			return run(cmd, func(st backend) error {
 				return importRows(ctx, cmd.OutOrStdout(), st, rows, margin, dry)
 			})
 		},
 	}
 	cmd.Flags().String("from", "", "DSN of the database with the source table (mysql://…, postgres://…)")
-	cmd.Flags().Int64("margin", 0, "IDs to skip past the source's max_id, for servers still handing out")
+	int64Flag(cmd.Flags(), "margin", 0, "IDs to skip past the source's max_id, for servers still handing out")
 	cmd.Flags().Bool("dry-run", false, "print what would change, change nothing")
 	return cmd
 }
 
 func readSource(ctx context.Context, dsn, query string, scan func(*sql.Rows) (sourceRow, error)) ([]sourceRow, error) {
+	if err := requireStoreFile(dsn); err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
 	st, err := openStore(ctx, dsn, sqlstore.IDSequence)
 	if err != nil {
 		return nil, err
@@ -167,6 +174,13 @@ func checkRows(rows []sourceRow, margin int64) error {
 			p = fmt.Sprintf("step %d: idgen needs 1 to %d", r.step, math.MaxInt32)
 		case r.next < 0 || r.next > math.MaxInt64-margin:
 			p = fmt.Sprintf("max_id %d plus margin %d does not fit", r.next, margin)
+		default:
+			// The checks CreateTag makes, before anything is written: a
+			// max_id that leaves no room for one step below the int64
+			// limit, or a description no database can store.
+			if err := segment.CheckTag(r.tag(margin)); err != nil {
+				p = err.Error()
+			}
 		}
 		if p != "" {
 			problems = append(problems, fmt.Sprintf("  %q: %s", r.name, p))
@@ -178,7 +192,41 @@ func checkRows(rows []sourceRow, margin int64) error {
 	return nil
 }
 
+// tag is the id_sequence row r becomes.
+func (r sourceRow) tag(margin int64) segment.Tag {
+	return segment.Tag{Name: r.name, MaxID: r.next + margin, Step: r.step, Description: r.description}
+}
+
+// importRows imports rows in one transaction, or, with dry, prints what
+// it would do.
 func importRows(ctx context.Context, w io.Writer, st backend, rows []sourceRow, margin int64, dry bool) error {
+	if dry {
+		return planImport(ctx, w, st, rows, margin)
+	}
+	tags := make([]segment.Tag, len(rows))
+	for i, r := range rows {
+		tags[i] = r.tag(margin)
+	}
+	before, err := st.Import(ctx, tags)
+	if err != nil {
+		return fmt.Errorf("nothing imported: %w", err)
+	}
+	out := &printer{w: w}
+	for i, t := range tags {
+		switch b := before[i]; {
+		case b < 0:
+			out.printf("%s: create, next ID %d, step %d\n", t.Name, t.MaxID, t.Step)
+		case b < t.MaxID:
+			out.printf("%s: raise next ID from %d to %d\n", t.Name, b, t.MaxID)
+		default:
+			out.printf("%s: keep next ID %d, already at or past %d\n", t.Name, b, t.MaxID)
+		}
+	}
+	return out.err
+}
+
+// planImport prints what importRows would do, changing nothing.
+func planImport(ctx context.Context, w io.Writer, st backend, rows []sourceRow, margin int64) error {
 	out := &printer{w: w}
 	tags, err := st.ListTags(ctx)
 	if err != nil {
@@ -188,30 +236,14 @@ func importRows(ctx context.Context, w io.Writer, st backend, rows []sourceRow, 
 	for _, t := range tags {
 		have[t.Name] = t.MaxID
 	}
-	verb := map[bool]string{true: "would ", false: ""}[dry]
 	for _, r := range rows {
 		to := r.next + margin
 		cur, exists := have[r.name]
 		switch {
 		case !exists:
-			if !dry {
-				err := st.CreateTag(ctx, segment.Tag{Name: r.name, MaxID: to, Step: r.step, Description: r.description})
-				if errors.Is(err, segment.ErrTagExists) {
-					// Created meanwhile, by a serve with auto-create: raise it instead.
-					_, err = st.Raise(ctx, r.name, to)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			out.printf("%s: %screate, next ID %d, step %d\n", r.name, verb, to, r.step)
+			out.printf("%s: would create, next ID %d, step %d\n", r.name, to, r.step)
 		case cur < to:
-			if !dry {
-				if _, err := st.Raise(ctx, r.name, to); err != nil {
-					return err
-				}
-			}
-			out.printf("%s: %sraise next ID from %d to %d\n", r.name, verb, cur, to)
+			out.printf("%s: would raise next ID from %d to %d\n", r.name, cur, to)
 		default:
 			out.printf("%s: keep next ID %d, already at or past %d\n", r.name, cur, to)
 		}

@@ -1,10 +1,20 @@
 package main
 
-import "net/url"
+import (
+	"net/url"
+	"regexp"
+)
+
+// rePassword finds the password of PostgreSQL's key=value DSN form,
+// quoted or not.
+var rePassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // redact hides the password of a DSN before it is logged, whether in the
-// user info or in a password query parameter.
+// user info, in a password query parameter, or in the key=value form.
 func redact(dsn string) string {
+	if isKeyValueDSN(dsn) {
+		return rePassword.ReplaceAllString(dsn, "${1}xxxxx")
+	}
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "(unparseable DSN)"

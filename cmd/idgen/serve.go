@@ -6,22 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/spf13/cobra"
 
+	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
-	"github.com/idgen/idgen/snowflake"
 )
 
 func newServe() *cobra.Command {
@@ -35,21 +37,21 @@ func newServe() *cobra.Command {
 	f.String("addr", ":8080", "listen address")
 	f.String("mode", server.ModeSegment, "strategy behind /id/{tag}: segment or snowflake")
 	f.Bool("auto-create-tags", true, "create a tag on its first use (turn off in production to refuse typos)")
-	f.Int64("default-step", 1000, "step of auto-created tags")
-	f.Int64("max-step", 1_000_000, "largest segment a load reserves when the step grows under load")
-	f.Int("max-batch", 10000, "largest ?count= accepted")
-	f.Int64("max-range", 1_000_000, "largest ?size= of POST /segment/{tag}/range")
+	int64Flag(f, "default-step", 1000, "step of auto-created tags")
+	int64Flag(f, "max-step", 1_000_000, "largest segment a load reserves when the step grows under load")
+	intFlag(f, "max-batch", 10000, "largest ?count= accepted")
+	int64Flag(f, "max-range", 1_000_000, "largest ?size= of POST /segment/{tag}/range")
 	f.Bool("migrate", true, "apply schema migrations at start")
 	f.Bool("snowflake", true, "serve /snowflake/{tag} too (leases a worker ID); --mode snowflake needs it")
-	f.Int64("worker-id", -1, "static snowflake worker ID (0-1023), held in the store like a lease and never leased to others; -1 leases any free one")
+	int64Flag(f, "worker-id", -1, "static snowflake worker ID (0-1023), held in the store like a lease and never leased to others; -1 leases any free one")
 	f.Duration("lease-ttl", 30*time.Second, "snowflake worker lease time to live; renewed every third of it")
-	f.Int64("fence-margin", 0, "IDs every tag's max_id moves up when the store's history changed (a failover, a restore); 0: 2 x max(--max-step, --max-range) x (live instances + 1)")
+	int64Flag(f, "fence-margin", 0, "IDs every tag's max_id moves up when the store's history changed (a failover, a restore); 0: 2 x max(--max-step, --max-range) x (live instances + 1)")
 	f.Duration("shutdown-timeout", 10*time.Second, "how long to drain requests and hand back ranges on SIGTERM")
 	f.String("log-format", "text", "log format: text or json")
 	f.Bool("access-log", true, "log every request")
 	f.String("admin-token", "", "bearer token for /admin/* (without it /admin/* answers 403)")
 	f.String("api-tokens", "", "client tokens for the ID endpoints: a file path, or inline TOKEN=tag1,tag2;TOKEN2=*")
-	f.Int("max-tags", 10000, "most tags one process serves; past it, new tags get 409 tag_limit_reached (0: no limit)")
+	intFlag(f, "max-tags", 10000, "most tags one process serves; past it, new tags get 409 tag_limit_reached (0: no limit)")
 	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
 	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
 	f.Bool("auto-create-opaque", false, "auto-created tags are opaque (needs the opaque key; see idgen opaque keygen)")
@@ -76,6 +78,7 @@ type serveConfig struct {
 	// tlsConfig serves tls, read by runServe before it opens the store;
 	// nil for cleartext.
 	tlsConfig *tls.Config
+	newStore  bool // the SQLite file did not exist before this start
 }
 
 func readServeFlags(cmd *cobra.Command) serveConfig {
@@ -106,9 +109,46 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	return c
 }
 
+// The upper bounds of serve's numeric flags (docs/operations.md).
+const (
+	// maxStepFlag bounds --default-step, --max-step and --max-range: a
+	// tag's step is an INT column in every dialect (segment.CheckTag).
+	maxStepFlag = math.MaxInt32
+	// maxBatchFlag bounds --max-batch: one ?count= answer is built in
+	// memory, about 30 bytes per ID, so 100,000 IDs are 3 MB per request.
+	maxBatchFlag = 100_000
+	// maxTagsFlag bounds --max-tags: each tag holds two buffers and its
+	// metric series.
+	maxTagsFlag = 1_000_000
+	// maxLeaseTTL bounds --lease-ttl: a crashed instance's worker ID
+	// stays taken for up to one TTL.
+	maxLeaseTTL = 24 * time.Hour
+	// maxDrain bounds --shutdown-timeout.
+	maxDrain = time.Hour
+	// maxFenceMargin bounds --fence-margin, so that a fence's max_id
+	// arithmetic keeps headroom below the int64 limit.
+	maxFenceMargin = 1 << 62
+)
+
+// checkAddr checks --addr without listening: a bare port (8081) would
+// otherwise fail only after the schema was migrated and a worker leased.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--addr must be host:port or :port, such as :8080 or 127.0.0.1:8080, got %q", addr)
+	}
+	return nil
+}
+
 // validate checks every flag, in flag terms, before serve touches the
 // database: a typo must not migrate a schema or lease a worker ID first.
-func (c *serveConfig) validate() error {
+// compatErr is what reading the layout and compatibility flags found.
+func (c *serveConfig) validate(compatErr error) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.mode != server.ModeSegment && c.mode != server.ModeSnowflake {
@@ -120,32 +160,45 @@ func (c *serveConfig) validate() error {
 	if c.logFormat != "text" && c.logFormat != "json" {
 		bad("--log-format must be text or json, got %q", c.logFormat)
 	}
-	if c.defaultStep < 1 {
-		bad("--default-step must be at least 1, got %d", c.defaultStep)
+	for _, n := range []struct {
+		flag          string
+		v, low, high  int64
+		lowIs, highIs string
+	}{
+		{"--default-step", c.defaultStep, 1, maxStepFlag, "", "a tag's step is an INT column"},
+		{"--max-step", c.maxStep, 1, maxStepFlag, "", "the largest step a tag can have"},
+		{"--max-batch", int64(c.maxBatch), 1, maxBatchFlag, "", "one answer is built in memory"},
+		{"--max-range", c.maxRange, 1, maxStepFlag, "", "the largest step a tag can have"},
+		{"--max-tags", int64(c.maxTags), 0, maxTagsFlag, " (no limit)", "each tag costs memory"},
+	} {
+		if n.v < n.low || n.v > n.high {
+			bad("%s must be from %d%s to %d (%s), got %d", n.flag, n.low, n.lowIs, n.high, n.highIs, n.v)
+		}
 	}
-	if c.maxStep < 1 {
-		bad("--max-step must be at least 1, got %d", c.maxStep)
+	if compatErr != nil {
+		errs = append(errs, compatErr)
+	} else {
+		if max := c.compat.layout.MaxWorkerID(); c.workerID < -1 || c.workerID > max {
+			l := c.compat.layout
+			bad("--worker-id must be -1 (lease one) or 0 to %d, the worker IDs of --snowflake-layout %d/%d/%d, got %d",
+				max, l.TimeBits(), l.WorkerBits(), l.SequenceBits(), c.workerID)
+		} else if c.workerID >= 0 {
+			if _, err := c.compat.staticConfig(c.workerID); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
-	if c.maxBatch < 1 {
-		bad("--max-batch must be at least 1, got %d", c.maxBatch)
+	if c.leaseTTL < time.Second || c.leaseTTL > maxLeaseTTL {
+		bad("--lease-ttl must be from 1s to %v, got %v", maxLeaseTTL, c.leaseTTL)
 	}
-	if c.maxRange < 1 {
-		bad("--max-range must be at least 1, got %d", c.maxRange)
+	if c.drain < 0 || c.drain > maxDrain {
+		bad("--shutdown-timeout must be from 0s to %v, got %v", maxDrain, c.drain)
 	}
-	if c.maxTags < 0 {
-		bad("--max-tags must be 0 (no limit) or more, got %d", c.maxTags)
+	if c.fenceMargin < 0 || c.fenceMargin > maxFenceMargin {
+		bad("--fence-margin must be from 0 (automatic) to %d, got %d", int64(maxFenceMargin), c.fenceMargin)
 	}
-	if max := (snowflake.Layout{}).MaxWorkerID(); c.workerID < -1 || c.workerID > max {
-		bad("--worker-id must be -1 (lease one) or 0 to %d, got %d", max, c.workerID)
-	}
-	if c.fenceMargin < 0 {
-		bad("--fence-margin must be 0 (automatic) or more, got %d", c.fenceMargin)
-	}
-	if c.leaseTTL < time.Second {
-		bad("--lease-ttl must be at least 1s, got %v", c.leaseTTL)
-	}
-	if c.drain < 0 {
-		bad("--shutdown-timeout must not be negative, got %v", c.drain)
+	if err := checkAddr(c.addr); err != nil {
+		errs = append(errs, err)
 	}
 	for _, t := range []struct{ flag, value string }{{"--admin-token", c.adminToken}, {"--metrics-token", c.metricsToken}} {
 		if t.value != "" && len(t.value) < server.MinTokenLength {
@@ -176,10 +229,9 @@ func (c *serveConfig) validate() error {
 
 func runServe(cmd *cobra.Command, _ []string) (err error) {
 	c := readServeFlags(cmd)
-	if err := c.validate(); err != nil {
-		return err
-	}
-	if c.compat, err = readCompatFlags(cmd); err != nil {
+	var compatErr error
+	c.compat, compatErr = readCompatFlags(cmd)
+	if err := c.validate(compatErr); err != nil {
 		return err
 	}
 	key, autoOpaque, err := readServeOpaque(cmd)
@@ -201,11 +253,25 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// Listen before the store is touched: a busy port must fail before a
+	// schema is migrated or a worker ID leased. Connections that arrive
+	// meanwhile wait in the backlog until the server starts.
+	ln, err := listen(ctx, c.addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ln.Close() }() // closed by Shutdown already when serving ran
+	newPath, newStore := storeFileMissing(c.store)
 	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
 		return err
 	}
 	defer closeStore(st, &err)
+	if newStore {
+		log.Warn("the SQLite file did not exist and was created: every tag starts from its first ID; if you meant an existing store, check --store",
+			"path", newPath)
+	}
+	c.newStore = newStore
 	if c.migrate {
 		v, err := st.Migrate(ctx, nil)
 		if err != nil {
@@ -213,8 +279,10 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		}
 		log.Info("schema ready", "version", v)
 	}
-	if name, _ := cmd.Flags().GetString("sequence-table"); name == "leaf_alloc" {
-		warnRefusedTags(ctx, st, log)
+	if name, _ := cmd.Flags().GetString("sequence-table"); name == sqlstore.LeafAlloc.Name {
+		if err := checkSharedTable(ctx, st, log); err != nil {
+			return err
+		}
 	}
 
 	metrics, err := server.NewMetricsConfig(metricsCfg)
@@ -271,7 +339,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	gin.SetMode(gin.ReleaseMode)
 	h, err := server.New(cfg)
 	if err == nil {
-		err = serveUntilDone(ctx, c, h, log)
+		err = serveUntilDone(ctx, c, ln, h, log)
 	}
 	// Drained: release the worker lease, then hand back unused ranges,
 	// while the store is still open.
@@ -305,12 +373,21 @@ func segmentReady(st backend, alloc *segment.Allocator) func(context.Context) er
 	}
 }
 
-// serveUntilDone serves h until ctx ends, then drains in-flight requests.
-func serveUntilDone(ctx context.Context, c serveConfig, h http.Handler, log *slog.Logger) error {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", c.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.addr, err)
+// listen opens --addr, saying which flag to change when it cannot.
+func listen(ctx context.Context, addr string) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("listen on %s: the port is in use by another process: stop it, or pick another address with --addr (IDGEN_ADDR)", addr)
+	case err != nil:
+		return nil, fmt.Errorf("listen on %s: %w; check --addr (IDGEN_ADDR)", addr, err)
 	}
+	return ln, nil
+}
+
+// serveUntilDone serves h on ln until ctx ends, then drains in-flight
+// requests.
+func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	srv := server.NewHTTPServer(c.addr, h)
 	errc := make(chan error, 1)
 	if c.tlsConfig != nil {
@@ -320,11 +397,23 @@ func serveUntilDone(ctx context.Context, c serveConfig, h http.Handler, log *slo
 		go func() { errc <- srv.Serve(ln) }()
 	}
 	// The one line that says what is running; tests find the address in it.
+	// auth=none says that the ID endpoints answer anyone who can reach the
+	// address: right for a quick start on a laptop, not for production
+	// (docs/operations.md, Hardening).
+	auth := "api-tokens"
+	if len(c.tokens) == 0 {
+		auth = "none"
+	}
+	if auth == "none" {
+		log.Warn("the ID endpoints are open without auth: anyone who can reach the listen address draws IDs of any tag; set --api-tokens, or listen on 127.0.0.1",
+			"addr", ln.Addr().String())
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
-		"store", redact(c.store), "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
+		"store", redact(c.store), "new_store", c.newStore, "auth", auth, "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
 		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
 		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey, "tls", tlsMode(c.tls), "grpc", "on")
 
+	var err error
 	select {
 	case err = <-errc:
 	case <-ctx.Done():

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,6 +29,8 @@ type backend interface {
 	// TagOpaque tells opaque tags from plain ones (opaque.Tags).
 	TagOpaque(ctx context.Context, tag string) (string, error)
 	Bump(ctx context.Context, tag string, n int64) (int64, error)
+	// Import creates or raises tags in one transaction (idgen import).
+	Import(ctx context.Context, tags []segment.Tag) (before []int64, err error)
 	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 	Ping(ctx context.Context) error
 	Close() error
@@ -41,39 +46,114 @@ type backend interface {
 	Identity(ctx context.Context) (fence.Identity, fence.Record, error)
 }
 
-// checkStoreDSN checks a DSN without connecting.
-func checkStoreDSN(dsn string) error {
-	switch scheme := storeScheme(dsn); scheme {
-	case "sqlite", "file", "postgres", "postgresql":
-		return nil
-	case "mysql":
-		_, err := mysql.ParseDSN(dsn)
-		return err
-	default:
-		return fmt.Errorf("unsupported store %q: use sqlite://PATH, postgres://… or mysql://…", scheme+"://")
-	}
-}
+// The store kinds a --store DSN can name.
+const (
+	kindSQLite   = "sqlite"
+	kindPostgres = "postgres"
+	kindMySQL    = "mysql"
+)
 
-func storeScheme(dsn string) string {
+// storeHelp is the DSN forms --store accepts, for every message that
+// refuses one.
+const storeHelp = "use sqlite://PATH (sqlite://./idgen.db, sqlite:///var/lib/idgen/idgen.db), " +
+	"postgres://user:pass@host:5432/db (or PostgreSQL's key=value form, host=… dbname=…), or mysql://user:pass@host:3306/db"
+
+// libpqKeys are the keywords that start PostgreSQL's key=value DSN form.
+var libpqKeys = map[string]bool{"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true,
+	"password": true, "passfile": true, "sslmode": true, "connect_timeout": true, "application_name": true,
+	"options": true, "service": true, "target_session_attrs": true, "sslrootcert": true, "sslcert": true, "sslkey": true}
+
+// storeKind says which backend a DSN names, without connecting. A DSN
+// must say so: a scheme (sqlite://, file://, postgres://, postgresql://,
+// mysql://), or PostgreSQL's key=value form, which store/postgres
+// documents. Anything else is refused rather than taken for a SQLite
+// path: a mistyped DSN would otherwise create a file named after it,
+// password included, and serve from an empty database.
+func storeKind(dsn string) (string, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok {
-		return "sqlite"
+		if isKeyValueDSN(dsn) {
+			return kindPostgres, nil
+		}
+		if _, err := sqlite.Path(dsn); errors.Is(err, sqlite.ErrInMemory) {
+			return "", err
+		}
+		for _, s := range []string{"sqlite:", "file:", "postgres:", "postgresql:", "mysql:"} {
+			if strings.HasPrefix(dsn, s) {
+				return "", fmt.Errorf("%s needs :// after it: %s", strings.TrimSuffix(s, ":"), storeHelp)
+			}
+		}
+		// The DSN itself is not repeated: it may hold a password.
+		return "", errors.New("the DSN has no scheme: " + storeHelp)
 	}
-	return scheme
+	switch scheme {
+	case "sqlite", "file":
+		_, err := sqlitePath(dsn)
+		return kindSQLite, err
+	case "postgres", "postgresql":
+		return kindPostgres, nil
+	case "mysql":
+		_, err := mysql.ParseDSN(dsn)
+		return kindMySQL, err
+	}
+	return "", fmt.Errorf("unsupported store %q: %s", scheme+"://", storeHelp)
 }
 
-// openStore picks the backend from the DSN's scheme. A DSN without a
-// scheme is a SQLite file path.
+// isKeyValueDSN reports whether dsn is in PostgreSQL's key=value form:
+// its first word is a libpq keyword followed by =.
+func isKeyValueDSN(dsn string) bool {
+	key, _, ok := strings.Cut(strings.TrimSpace(dsn), "=")
+	return ok && libpqKeys[strings.TrimSpace(key)]
+}
+
+// sqlitePath is the file of a sqlite:// or file:// DSN.
+func sqlitePath(dsn string) (string, error) {
+	return sqlite.Path(strings.TrimPrefix(dsn, "file://"))
+}
+
+// checkStoreDSN checks a DSN without connecting.
+func checkStoreDSN(dsn string) error {
+	_, err := storeKind(dsn)
+	return err
+}
+
+// storeFileMissing reports whether dsn names a SQLite file that does not
+// exist yet, and its path.
+func storeFileMissing(dsn string) (string, bool) {
+	if kind, err := storeKind(dsn); err != nil || kind != kindSQLite {
+		return "", false
+	}
+	path, err := sqlitePath(dsn)
+	if err != nil {
+		return "", false
+	}
+	_, err = os.Stat(path)
+	return path, errors.Is(err, fs.ErrNotExist)
+}
+
+// requireStoreFile refuses a SQLite DSN whose file does not exist, for
+// the commands that only read or change what is there: a typo must not
+// create an empty store beside the real one.
+func requireStoreFile(dsn string) error {
+	if path, missing := storeFileMissing(dsn); missing {
+		return fmt.Errorf("--store: no SQLite file at %s: check the path (idgen migrate, tag add and serve create a new store)", path)
+	}
+	return nil
+}
+
+// openStore picks the backend from the DSN (see storeKind).
 func openStore(ctx context.Context, dsn string, table sqlstore.SequenceTable) (backend, error) {
-	switch scheme := storeScheme(dsn); scheme {
-	case "sqlite", "file":
+	kind, err := storeKind(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	switch kind {
+	case kindSQLite:
 		return sqlite.OpenTable(ctx, strings.TrimPrefix(dsn, "file://"), table.Name)
-	case "postgres", "postgresql":
+	case kindPostgres:
 		return postgres.OpenTable(ctx, dsn, table.Name)
-	case "mysql":
-		return mysql.OpenTable(ctx, dsn, table.Name)
 	default:
-		return nil, fmt.Errorf("unsupported store %q: use sqlite://PATH, postgres://… or mysql://…", scheme+"://")
+		return mysql.OpenTable(ctx, dsn, table.Name)
 	}
 }
 

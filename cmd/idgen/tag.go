@@ -13,12 +13,22 @@ import (
 )
 
 func newTag() *cobra.Command {
-	tag := &cobra.Command{Use: "tag", Short: "Manage segment tags (rows of id_sequence)"}
+	tag := &cobra.Command{Use: "tag", Short: "Manage segment tags (rows of id_sequence)",
+		SuggestionsMinimumDistance: 2,
+		// Without a RunE, cobra prints the help for "tag lst" and exits 0.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		},
+	}
 
 	add := &cobra.Command{
 		Use:   "add TAG",
 		Short: "Create a tag",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("name the tag to create: idgen tag add TAG [--step N] [--start N]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			step, _ := cmd.Flags().GetInt64("step")
 			start, _ := cmd.Flags().GetInt64("start")
@@ -38,8 +48,8 @@ func newTag() *cobra.Command {
 			})
 		},
 	}
-	add.Flags().Int64("step", 1000, "IDs reserved per database round trip (at least; the step grows with traffic)")
-	add.Flags().Int64("start", 1, "first ID the tag hands out")
+	int64Flag(add.Flags(), "step", 1000, "IDs reserved per database round trip (at least; the step grows with traffic)")
+	int64Flag(add.Flags(), "start", 1, "first ID the tag hands out")
 	add.Flags().String("description", "", "free text shown in listings")
 	add.Flags().Bool("opaque", false, "hand out the tag's IDs encrypted under the opaque key (docs/segment.md); fixed for the tag's life")
 	opaqueKeyFlags(add.Flags())
@@ -49,7 +59,7 @@ func newTag() *cobra.Command {
 		Short: "List tags",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd, func(st backend) error {
+			return withExistingStore(cmd, func(st backend) error {
 				tags, err := st.ListTags(cmd.Context())
 				if err != nil {
 					return err
@@ -71,17 +81,20 @@ func newTag() *cobra.Command {
 	step := &cobra.Command{
 		Use:   "step TAG STEP",
 		Short: "Change a tag's step; running servers use it from their next reservation",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var n int64
-			if _, err := fmt.Sscan(args[1], &n); err != nil {
-				return fmt.Errorf("%w: %q is not a number", segment.ErrInvalidStep, args[1])
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return fmt.Errorf("name the tag and its new step: idgen tag step TAG STEP (got %d arguments)", len(args))
 			}
-			return withStore(cmd, func(st backend) error {
-				if err := st.SetStep(cmd.Context(), args[0], n); errors.Is(err, segment.ErrTagNotFound) {
-					return fmt.Errorf("tag not found: %q; create it with idgen tag add", args[0])
-				} else if err != nil {
-					return err
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := parseWhole(args[1])
+			if err != nil {
+				return fmt.Errorf("%w: %w", segment.ErrInvalidStep, err)
+			}
+			return withExistingStore(cmd, func(st backend) error {
+				if err := st.SetStep(cmd.Context(), args[0], n); err != nil {
+					return tagNotFound(args[0], err)
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: step %d\n", args[0], n)
 				return err
@@ -101,6 +114,36 @@ func newTag() *cobra.Command {
 	return tag
 }
 
+// tagNotFound says how to create a missing tag from the CLI; the
+// segment error's own hint names serve's auto-create, which does not
+// apply here.
+func tagNotFound(tag string, err error) error {
+	if errors.Is(err, segment.ErrTagNotFound) {
+		return fmt.Errorf("tag not found: %q; create it with idgen tag add %s", tag, tag)
+	}
+	return err
+}
+
+// oneArg is cobra.ExactArgs(1) with a message that says what to pass.
+func oneArg(usage string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("%s (got %d arguments)", usage, len(args))
+		}
+		return nil
+	}
+}
+
+// unknownCommand refuses a subcommand that does not exist, with cobra's
+// suggestions, so that a typo exits non-zero.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		return fmt.Errorf("%s; did you mean %q?", msg, s[0])
+	}
+	return errors.New(msg + "; run " + cmd.CommandPath() + " --help for the list")
+}
+
 func isDigits(s string) bool {
 	for _, r := range s {
 		if r < '0' || r > '9' {
@@ -108,6 +151,16 @@ func isDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// withExistingStore is withStore for the commands that read or change
+// what a store holds: they refuse a SQLite file that does not exist
+// instead of creating an empty one.
+func withExistingStore(cmd *cobra.Command, fn func(st backend) error) error {
+	if err := requireStoreFile(storeDSN(cmd)); err != nil {
+		return err
+	}
+	return withStore(cmd, fn)
 }
 
 // withStore opens and migrates the store, runs fn, and closes the store.
@@ -140,14 +193,16 @@ docs/deploy.md for how large --by must be.`,
 			by, _ := cmd.Flags().GetInt64("by")
 			to, _ := cmd.Flags().GetInt64("to")
 			switch {
-			case all == (len(args) > 0):
+			case !all && len(args) == 0:
+				return errors.New("name the tags to bump, or pass --all for every tag")
+			case all && len(args) > 0:
 				return errors.New("name tags, or pass --all, not both")
 			case (by > 0) == (to > 0):
 				return errors.New("pass exactly one of --by N or --to N, with N at least 1")
 			case by < 0 || to < 0:
 				return errors.New("--by and --to must be at least 1: max_id only moves up")
 			}
-			return withStore(cmd, func(st backend) error {
+			return withExistingStore(cmd, func(st backend) error {
 				ctx := cmd.Context()
 				if all {
 					tags, err := st.ListTags(ctx)
@@ -163,14 +218,14 @@ docs/deploy.md for how large --by must be.`,
 					if by > 0 {
 						n, err := st.Bump(ctx, name, by)
 						if err != nil {
-							return err
+							return tagNotFound(name, err)
 						}
 						out.printf("%s: max_id %d\n", name, n)
 						continue
 					}
 					raised, err := st.Raise(ctx, name, to)
 					if err != nil {
-						return err
+						return tagNotFound(name, err)
 					}
 					if raised {
 						out.printf("%s: max_id %d\n", name, to)
@@ -183,7 +238,7 @@ docs/deploy.md for how large --by must be.`,
 		},
 	}
 	bump.Flags().Bool("all", false, "bump every tag")
-	bump.Flags().Int64("by", 0, "skip this many IDs")
-	bump.Flags().Int64("to", 0, "raise max_id to at least this")
+	int64Flag(bump.Flags(), "by", 0, "skip this many IDs")
+	int64Flag(bump.Flags(), "to", 0, "raise max_id to at least this")
 	return bump
 }

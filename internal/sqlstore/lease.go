@@ -128,28 +128,30 @@ func (s *Leases) claimRange(ctx context.Context, owner string, now time.Time, tt
 		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
 	}
 	nowMs := now.UnixMilli()
-	for failures := 0; ; {
-		lease, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID, layout)
-		if err == nil && found {
-			return lease, nil
-		}
-		if err == nil {
-			var seeded bool
-			if seeded, err = s.seed(ctx, minID, maxID); err == nil && !seeded {
-				return snowflake.Lease{}, fmt.Errorf("%w: all %d worker IDs from %d to %d are leased", snowflake.ErrNoFreeWorker, maxID-minID+1, minID, maxID)
+	var lease snowflake.Lease
+	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
+		for {
+			l, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID, layout)
+			if err != nil || found {
+				lease = l
+				return err
+			}
+			seeded, err := s.seed(ctx, minID, maxID)
+			if err != nil {
+				return err
+			}
+			if !seeded {
+				return fmt.Errorf("%w: all %d worker IDs from %d to %d are leased", snowflake.ErrNoFreeWorker, maxID-minID+1, minID, maxID)
 			}
 		}
-		if err != nil {
-			if failures++; failures > retries || s.d.IsRetryable == nil || !s.d.IsRetryable(err) {
-				return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
-			}
-			s.retried("claim")
-			// Claimers that deadlocked together should not retry together.
-			if err := sleep(ctx, backoff(failures)); err != nil {
-				return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
-			}
+	})
+	if err != nil {
+		if errors.Is(err, snowflake.ErrNoFreeWorker) {
+			return snowflake.Lease{}, err
 		}
+		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
 	}
+	return lease, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -220,20 +222,21 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
 		return snowflake.Lease{}, err
 	}
-	// Literal integer written by the store: nothing to escape.
-	if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
-		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
-	}
 	if err := s.anchorLayout(ctx, layout); err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
 	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
-	// Every admission writes the layout's record 0, which a claim on
-	// another Galera node may write too: certification then aborts one,
-	// and the retry sees the other's record. Lock order: the fence row
-	// (inTx), record 0 (admitLayout), then the worker row.
+	// Retried like Claim: on Galera a static claim and a renewal on
+	// another node abort each other at COMMIT just as two claims do, and
+	// every admission writes the layout's record 0, which a claim on
+	// another node may write too. Lock order: the fence row (inTx),
+	// record 0 (admitLayout), then the worker row.
 	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
+		// Literal integer written by the store: nothing to escape.
+		if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
+			return err
+		}
 		return s.inTx(ctx, func(q Querier, fenced int64) error {
 			layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: workerID, To: workerID + 1})
 			if err != nil {

@@ -251,11 +251,11 @@ func NewGuarded(db DB, d Dialect, g *Guard) *Store {
 func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
 	var r segment.Range
 	err := s.advance(ctx, "reserve", tag, func(maxID, rowStep int64) (int64, error) {
-		step := max(step, rowStep)
-		if maxID > math.MaxInt64-step {
-			return 0, fmt.Errorf("%w: tag %q at %d cannot grow by %d", segment.ErrExhausted, tag, maxID, step)
+		end, err := segment.ClampEnd(tag, maxID, max(step, rowStep))
+		if err != nil {
+			return 0, err
 		}
-		r = segment.Range{Start: maxID, End: maxID + step, Step: rowStep}
+		r = segment.Range{Start: maxID, End: end, Step: rowStep}
 		return r.End, nil
 	})
 	if err != nil {
@@ -394,8 +394,14 @@ func (s *Store) listRows(ctx context.Context) ([]segment.Tag, error) {
 	var out []segment.Tag
 	for rows.Next() {
 		var t segment.Tag
-		if err := rows.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &t.UpdatedAt); err != nil {
+		// Tables idgen did not create may hold NULL there (Leaf's
+		// update_time can be): such a row lists with a zero time.
+		var updated *time.Time
+		if err := rows.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &updated); err != nil {
 			return nil, err
+		}
+		if updated != nil {
+			t.UpdatedAt = *updated
 		}
 		out = append(out, t)
 	}

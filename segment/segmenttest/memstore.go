@@ -73,11 +73,11 @@ func (m *MemStore) Reserve(ctx context.Context, tag string, step int64) (segment
 	if !ok {
 		return segment.Range{}, fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
 	}
-	step = max(step, row.Step)
-	if row.MaxID > math.MaxInt64-step {
-		return segment.Range{}, fmt.Errorf("%w: %q", segment.ErrExhausted, tag)
+	end, err := segment.ClampEnd(tag, row.MaxID, max(step, row.Step))
+	if err != nil {
+		return segment.Range{}, err
 	}
-	r := segment.Range{Start: row.MaxID, End: row.MaxID + step, Step: row.Step}
+	r := segment.Range{Start: row.MaxID, End: end, Step: row.Step}
 	row.MaxID = r.End
 	row.UpdatedAt = time.Now()
 	m.reserves.Add(1)

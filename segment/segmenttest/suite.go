@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,8 +118,76 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 				t.Fatalf("Reserve below the limit: %v", err)
 			}
 		}
+		// The last 5 IDs: a step that passes the limit is cut to them.
+		if r, err := s.Reserve(ctx, tag, 0); err != nil || r.Start != math.MaxInt64-5 || r.End != math.MaxInt64 {
+			t.Fatalf("Reserve of the last IDs = %+v, %v; want [%d, %d)", r, err, int64(math.MaxInt64-5), int64(math.MaxInt64))
+		}
 		if _, err := s.Reserve(ctx, tag, 0); !errors.Is(err, segment.ErrExhausted) {
 			t.Fatalf("Reserve past int64: err = %v, want ErrExhausted", err)
+		}
+	})
+
+	// A step grown under load is cut to what is left below the int64
+	// limit: every ID up to it is handed out, none twice.
+	t.Run("GrownStepNearTheLimit", func(t *testing.T) {
+		s := open(t)
+		const start = math.MaxInt64 - 10_000
+		tag := create(t, s, start, 1000)
+		next, got := int64(start), int64(0)
+		for step := int64(1000); ; step *= 2 {
+			r, err := s.Reserve(ctx, tag, step)
+			if errors.Is(err, segment.ErrExhausted) {
+				break
+			}
+			if err != nil || r.Start != next || r.End <= r.Start {
+				t.Fatalf("Reserve(%d) = %+v, %v; want a range from %d", step, r, err, next)
+			}
+			next, got = r.End, got+r.Size()
+		}
+		if got != 10_000 || next != math.MaxInt64 {
+			t.Fatalf("handed out %d IDs up to %d; want all 10000 up to %d", got, next, int64(math.MaxInt64))
+		}
+	})
+
+	// Tags are case-sensitive on every backend, and descriptions hold any
+	// UTF-8, emoji included (a MySQL column in latin1 or a _ci collation
+	// broke both).
+	t.Run("CaseSensitiveTagsUTF8Descriptions", func(t *testing.T) {
+		s := open(t)
+		lower := UniqueTag("case")
+		upper := strings.ToUpper(lower)
+		const desc = "orders 🚀 ✓ 注文"
+		for i, name := range []string{lower, upper} {
+			if err := s.CreateTag(ctx, segment.Tag{Name: name, MaxID: int64(1 + 1000*i), Step: 10, Description: desc}); err != nil {
+				t.Fatalf("CreateTag(%q) after %q: %v; want two tags", name, lower, err)
+			}
+		}
+		for i, name := range []string{lower, upper} {
+			if r, err := s.Reserve(ctx, name, 0); err != nil || r.Start != int64(1+1000*i) {
+				t.Fatalf("Reserve(%q) = %+v, %v; want its own row, from %d", name, r, err, 1+1000*i)
+			}
+		}
+		l, ok := s.(interface {
+			ListTags(ctx context.Context) ([]segment.Tag, error)
+		})
+		if !ok {
+			return
+		}
+		tags, err := l.ListTags(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, tg := range tags {
+			if tg.Name == lower || tg.Name == upper {
+				found++
+				if tg.Description != desc {
+					t.Errorf("tag %q lists description %q, want %q", tg.Name, tg.Description, desc)
+				}
+			}
+		}
+		if found != 2 {
+			t.Fatalf("ListTags shows %d of %q and %q, want both", found, lower, upper)
 		}
 	})
 

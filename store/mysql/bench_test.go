@@ -1,12 +1,12 @@
-package mysql
+package mysql_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/internal/storetest"
+	"github.com/idgen/idgen/store/mysql"
 )
 
 // BenchmarkReserve: a reservation with the identity check (fenced) beside
@@ -14,7 +14,7 @@ import (
 func BenchmarkReserve(b *testing.B) {
 	srv := dbtest.Start(b, dbtest.MySQL)
 	ctx := context.Background()
-	s, err := Open(ctx, srv.DSN)
+	s, err := mysql.Open(ctx, srv.DSN)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -22,5 +22,5 @@ func BenchmarkReserve(b *testing.B) {
 	if _, err := s.Migrate(ctx, nil); err != nil {
 		b.Fatal(err)
 	}
-	storetest.BenchReserve(b, sqlstore.New(sqlstore.StdDB{DB: s.db}, dialect), s)
+	storetest.BenchReserve(b, mysql.UnfencedForTest(s), s)
 }

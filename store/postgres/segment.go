@@ -91,3 +91,11 @@ func (s *Store) CheckIdentity(ctx context.Context) error { return s.guard.Check(
 func (s *Store) Identity(ctx context.Context) (fence.Identity, fence.Record, error) {
 	return s.guard.Read(ctx)
 }
+
+// Import creates every tag that has no row and raises every other to at
+// least its MaxID, never lowering one, in one transaction: all or
+// nothing, as `idgen import` promises. before[i] is tags[i]'s max_id
+// before, or -1 when Import created it.
+func (s *Store) Import(ctx context.Context, tags []segment.Tag) (before []int64, err error) {
+	return s.seg.Import(ctx, tags)
+}

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/idgen/idgen/fence"
 )
@@ -77,10 +76,4 @@ func (p sidecar) save(m fence.Memory) error {
 		return err
 	}
 	return nil
-}
-
-// inMemory reports a database that lives in memory only, which has no
-// file for a sidecar to sit beside.
-func inMemory(path string) bool {
-	return path == ":memory:" || strings.HasPrefix(path, "file::memory:") || strings.Contains(path, "mode=memory")
 }

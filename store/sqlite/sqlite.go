@@ -143,15 +143,15 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	// Path refused in-memory databases, so there is always a file for
+	// the sidecar to sit beside.
 	opts := sqlstore.GuardOptions{}
-	if !inMemory(path) {
-		side := sidecar(path + ".fence")
-		if opts.Memory, err = side.load(); err != nil {
-			_ = db.Close()
-			return nil, err
-		}
-		opts.Persist = side.save
+	side := sidecar(path + ".fence")
+	if opts.Memory, err = side.load(); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
+	opts.Persist = side.save
 	sdb := sqlstore.StdDB{DB: db}
 	g, err := sqlstore.NewGuard(sdb, dialect, opts)
 	if err != nil {
@@ -167,14 +167,37 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 // Store after the Leased generators that use it.
 func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 
-// Path returns the file path of a sqlite DSN.
+// ErrInMemory is returned for a DSN of an in-memory database. Its state
+// dies with the connection, and every connection of the pool gets an
+// empty one of its own: reservations would be forgotten, and the same
+// IDs handed out again after every restart, or at once by two
+// connections. A store must outlive the process.
+var ErrInMemory = errors.New("sqlite: an in-memory database is lost with its connection and the process, so IDs would repeat: use a file, such as sqlite://./idgen.db (in tests, a file in t.TempDir())")
+
+// Path returns the file path of a sqlite DSN. It refuses in-memory
+// databases (":memory:", "file::memory:", "mode=memory", "vfs=memdb")
+// with ErrInMemory.
 func Path(dsn string) (string, error) {
 	path := strings.TrimPrefix(dsn, "sqlite://")
-	path, _, _ = strings.Cut(path, "?")
+	path, query, _ := strings.Cut(path, "?")
+	if inMemory(path, query) {
+		return "", ErrInMemory
+	}
 	if path == "" {
 		return "", errors.New("sqlite: empty path: use sqlite://./idgen.db or a file path")
 	}
 	return path, nil
+}
+
+// inMemory reports whether SQLite would open path?query as a database
+// that lives only in memory.
+func inMemory(path, query string) bool {
+	name := strings.TrimPrefix(path, "file:")
+	if strings.HasPrefix(name, ":memory:") {
+		return true
+	}
+	q, _ := url.ParseQuery(query)
+	return q.Get("mode") == "memory" || q.Get("vfs") == "memdb"
 }
 
 // Migrate creates or upgrades the schema.

@@ -3,7 +3,9 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -117,4 +119,19 @@ func TestStore_Regression(t *testing.T) {
 		_, err := s.DB().ExecContext(ctx, "UPDATE id_sequence SET max_id = ? WHERE biz_tag = ?", maxID, tag)
 		return err
 	})
+}
+
+// A database that lives in memory is lost with its connection: Open
+// refuses every form of it, and says to use a file.
+func TestOpen_RefusesInMemory(t *testing.T) {
+	for _, dsn := range []string{":memory:", "sqlite://:memory:", "file::memory:", "file::memory:?cache=shared",
+		"sqlite://file::memory:?cache=shared", "sqlite://./x.db?mode=memory", "file:x.db?mode=memory&cache=shared", "sqlite:///x.db?vfs=memdb"} {
+		st, err := sqlite.Open(context.Background(), dsn)
+		if err == nil {
+			_ = st.Close()
+		}
+		if !errors.Is(err, sqlite.ErrInMemory) || !strings.Contains(err.Error(), "use a file") {
+			t.Errorf("Open(%q) = %v; want ErrInMemory, saying to use a file", dsn, err)
+		}
+	}
 }
