@@ -152,8 +152,9 @@ func TestGRPC_ErrorsMatchHTTP(t *testing.T) {
 			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order"}))
 			return err
 		}, 400, "invalid_size", connect.CodeInvalidArgument},
-		{"range too large", "POST", "/segment/order/range?size=1001", func() error {
-			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: 1001}))
+		// A size above MaxRange is clamped, not refused (rangez.go).
+		{"range size 0", "POST", "/segment/order/range?size=0", func() error {
+			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: 0}))
 			return err
 		}, 400, "invalid_size", connect.CodeInvalidArgument},
 		{"negative snowflake", "GET", "/snowflake/decode/-1", func() error {

@@ -56,6 +56,9 @@ func TestOpenTable_LeafAllocNullUpdateTime(t *testing.T) {
 	if _, err := st.DB().ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ('leaf-null', 7, 10, NULL, NULL)`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.Migrate(ctx, nil); err != nil { // idgen's own tables beside Leaf's
+		t.Fatal(err)
+	}
 	tags, err := st.ListTags(ctx)
 	if err != nil || len(tags) != 1 || tags[0].Name != "leaf-null" || tags[0].MaxID != 7 || !tags[0].UpdatedAt.IsZero() {
 		t.Fatalf("ListTags = %+v, %v; want leaf-null at 7 with no update time", tags, err)
