@@ -17,7 +17,7 @@ const (
 	// TTLHeader sets, in seconds, how long a new key is kept. The draft
 	// leaves expiry to the server's published policy; this is idgen's
 	// way to let a caller ask for less or more, up to the server's max.
-	TTLHeader = "Idempotency-Ttl"
+	TTLHeader = "Idempotency-TTL"
 	// ReplayedHeader is "true" on an answer that repeats a recorded one.
 	ReplayedHeader = "Idempotent-Replayed"
 )

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/readable"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -59,6 +62,12 @@ var rules = []rule{
 	{segment.ErrClosed, http.StatusServiceUnavailable, "unavailable", true},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", true},
 	{context.Canceled, http.StatusServiceUnavailable, "unavailable", true},
+	{idempotency.ErrInvalidKey, http.StatusBadRequest, "invalid_idempotency_key", false},
+	{idempotency.ErrInvalidTTL, http.StatusBadRequest, "invalid_idempotency_ttl", false},
+	{idempotency.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", false},
+	{idempotency.ErrInFlight, http.StatusConflict, "idempotency_key_in_flight", true},
+	{idempotency.ErrKeyLimit, http.StatusTooManyRequests, "idempotency_key_limit_reached", false},
+	{idempotency.ErrStore, http.StatusServiceUnavailable, "unavailable", true},
 }
 
 // messages replace an error's own text in the answer. Every 5xx gets one
@@ -72,6 +81,10 @@ var messages = map[string]string{
 	"no_worker_lease":       "this server holds no snowflake worker lease; retry after the Retry-After delay or use another instance; the server log has the cause under this request ID",
 	"time_exhausted":        "the snowflake time range of this layout is used up; the operator must move to a new epoch",
 	"tag_exhausted":         "this tag has reached the largest 64-bit ID; use a new tag",
+
+	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format); send a new key for a new request",
+	"idempotency_key_in_flight":     "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
+	"idempotency_key_limit_reached": "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL",
 }
 
 const serverErrorMessage = "the server could not answer; retry later; the server log has the cause under this request ID"
@@ -101,13 +114,23 @@ func (s *Server) answer(c *gin.Context, err error) *apiError {
 				}
 				ae = &apiError{r.status, r.code, msg}
 				if r.retryAfter {
-					c.Header("Retry-After", "1")
+					c.Header("Retry-After", retryAfter(err))
 				}
 				break
 			}
 		}
 	}
 	return ae
+}
+
+// retryAfter is the Retry-After of err: its own wait when it knows one
+// (a key in flight knows when its lock expires), else 1 second.
+func retryAfter(err error) string {
+	var w interface{ RetryAfter() time.Duration }
+	if errors.As(err, &w) {
+		return strconv.Itoa(int(w.RetryAfter().Seconds()))
+	}
+	return "1"
 }
 
 // fail answers ae with the request ID. For a 5xx it logs cause under that

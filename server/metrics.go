@@ -46,6 +46,8 @@ type Metrics struct {
 
 	// cache keeps the hot path's labelled children (metricscache.go).
 	cache seriesCache
+
+	idem idemMetrics // idempotency_metrics.go
 }
 
 // readyProbeTimeout bounds the readiness check behind idgen_ready, so
@@ -143,6 +145,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
+	m.idem = newIdemMetrics(reg)
 	return m
 }
 
