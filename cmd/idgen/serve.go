@@ -50,6 +50,7 @@ func newServe() *cobra.Command {
 	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
 	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
 	compatFlags(f)
+	idempotencyFlags(f)
 	return cmd
 }
 
@@ -164,6 +165,10 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if c.compat, err = readCompatFlags(cmd); err != nil {
 		return err
 	}
+	idemCfg, idemOn, err := idempotencyConfig(cmd)
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
@@ -195,22 +200,31 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err != nil {
 		return err
 	}
+	keeper, err := startKeeper(st, idemCfg, idemOn, metrics, log)
+	if err != nil {
+		_ = alloc.Close()
+		return err
+	}
+	if keeper != nil {
+		defer func() { _ = keeper.Close() }() // before the store closes
+	}
 	cfg := server.Config{
-		Segment:    alloc,
-		Mode:       c.mode,
-		MaxBatch:   c.maxBatch,
-		Ready:      segmentReady(st, alloc),
-		Logger:     log,
-		AccessLog:  c.accessLog,
-		Admin:      st,
-		Stats:      alloc,
-		Ranges:     alloc,
-		MaxRange:   c.maxRange,
-		AdminToken: c.adminToken,
-		APITokens:  c.tokens,
-		Metrics:    metrics,
-		Layout:     c.compat.layout,
-		Compat:     c.compat.apis,
+		Idempotency: keeper,
+		Segment:     alloc,
+		Mode:        c.mode,
+		MaxBatch:    c.maxBatch,
+		Ready:       segmentReady(st, alloc),
+		Logger:      log,
+		AccessLog:   c.accessLog,
+		Admin:       st,
+		Stats:       alloc,
+		Ranges:      alloc,
+		MaxRange:    c.maxRange,
+		AdminToken:  c.adminToken,
+		APITokens:   c.tokens,
+		Metrics:     metrics,
+		Layout:      c.compat.layout,
+		Compat:      c.compat.apis,
 
 		MetricsToken:   c.metricsToken,
 		TrustedProxies: c.trustedProxies,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -31,6 +32,8 @@ type backend interface {
 	// ObserveRetries counts the reservations and worker-ID claims retried
 	// after a deadlock or serialization failure.
 	ObserveRetries(f func(op string))
+	// Idempotency is the idempotency key table in the same database.
+	Idempotency() idempotency.Store
 }
 
 // checkStoreDSN checks a DSN without connecting.
