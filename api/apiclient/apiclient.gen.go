@@ -19,30 +19,36 @@ import (
 
 // Defines values for ErrorErrorCode.
 const (
-	AdminDisabled       ErrorErrorCode = "admin_disabled"
-	AdminUnavailable    ErrorErrorCode = "admin_unavailable"
-	ClockMovedBackwards ErrorErrorCode = "clock_moved_backwards"
-	Forbidden           ErrorErrorCode = "forbidden"
-	Internal            ErrorErrorCode = "internal"
-	InvalidBody         ErrorErrorCode = "invalid_body"
-	InvalidCount        ErrorErrorCode = "invalid_count"
-	InvalidFormat       ErrorErrorCode = "invalid_format"
-	InvalidId           ErrorErrorCode = "invalid_id"
-	InvalidSize         ErrorErrorCode = "invalid_size"
-	InvalidStep         ErrorErrorCode = "invalid_step"
-	InvalidTag          ErrorErrorCode = "invalid_tag"
-	MethodNotAllowed    ErrorErrorCode = "method_not_allowed"
-	ModeDisabled        ErrorErrorCode = "mode_disabled"
-	NoWorkerLease       ErrorErrorCode = "no_worker_lease"
-	NotFound            ErrorErrorCode = "not_found"
-	NotReady            ErrorErrorCode = "not_ready"
-	TagExhausted        ErrorErrorCode = "tag_exhausted"
-	TagExists           ErrorErrorCode = "tag_exists"
-	TagLimitReached     ErrorErrorCode = "tag_limit_reached"
-	TagNotFound         ErrorErrorCode = "tag_not_found"
-	TimeExhausted       ErrorErrorCode = "time_exhausted"
-	Unauthorized        ErrorErrorCode = "unauthorized"
-	Unavailable         ErrorErrorCode = "unavailable"
+	AdminDisabled              ErrorErrorCode = "admin_disabled"
+	AdminUnavailable           ErrorErrorCode = "admin_unavailable"
+	ClockMovedBackwards        ErrorErrorCode = "clock_moved_backwards"
+	Forbidden                  ErrorErrorCode = "forbidden"
+	IdempotencyDisabled        ErrorErrorCode = "idempotency_disabled"
+	IdempotencyKeyInFlight     ErrorErrorCode = "idempotency_key_in_flight"
+	IdempotencyKeyLimitReached ErrorErrorCode = "idempotency_key_limit_reached"
+	IdempotencyKeyReused       ErrorErrorCode = "idempotency_key_reused"
+	Internal                   ErrorErrorCode = "internal"
+	InvalidBody                ErrorErrorCode = "invalid_body"
+	InvalidCount               ErrorErrorCode = "invalid_count"
+	InvalidFormat              ErrorErrorCode = "invalid_format"
+	InvalidId                  ErrorErrorCode = "invalid_id"
+	InvalidIdempotencyKey      ErrorErrorCode = "invalid_idempotency_key"
+	InvalidIdempotencyTtl      ErrorErrorCode = "invalid_idempotency_ttl"
+	InvalidSize                ErrorErrorCode = "invalid_size"
+	InvalidStep                ErrorErrorCode = "invalid_step"
+	InvalidTag                 ErrorErrorCode = "invalid_tag"
+	MethodNotAllowed           ErrorErrorCode = "method_not_allowed"
+	ModeDisabled               ErrorErrorCode = "mode_disabled"
+	NoWorkerLease              ErrorErrorCode = "no_worker_lease"
+	NotFound                   ErrorErrorCode = "not_found"
+	NotReady                   ErrorErrorCode = "not_ready"
+	TagExhausted               ErrorErrorCode = "tag_exhausted"
+	TagExists                  ErrorErrorCode = "tag_exists"
+	TagLimitReached            ErrorErrorCode = "tag_limit_reached"
+	TagNotFound                ErrorErrorCode = "tag_not_found"
+	TimeExhausted              ErrorErrorCode = "time_exhausted"
+	Unauthorized               ErrorErrorCode = "unauthorized"
+	Unavailable                ErrorErrorCode = "unavailable"
 )
 
 // Valid indicates whether the value is a known member of the ErrorErrorCode enum.
@@ -56,6 +62,14 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case Forbidden:
 		return true
+	case IdempotencyDisabled:
+		return true
+	case IdempotencyKeyInFlight:
+		return true
+	case IdempotencyKeyLimitReached:
+		return true
+	case IdempotencyKeyReused:
+		return true
 	case Internal:
 		return true
 	case InvalidBody:
@@ -65,6 +79,10 @@ func (e ErrorErrorCode) Valid() bool {
 	case InvalidFormat:
 		return true
 	case InvalidId:
+		return true
+	case InvalidIdempotencyKey:
+		return true
+	case InvalidIdempotencyTtl:
 		return true
 	case InvalidSize:
 		return true
@@ -344,6 +362,12 @@ type CountParam = int
 // FormatParam defines model for FormatParam.
 type FormatParam string
 
+// IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
+type IdempotencyKeyHeader = string
+
+// IdempotencyTTLHeader defines model for IdempotencyTTLHeader.
+type IdempotencyTTLHeader = int
+
 // TagParam defines model for TagParam.
 type TagParam = string
 
@@ -359,6 +383,22 @@ type NextIDsParams struct {
 
 	// Format prefixed returns <tag>_<base58><check> instead of decimal strings
 	Format *NextIDsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// IdempotencyKey Makes the request safe to retry (the IETF httpapi Idempotency-Key
+	// draft): the first request with a key allocates, and every repeat
+	// within the key's TTL, on any instance sharing the store, gets the
+	// same status and body with Idempotent-Replayed: true. 1 to 255
+	// printable ASCII characters, bare or as a quoted Structured Fields
+	// string; else 400 invalid_idempotency_key. Keys belong to the
+	// caller's API token. The same key for another tag, mode, count,
+	// format or Accept gives 422 idempotency_key_reused; a repeat while
+	// the first runs gives 409 idempotency_key_in_flight; a caller past
+	// --idempotency-max-keys live keys gives 429
+	// idempotency_key_limit_reached. Only 200 answers are recorded.
+	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+
+	// IdempotencyTTL Seconds to keep a new key, up to --idempotency-max-ttl (default 7 days); default --idempotency-ttl (24 hours). Else 400 invalid_idempotency_ttl.
+	IdempotencyTTL *IdempotencyTTLHeader `json:"Idempotency-TTL,omitempty"`
 }
 
 // NextIDsParamsFormat defines parameters for NextIDs.
@@ -371,6 +411,22 @@ type NextSegmentIDsParams struct {
 
 	// Format prefixed returns <tag>_<base58><check> instead of decimal strings
 	Format *NextSegmentIDsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// IdempotencyKey Makes the request safe to retry (the IETF httpapi Idempotency-Key
+	// draft): the first request with a key allocates, and every repeat
+	// within the key's TTL, on any instance sharing the store, gets the
+	// same status and body with Idempotent-Replayed: true. 1 to 255
+	// printable ASCII characters, bare or as a quoted Structured Fields
+	// string; else 400 invalid_idempotency_key. Keys belong to the
+	// caller's API token. The same key for another tag, mode, count,
+	// format or Accept gives 422 idempotency_key_reused; a repeat while
+	// the first runs gives 409 idempotency_key_in_flight; a caller past
+	// --idempotency-max-keys live keys gives 429
+	// idempotency_key_limit_reached. Only 200 answers are recorded.
+	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+
+	// IdempotencyTTL Seconds to keep a new key, up to --idempotency-max-ttl (default 7 days); default --idempotency-ttl (24 hours). Else 400 invalid_idempotency_ttl.
+	IdempotencyTTL *IdempotencyTTLHeader `json:"Idempotency-TTL,omitempty"`
 }
 
 // NextSegmentIDsParamsFormat defines parameters for NextSegmentIDs.
@@ -388,6 +444,22 @@ type NextSnowflakeIDsParams struct {
 
 	// Format prefixed returns <tag>_<base58><check> instead of decimal strings
 	Format *NextSnowflakeIDsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// IdempotencyKey Makes the request safe to retry (the IETF httpapi Idempotency-Key
+	// draft): the first request with a key allocates, and every repeat
+	// within the key's TTL, on any instance sharing the store, gets the
+	// same status and body with Idempotent-Replayed: true. 1 to 255
+	// printable ASCII characters, bare or as a quoted Structured Fields
+	// string; else 400 invalid_idempotency_key. Keys belong to the
+	// caller's API token. The same key for another tag, mode, count,
+	// format or Accept gives 422 idempotency_key_reused; a repeat while
+	// the first runs gives 409 idempotency_key_in_flight; a caller past
+	// --idempotency-max-keys live keys gives 429
+	// idempotency_key_limit_reached. Only 200 answers are recorded.
+	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+
+	// IdempotencyTTL Seconds to keep a new key, up to --idempotency-max-ttl (default 7 days); default --idempotency-ttl (24 hours). Else 400 invalid_idempotency_ttl.
+	IdempotencyTTL *IdempotencyTTLHeader `json:"Idempotency-TTL,omitempty"`
 }
 
 // NextSnowflakeIDsParamsFormat defines parameters for NextSnowflakeIDs.
@@ -1344,6 +1416,32 @@ func NewNextIDsRequest(server string, tag TagParam, params *NextIDsParams) (*htt
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.IdempotencyTTL != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-TTL", *params.IdempotencyTTL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-TTL", headerParam1)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -1469,6 +1567,32 @@ func NewNextSegmentIDsRequest(server string, tag TagParam, params *NextSegmentID
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.IdempotencyTTL != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-TTL", *params.IdempotencyTTL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-TTL", headerParam1)
+		}
+
 	}
 
 	return req, nil
@@ -1633,6 +1757,32 @@ func NewNextSnowflakeIDsRequest(server string, tag TagParam, params *NextSnowfla
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.IdempotencyTTL != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-TTL", *params.IdempotencyTTL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-TTL", headerParam1)
+		}
+
 	}
 
 	return req, nil
@@ -2595,6 +2745,11 @@ func (r DecodePrefixedIDResponse) ContentType() string {
 	return ""
 }
 
+// NextIDsResponse200Headers the declared response headers of an HTTP 200 response for NextIDs
+type NextIDsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // NextIDsResponse400Headers the declared response headers of an HTTP 400 response for NextIDs
 type NextIDsResponse400Headers struct {
 	RetryAfter *int
@@ -2620,6 +2775,21 @@ type NextIDsResponse405Headers struct {
 	RetryAfter *int
 }
 
+// NextIDsResponse409Headers the declared response headers of an HTTP 409 response for NextIDs
+type NextIDsResponse409Headers struct {
+	RetryAfter *int
+}
+
+// NextIDsResponse422Headers the declared response headers of an HTTP 422 response for NextIDs
+type NextIDsResponse422Headers struct {
+	RetryAfter *int
+}
+
+// NextIDsResponse429Headers the declared response headers of an HTTP 429 response for NextIDs
+type NextIDsResponse429Headers struct {
+	RetryAfter *int
+}
+
 // NextIDsResponse503Headers the declared response headers of an HTTP 503 response for NextIDs
 type NextIDsResponse503Headers struct {
 	RetryAfter *int
@@ -2640,8 +2810,16 @@ type NextIDsResponse struct {
 	JSON404 *Error
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *NextIDsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *NextIDsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -2652,6 +2830,12 @@ type NextIDsResponse struct {
 	Headers404 *NextIDsResponse404Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *NextIDsResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *NextIDsResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *NextIDsResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *NextIDsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *NextIDsResponse503Headers
 }
@@ -2684,6 +2868,21 @@ func (r NextIDsResponse) GetJSON404() *Error {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r NextIDsResponse) GetJSON405() *Error {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r NextIDsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r NextIDsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r NextIDsResponse) GetJSON429() *Error {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -2837,6 +3036,11 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// NextSegmentIDsResponse200Headers the declared response headers of an HTTP 200 response for NextSegmentIDs
+type NextSegmentIDsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // NextSegmentIDsResponse400Headers the declared response headers of an HTTP 400 response for NextSegmentIDs
 type NextSegmentIDsResponse400Headers struct {
 	RetryAfter *int
@@ -2862,6 +3066,21 @@ type NextSegmentIDsResponse405Headers struct {
 	RetryAfter *int
 }
 
+// NextSegmentIDsResponse409Headers the declared response headers of an HTTP 409 response for NextSegmentIDs
+type NextSegmentIDsResponse409Headers struct {
+	RetryAfter *int
+}
+
+// NextSegmentIDsResponse422Headers the declared response headers of an HTTP 422 response for NextSegmentIDs
+type NextSegmentIDsResponse422Headers struct {
+	RetryAfter *int
+}
+
+// NextSegmentIDsResponse429Headers the declared response headers of an HTTP 429 response for NextSegmentIDs
+type NextSegmentIDsResponse429Headers struct {
+	RetryAfter *int
+}
+
 // NextSegmentIDsResponse503Headers the declared response headers of an HTTP 503 response for NextSegmentIDs
 type NextSegmentIDsResponse503Headers struct {
 	RetryAfter *int
@@ -2882,8 +3101,16 @@ type NextSegmentIDsResponse struct {
 	JSON404 *Error
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *NextSegmentIDsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *NextSegmentIDsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -2894,6 +3121,12 @@ type NextSegmentIDsResponse struct {
 	Headers404 *NextSegmentIDsResponse404Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *NextSegmentIDsResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *NextSegmentIDsResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *NextSegmentIDsResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *NextSegmentIDsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *NextSegmentIDsResponse503Headers
 }
@@ -2926,6 +3159,21 @@ func (r NextSegmentIDsResponse) GetJSON404() *Error {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r NextSegmentIDsResponse) GetJSON405() *Error {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r NextSegmentIDsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r NextSegmentIDsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r NextSegmentIDsResponse) GetJSON429() *Error {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -3142,6 +3390,11 @@ func (r DecodeSnowflakeIDResponse) ContentType() string {
 	return ""
 }
 
+// NextSnowflakeIDsResponse200Headers the declared response headers of an HTTP 200 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // NextSnowflakeIDsResponse400Headers the declared response headers of an HTTP 400 response for NextSnowflakeIDs
 type NextSnowflakeIDsResponse400Headers struct {
 	RetryAfter *int
@@ -3167,6 +3420,21 @@ type NextSnowflakeIDsResponse405Headers struct {
 	RetryAfter *int
 }
 
+// NextSnowflakeIDsResponse409Headers the declared response headers of an HTTP 409 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse409Headers struct {
+	RetryAfter *int
+}
+
+// NextSnowflakeIDsResponse422Headers the declared response headers of an HTTP 422 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse422Headers struct {
+	RetryAfter *int
+}
+
+// NextSnowflakeIDsResponse429Headers the declared response headers of an HTTP 429 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse429Headers struct {
+	RetryAfter *int
+}
+
 // NextSnowflakeIDsResponse503Headers the declared response headers of an HTTP 503 response for NextSnowflakeIDs
 type NextSnowflakeIDsResponse503Headers struct {
 	RetryAfter *int
@@ -3187,8 +3455,16 @@ type NextSnowflakeIDsResponse struct {
 	JSON404 *Error
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *NextSnowflakeIDsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *NextSnowflakeIDsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -3199,6 +3475,12 @@ type NextSnowflakeIDsResponse struct {
 	Headers404 *NextSnowflakeIDsResponse404Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *NextSnowflakeIDsResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *NextSnowflakeIDsResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *NextSnowflakeIDsResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *NextSnowflakeIDsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *NextSnowflakeIDsResponse503Headers
 }
@@ -3231,6 +3513,21 @@ func (r NextSnowflakeIDsResponse) GetJSON404() *Error {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r NextSnowflakeIDsResponse) GetJSON405() *Error {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r NextSnowflakeIDsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r NextSnowflakeIDsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r NextSnowflakeIDsResponse) GetJSON429() *Error {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -4230,6 +4527,27 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 		}
 		response.JSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4243,6 +4561,16 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers NextIDsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers NextIDsResponse400Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4293,6 +4621,36 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers NextIDsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers NextIDsResponse422Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers NextIDsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextIDsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4466,6 +4824,27 @@ func ParseNextSegmentIDsResponse(rsp *http.Response) (*NextSegmentIDsResponse, e
 		}
 		response.JSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4479,6 +4858,16 @@ func ParseNextSegmentIDsResponse(rsp *http.Response) (*NextSegmentIDsResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers NextSegmentIDsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers NextSegmentIDsResponse400Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4529,6 +4918,36 @@ func ParseNextSegmentIDsResponse(rsp *http.Response) (*NextSegmentIDsResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers NextSegmentIDsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers NextSegmentIDsResponse422Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers NextSegmentIDsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextSegmentIDsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4777,6 +5196,27 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 		}
 		response.JSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4790,6 +5230,16 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers NextSnowflakeIDsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers NextSnowflakeIDsResponse400Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4840,6 +5290,36 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 			headers.RetryAfter = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers NextSnowflakeIDsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers NextSnowflakeIDsResponse422Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers NextSnowflakeIDsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextSnowflakeIDsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

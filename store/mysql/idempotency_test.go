@@ -22,3 +22,17 @@ func TestIdempotency_Conformance(t *testing.T) {
 	}
 	storetest.RunIdempotency(t, st.Idempotency())
 }
+
+func BenchmarkIdempotency(b *testing.B) {
+	srv := dbtest.Start(b, dbtest.MySQL)
+	ctx := context.Background()
+	st, err := mysql.Open(ctx, srv.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchIdempotency(b, st, st.Idempotency())
+}
