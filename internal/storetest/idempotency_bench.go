@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
@@ -25,6 +27,7 @@ const benchParallelism = 8
 // a keyed request starts with, on the same database, in one run.
 // seg serves the IDs; idem keeps the keys.
 func BenchIdempotency(b *testing.B, seg segment.Store, idem idempotency.Store) {
+	gin.SetMode(gin.ReleaseMode)
 	ctx := context.Background()
 	alloc, err := segment.New(seg, &segment.Options{AutoCreate: true, DefaultStep: 10000})
 	if err != nil {
