@@ -38,26 +38,41 @@ type IdemStatements struct {
 // idempotency_key table. Every method is one statement, so it needs no
 // transaction: Insert is insert-if-absent, and the others compare the
 // owner in their WHERE clause.
+//
+// Only Complete must be durable when it returns: an answer is handed out
+// after it, and must then survive a crash. Insert, TakeOver, Delete and
+// Sweep run on lazy, a pool whose commits may return before they reach
+// the disk (PostgreSQL's synchronous_commit off, SQLite's synchronous
+// NORMAL in WAL mode). Losing one of them in a crash is harmless: the
+// server hands nothing out on the strength of them, and the next
+// durable commit, the Complete that follows, flushes the log up to
+// itself and so every lazy commit before it. That saves a keyed request
+// one of its two disk flushes.
 type Idempotency struct {
 	retryHook
-	db DB
-	d  Dialect
-	s  IdemStatements
+	db, lazy DB
+	d        Dialect
+	s        IdemStatements
 }
 
 var _ idempotency.Store = (*Idempotency)(nil)
 
 // NewIdempotency returns the key store of db, with d's error tests.
-func NewIdempotency(db DB, d Dialect, s IdemStatements) *Idempotency {
-	return &Idempotency{db: db, d: d, s: s}
+// lazy is db or a pool on the same database whose commits need not be
+// durable when they return (see Idempotency); nil means db.
+func NewIdempotency(db, lazy DB, d Dialect, s IdemStatements) *Idempotency {
+	if lazy == nil {
+		lazy = db
+	}
+	return &Idempotency{db: db, lazy: lazy, d: d, s: s}
 }
 
-// exec runs one statement, again after a deadlock (INSERT IGNORE of one
-// key from two sessions can deadlock on InnoDB).
-func (s *Idempotency) exec(ctx context.Context, q string, args ...any) (int64, error) {
+// exec runs one statement on db, again after a deadlock (INSERT IGNORE
+// of one key from two sessions can deadlock on InnoDB).
+func (s *Idempotency) exec(ctx context.Context, db DB, q string, args ...any) (int64, error) {
 	var n int64
 	err := retry(ctx, s.d, &s.retryHook, "idempotency", func() (err error) {
-		n, err = s.db.Exec(ctx, q, args...)
+		n, err = db.Exec(ctx, q, args...)
 		return err
 	})
 	return n, err
@@ -65,7 +80,7 @@ func (s *Idempotency) exec(ctx context.Context, q string, args ...any) (int64, e
 
 // Insert implements idempotency.Store.
 func (s *Idempotency) Insert(ctx context.Context, r idempotency.Record) (bool, error) {
-	n, err := s.exec(ctx, s.s.Insert, r.Scope, r.Key, r.Fingerprint, r.Owner, r.LockedUntil.UnixMilli(), r.ExpiresAt.UnixMilli())
+	n, err := s.exec(ctx, s.lazy, s.s.Insert, r.Scope, r.Key, r.Fingerprint, r.Owner, r.LockedUntil.UnixMilli(), r.ExpiresAt.UnixMilli())
 	return n == 1, err
 }
 
@@ -87,26 +102,26 @@ func (s *Idempotency) Get(ctx context.Context, scope, key string) (idempotency.R
 // TakeOver implements idempotency.Store.
 func (s *Idempotency) TakeOver(ctx context.Context, r idempotency.Record, prevOwner string, now time.Time) (bool, error) {
 	ms := now.UnixMilli()
-	n, err := s.exec(ctx, s.s.TakeOver, r.Fingerprint, r.Owner, r.LockedUntil.UnixMilli(), r.ExpiresAt.UnixMilli(),
+	n, err := s.exec(ctx, s.lazy, s.s.TakeOver, r.Fingerprint, r.Owner, r.LockedUntil.UnixMilli(), r.ExpiresAt.UnixMilli(),
 		r.Scope, r.Key, prevOwner, ms, ms)
 	return n == 1, err
 }
 
 // Complete implements idempotency.Store.
 func (s *Idempotency) Complete(ctx context.Context, scope, key, owner string, status int, contentType string, body []byte) (bool, error) {
-	n, err := s.exec(ctx, s.s.Complete, status, contentType, body, scope, key, owner)
+	n, err := s.exec(ctx, s.db, s.s.Complete, status, contentType, body, scope, key, owner)
 	return n == 1, err
 }
 
 // Delete implements idempotency.Store.
 func (s *Idempotency) Delete(ctx context.Context, scope, key, owner string) error {
-	_, err := s.exec(ctx, s.s.Delete, scope, key, owner)
+	_, err := s.exec(ctx, s.lazy, s.s.Delete, scope, key, owner)
 	return err
 }
 
 // Sweep implements idempotency.Store.
 func (s *Idempotency) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
-	n, err := s.exec(ctx, s.s.Sweep, now.UnixMilli(), limit)
+	n, err := s.exec(ctx, s.lazy, s.s.Sweep, now.UnixMilli(), limit)
 	return int(n), err
 }
 

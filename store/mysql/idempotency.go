@@ -21,7 +21,10 @@ var idemStatements = sqlstore.IdemStatements{
 
 // Idempotency returns the store of idempotency keys (the
 // idempotency_key table of migration 9) in the same database, for
-// idempotency.New. It shares the Store's pool.
+// idempotency.New. It shares the Store's pool. Every statement is
+// durable when it returns: InnoDB's log flush is a global setting
+// (innodb_flush_log_at_trx_commit), so the placeholder insert cannot
+// skip it as on PostgreSQL and SQLite.
 func (s *Store) Idempotency() idempotency.Store {
-	return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.db}, dialect, idemStatements)
+	return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.db}, nil, dialect, idemStatements)
 }

@@ -1,6 +1,12 @@
 package postgres
 
 import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/sqlstore"
 )
@@ -22,7 +28,45 @@ var idemStatements = sqlstore.IdemStatements{
 
 // Idempotency returns the store of idempotency keys (the
 // idempotency_key table of migration 9) in the same database, for
-// idempotency.New. It shares the Store's pool.
+// idempotency.New. Answers are recorded on the Store's pool; the other
+// statements run on a second, small pool with synchronous_commit off,
+// since losing them in a crash is harmless (see sqlstore.Idempotency).
+// On an engine that refuses the setting they share the Store's pool.
+// Close closes both.
 func (s *Store) Idempotency() idempotency.Store {
-	return sqlstore.NewIdempotency(poolDB{s.pool}, dialect, idemStatements)
+	s.idem.once.Do(func() {
+		cfg := s.pool.Config()
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+		cfg.MaxConns = max(cfg.MaxConns/2, 2)
+		cfg.MinConns = 0
+		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Ping(ctx); err != nil {
+			p.Close()
+			return
+		}
+		s.idem.lazy = p
+	})
+	var lazy sqlstore.DB
+	if s.idem.lazy != nil {
+		lazy = poolDB{s.idem.lazy}
+	}
+	return sqlstore.NewIdempotency(poolDB{s.pool}, lazy, dialect, idemStatements)
+}
+
+// idemPools holds the lazy pool of Idempotency, opened on first use.
+type idemPools struct {
+	once sync.Once
+	lazy *pgxpool.Pool
+}
+
+func (p *idemPools) close() {
+	p.once.Do(func() {}) // none opened after Close
+	if p.lazy != nil {
+		p.lazy.Close()
+	}
 }

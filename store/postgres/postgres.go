@@ -33,6 +33,7 @@ type Store struct {
 	pool   *pgxpool.Pool
 	leases *sqlstore.Leases
 	table  sqlstore.SequenceTable
+	idem   idemPools // idempotency.go
 }
 
 var dialect = sqlstore.Dialect{
@@ -121,6 +122,7 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	s.idem.close()
 	s.pool.Close()
 	return nil
 }

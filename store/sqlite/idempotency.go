@@ -1,6 +1,11 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
+	"sync"
+	"time"
+
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/sqlstore"
 )
@@ -19,7 +24,35 @@ var idemStatements = sqlstore.IdemStatements{
 
 // Idempotency returns the store of idempotency keys (the
 // idempotency_key table of migration 9) in the same database, for
-// idempotency.New. It shares the Store's pool.
+// idempotency.New. Answers are recorded on the Store's pool, with
+// synchronous FULL; the other statements run on a second pool of the
+// same file with synchronous NORMAL, whose commits reach the disk with
+// the next FULL one (one WAL file), since losing them in a crash is
+// harmless (see sqlstore.Idempotency). Close closes both.
 func (s *Store) Idempotency() idempotency.Store {
-	return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.db}, dialect, idemStatements)
+	s.idem.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if db, err := openFile(ctx, s.path, "NORMAL"); err == nil {
+			s.idem.lazy = db
+		}
+	})
+	var lazy sqlstore.DB
+	if s.idem.lazy != nil {
+		lazy = sqlstore.StdDB{DB: s.idem.lazy}
+	}
+	return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.db}, lazy, dialect, idemStatements)
+}
+
+// idemPool holds the lazy pool of Idempotency, opened on first use.
+type idemPool struct {
+	once sync.Once
+	lazy *sql.DB
+}
+
+func (p *idemPool) close() {
+	p.once.Do(func() {}) // none opened after Close
+	if p.lazy != nil {
+		_ = p.lazy.Close()
+	}
 }

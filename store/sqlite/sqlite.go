@@ -33,6 +33,8 @@ type Store struct {
 	db     *sql.DB
 	leases *sqlstore.Leases
 	table  sqlstore.SequenceTable
+	path   string
+	idem   idemPool // idempotency.go
 }
 
 var dialect = sqlstore.Dialect{
@@ -85,16 +87,29 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	db, err := openFile(ctx, path, "FULL")
+	if err != nil {
+		return nil, err
+	}
+	sdb := sqlstore.StdDB{DB: db}
+	return &Store{seg: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t, path: path}, nil
+}
+
+// openFile opens the pool of the file at path with the given
+// synchronous setting.
+func openFile(ctx context.Context, path, synchronous string) (*sql.DB, error) {
 	// WAL lets readers run beside the writer; busy_timeout makes a second
 	// process wait for the write lock instead of failing at once.
 	// synchronous(FULL) syncs the WAL at every commit: at NORMAL, SQLite
 	// lets a committed WAL transaction roll back after a power loss or an
 	// OS crash, and a reservation that rolls back is handed out twice
 	// after the restart. A reservation is rare, so the fsync costs little.
+	// The store's pool is FULL; only the idempotency key statements whose
+	// loss is harmless run on a NORMAL one (idempotency.go).
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "synchronous("+synchronous+")")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
@@ -104,8 +119,7 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	sdb := sqlstore.StdDB{DB: db}
-	return &Store{seg: sqlstore.New(sdb, dialect.OnTable(t)), db: db, leases: sqlstore.NewLeases(sdb, dialect), table: t}, nil
+	return db, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this file's worker_node
@@ -135,7 +149,10 @@ func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.idem.close()
+	return s.db.Close()
+}
 
 // DB returns the underlying pool, for tests and tools.
 func (s *Store) DB() *sql.DB { return s.db }
