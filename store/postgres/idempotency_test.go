@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
 	"github.com/idgen/idgen/internal/storetest"
@@ -34,5 +35,15 @@ func BenchmarkIdempotency(b *testing.B) {
 	if _, err := st.Migrate(ctx, nil); err != nil {
 		b.Fatal(err)
 	}
-	storetest.BenchIdempotency(b, st, st.Idempotency())
+	storetest.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
+}
+
+// idemFloor is the floor of BenchmarkIdempotency: the placeholder's
+// INSERT of a new key, run durably on the store's own pool.
+func idemFloor(st *postgres.Store) func(ctx context.Context, key string) error {
+	now := time.Now().UnixMilli()
+	return func(ctx context.Context, key string) error {
+		_, err := st.Pool().Exec(ctx, `INSERT INTO idempotency_key (scope, idem_key, fingerprint, owner, body, locked_until, expires_at) VALUES ($1, $2, 'f', 'o', '', $3, $4) ON CONFLICT (scope, idem_key) DO NOTHING`, "floor", key, now, now+3_600_000)
+		return err
+	}
 }
