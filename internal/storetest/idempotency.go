@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/internal/dbtest"
 )
 
 // RunIdempotency is the conformance suite of an idempotency.Store: the
@@ -176,4 +178,24 @@ func RunIdempotency(t *testing.T, st idempotency.Store) {
 			}
 		}
 	})
+}
+
+// Migrated starts a database server of kind k, opens a store of it with
+// open and migrates it; the store is closed when tb ends.
+func Migrated[S interface {
+	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
+	Close() error
+}](tb testing.TB, k dbtest.Kind, open func(ctx context.Context, dsn string) (S, error)) S {
+	tb.Helper()
+	srv := dbtest.Start(tb, k)
+	ctx := context.Background()
+	st, err := open(ctx, srv.DSN)
+	if err != nil {
+		tb.Fatalf("open %s: %v", k.Name, err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		tb.Fatalf("migrate %s: %v", k.Name, err)
+	}
+	return st
 }

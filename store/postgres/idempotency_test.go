@@ -11,30 +11,11 @@ import (
 )
 
 func TestIdempotency_Conformance(t *testing.T) {
-	srv := dbtest.Start(t, dbtest.Postgres)
-	ctx := context.Background()
-	st, err := postgres.Open(ctx, srv.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	storetest.RunIdempotency(t, st.Idempotency())
+	storetest.RunIdempotency(t, storetest.Migrated(t, dbtest.Postgres, postgres.Open).Idempotency())
 }
 
 func BenchmarkIdempotency(b *testing.B) {
-	srv := dbtest.Start(b, dbtest.Postgres)
-	ctx := context.Background()
-	st, err := postgres.Open(ctx, srv.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		b.Fatal(err)
-	}
+	st := storetest.Migrated(b, dbtest.Postgres, postgres.Open)
 	storetest.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
 }
 
