@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/sqlite"
 )
 
 // Two real `idgen serve` processes share one database. 1,000 keys are
@@ -226,4 +228,53 @@ func metric(t *testing.T, ctx context.Context, hc *http.Client, p *proctest.Proc
 		return v
 	}
 	return 0
+}
+
+// An instance that died holding a key (its placeholder row in flight)
+// blocks the key's retries with 409 until its hold expires, and then the
+// next retry takes the key over and allocates, on another process.
+func TestServe_IdempotencyCrashedWinnerIsTakenOver(t *testing.T) {
+	bin := proctest.Binary(t, t.TempDir())
+	path := filepath.Join(t.TempDir(), "idgen.db")
+	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + path}, "--access-log=false")
+	st, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	tag := segmenttest.UniqueTag("crash")
+	// The row a dead instance left: its request's fingerprint (as the
+	// server computes it for GET /id/TAG), held for 3 more seconds.
+	now := time.Now()
+	dead := idempotency.Record{Scope: idempotency.AnonymousScope, Key: "k", Owner: "dead",
+		Fingerprint: idempotency.Fingerprint("segment", tag, "one", "numeric", "json"),
+		LockedUntil: now.Add(3 * time.Second), ExpiresAt: now.Add(time.Hour)}
+	if ok, err := st.Idempotency().Insert(ctx, dead); err != nil || !ok {
+		t.Fatalf("insert the dead instance's row: %v %v", ok, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/id/"+tag, nil)
+	req.Header.Set("Idempotency-Key", "k")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if ra := resp.Header.Get("Retry-After"); resp.StatusCode != http.StatusConflict || (ra != "3" && ra != "2") {
+		t.Fatalf("while held: %d Retry-After %q; want 409 and the hold's remaining 3s", resp.StatusCode, ra)
+	}
+	time.Sleep(time.Until(dead.LockedUntil) + 50*time.Millisecond) // the hold, in real time: two processes share no fake clock
+	first, err := sendKeyed(ctx, hc, p, "/id/"+tag, "k")
+	if err != nil || first.status != 200 || first.replayed {
+		t.Fatalf("after the hold: %+v %v; want a new first answer", first, err)
+	}
+	again, err := sendKeyed(ctx, hc, p, "/id/"+tag, "k")
+	if err != nil || !again.replayed || again.body != first.body {
+		t.Fatalf("repeat: %+v %v; want %q replayed", again, err, first.body)
+	}
+	// The dead instance, were it to come back, can record nothing.
+	if ok, err := st.Idempotency().Complete(ctx, idempotency.AnonymousScope, "k", "dead", 200, "x", []byte("stale")); err != nil || ok {
+		t.Fatalf("the old owner completed after the take-over: %v %v", ok, err)
+	}
 }
