@@ -23,36 +23,51 @@ var idemStatements = sqlstore.IdemStatements{
 }
 
 // Idempotency returns the store of idempotency keys (the
-// idempotency_key table of migration 9) in the same database, for
-// idempotency.New. Answers are recorded on the Store's pool, with
-// synchronous FULL; the other statements run on a second pool of the
-// same file with synchronous NORMAL, whose commits reach the disk with
-// the next FULL one (one WAL file), since losing them in a crash is
-// harmless (see sqlstore.Idempotency). Close closes both.
+// idempotency_key table of migration 9) in the same file, for
+// idempotency.New. It runs on two pools of its own with one connection
+// each, so that keyed requests queue for SQLite's one write lock in Go,
+// in order, rather than poll for it against each other (busy_timeout)
+// and time out under load: answers are recorded with synchronous FULL;
+// the other statements run with synchronous NORMAL, whose commits reach
+// the disk with the next FULL one (one WAL file), since losing them in a
+// crash is harmless (see sqlstore.Idempotency). If the file cannot be
+// opened again, it falls back to the Store's pool. Close closes both.
 func (s *Store) Idempotency() idempotency.Store {
 	s.idem.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if db, err := openFile(ctx, s.path, "NORMAL"); err == nil {
-			s.idem.lazy = db
+		durable, err1 := openFile(ctx, s.path, "FULL")
+		lazy, err2 := openFile(ctx, s.path, "NORMAL")
+		if err1 != nil || err2 != nil {
+			for _, db := range []*sql.DB{durable, lazy} {
+				if db != nil {
+					_ = db.Close()
+				}
+			}
+			return
 		}
+		for _, db := range []*sql.DB{durable, lazy} {
+			db.SetMaxOpenConns(1)
+		}
+		s.idem.durable, s.idem.lazy = durable, lazy
 	})
-	var lazy sqlstore.DB
-	if s.idem.lazy != nil {
-		lazy = sqlstore.StdDB{DB: s.idem.lazy}
+	if s.idem.durable == nil {
+		return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.db}, nil, dialect, idemStatements)
 	}
-	return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.db}, lazy, dialect, idemStatements)
+	return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.idem.durable}, sqlstore.StdDB{DB: s.idem.lazy}, dialect, idemStatements)
 }
 
-// idemPool holds the lazy pool of Idempotency, opened on first use.
+// idemPool holds the pools of Idempotency, opened on first use.
 type idemPool struct {
-	once sync.Once
-	lazy *sql.DB
+	once          sync.Once
+	durable, lazy *sql.DB
 }
 
 func (p *idemPool) close() {
 	p.once.Do(func() {}) // none opened after Close
-	if p.lazy != nil {
-		_ = p.lazy.Close()
+	for _, db := range []*sql.DB{p.lazy, p.durable} {
+		if db != nil {
+			_ = db.Close()
+		}
 	}
 }
