@@ -29,7 +29,7 @@ var idemStatements = sqlstore.IdemStatements{
 // Idempotency returns the store of idempotency keys (the
 // idempotency_key table of migration 9) in the same database, for
 // idempotency.New. Answers are recorded on the Store's pool; the other
-// statements run on a second, small pool with synchronous_commit off,
+// statements run on a second pool with synchronous_commit off,
 // since losing them in a crash is harmless (see sqlstore.Idempotency).
 // On an engine that refuses the setting they share the Store's pool.
 // Close closes both.
@@ -37,8 +37,7 @@ func (s *Store) Idempotency() idempotency.Store {
 	s.idem.once.Do(func() {
 		cfg := s.pool.Config()
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-		cfg.MaxConns = max(cfg.MaxConns/2, 2)
-		cfg.MinConns = 0
+		cfg.MinConns = 0 // MaxConns as the Store's: every keyed request starts here
 		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		if err != nil {
 			return
