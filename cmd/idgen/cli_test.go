@@ -35,6 +35,10 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--admin-token", "same-token-for-both", "--api-tokens", "same-token-for-both=*"}, "--admin-token must differ"},
 		{[]string{"--trusted-proxies", "10.0.0.0/33"}, "--trusted-proxies: \"10.0.0.0/33\""},
 		{[]string{"--max-batch", "0"}, "--max-batch must be at least 1"},
+		{[]string{"--idempotency-ttl", "200h"}, "--idempotency-ttl (200h0m0s) must not exceed --idempotency-max-ttl (168h0m0s)"},
+		{[]string{"--idempotency-lock-timeout", "10ms"}, "--idempotency-lock-timeout must be at least 1s"},
+		{[]string{"--idempotency-max-keys", "-1"}, "--idempotency-max-keys must be 0 (no limit) or more"},
+		{[]string{"--idempotency-sweep-batch", "0"}, "--idempotency-sweep-batch must be at least 1"},
 	} {
 		out, err := exec.Command(bin, append([]string{"serve", "--store", "sqlite://" + db}, tc.args...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "Config") {
