@@ -113,7 +113,7 @@ func runIdempotencyE2E(t *testing.T, procs []*proctest.Proc) {
 							continue
 						}
 						if ans.status != 200 {
-							t.Errorf("%s: %d %s", key, ans.status, ans.body)
+							t.Errorf("%s: %d %s\nserver log: %s", key, ans.status, ans.body, logLine(p.Log(), ans.body))
 							return
 						}
 						mu.Lock()
@@ -277,4 +277,19 @@ func TestServe_IdempotencyCrashedWinnerIsTakenOver(t *testing.T) {
 	if ok, err := st.Idempotency().Complete(ctx, idempotency.AnonymousScope, "k", "dead", 200, "x", []byte("stale")); err != nil || ok {
 		t.Fatalf("the old owner completed after the take-over: %v %v", ok, err)
 	}
+}
+
+// logLine returns the server's log line about the request whose error
+// body is body, found by its request ID.
+func logLine(log, body string) string {
+	var e struct{ Error struct{ RequestID string `json:"request_id"` } }
+	if json.Unmarshal([]byte(body), &e) != nil || e.Error.RequestID == "" {
+		return "(no request ID)"
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, e.Error.RequestID) {
+			return l
+		}
+	}
+	return "(none)"
 }
