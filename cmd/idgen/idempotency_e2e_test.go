@@ -282,7 +282,11 @@ func TestServe_IdempotencyCrashedWinnerIsTakenOver(t *testing.T) {
 // logLine returns the server's log line about the request whose error
 // body is body, found by its request ID.
 func logLine(log, body string) string {
-	var e struct{ Error struct{ RequestID string `json:"request_id"` } }
+	var e struct {
+		Error struct {
+			RequestID string `json:"request_id"`
+		}
+	}
 	if json.Unmarshal([]byte(body), &e) != nil || e.Error.RequestID == "" {
 		return "(no request ID)"
 	}
