@@ -35,6 +35,17 @@
 // an allocator from Segment rides it out. Answers 400, 401 and 403 are
 // final: they are returned at once, never retried, and match
 // ErrBadRequest, ErrUnauthorized or ErrForbidden, and segment.ErrRefused.
+//
+// A context from WithIdempotencyKey makes Next, NextN, Snowflake and
+// SnowflakeN send an Idempotency-Key: the call and all its retries, from
+// any process, get the same IDs back within the server's TTL. A 409
+// (the first call with the key is still running) is retried like a 503;
+// a key reused for another request gives an error that matches
+// idempotency.ErrKeyReused. The ranges of Segment are never keyed, even
+// under such a context: a range feeds the IDs of many operations from a
+// local cache, so a key names no one operation there, and replaying a
+// range would hand its IDs out twice from the cache. For an ID that a
+// retried operation must get again, call Next with the key.
 package client
 
 import (
@@ -54,6 +65,7 @@ import (
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 )
@@ -103,6 +115,16 @@ func (e *Error) Is(target error) bool {
 		}
 	case "tag_exhausted":
 		return target == segment.ErrExhausted // a 503 that no wait cures
+	case "idempotency_key_reused":
+		return target == idempotency.ErrKeyReused || target == ErrBadRequest
+	case "idempotency_key_in_flight":
+		return target == idempotency.ErrInFlight
+	case "idempotency_key_limit_reached":
+		return target == idempotency.ErrKeyLimit
+	case "invalid_idempotency_key":
+		if target == idempotency.ErrInvalidKey {
+			return true
+		}
 	case "opaque_tag_range":
 		// An opaque tag's counters are what it hides: final, whatever
 		// the retries.
@@ -235,7 +257,11 @@ func (c *Client) next(ctx context.Context, mode, tag string) (int64, error) {
 		return ids[0], nil
 	}
 	var out struct{ ID string }
-	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), nil, &out); err != nil {
+	hdr, err := idemHeader(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), nil, hdr, &out); err != nil {
 		return 0, err
 	}
 	return strconv.ParseInt(out.ID, 10, 64)
@@ -248,8 +274,12 @@ func (c *Client) nextN(ctx context.Context, mode, tag string, n int) ([]int64, e
 	if c.rpc != nil {
 		return c.rpcNext(ctx, mode, tag, n)
 	}
+	hdr, err := idemHeader(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out struct{ IDs []string }
-	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), url.Values{"count": {strconv.Itoa(n)}}, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, idPath(mode, tag), url.Values{"count": {strconv.Itoa(n)}}, hdr, &out); err != nil {
 		return nil, err
 	}
 	ids := make([]int64, len(out.IDs))
@@ -323,7 +353,8 @@ func (r *rangeStore) reserve(ctx context.Context, tag string, ask int64) (start,
 	}
 	var out struct{ Start, End string }
 	q := url.Values{"size": {strconv.FormatInt(ask, 10)}}
-	if err := r.c.do(ctx, http.MethodPost, "/segment/"+url.PathEscape(tag)+"/range", q, &out); err != nil {
+	// No key, even if ctx has one: see the package comment.
+	if err := r.c.do(ctx, http.MethodPost, "/segment/"+url.PathEscape(tag)+"/range", q, nil, &out); err != nil {
 		return 0, 0, err
 	}
 	start, err1 := strconv.ParseInt(out.Start, 10, 64)
@@ -339,12 +370,13 @@ func (r *rangeStore) CreateTag(context.Context, segment.Tag) error {
 }
 
 // do runs one API call with retries and decodes a 200 answer into out.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {
+// hdr is added to every attempt: a key's retries carry the same key.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, hdr http.Header, out any) error {
 	u := *c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + path
 	u.RawQuery = q.Encode()
-	return c.retry(ctx, func() (time.Duration, error) { return c.once(ctx, method, u.String(), out) })
+	return c.retry(ctx, func() (time.Duration, error) { return c.once(ctx, method, u.String(), hdr, out) })
 }
 
 // retry runs attempt until it succeeds, fails for good (wait < 0) or the
@@ -373,10 +405,13 @@ func (c *Client) retry(ctx context.Context, attempt func() (wait time.Duration, 
 
 // once makes one attempt. wait is -1 when the error is final, 0 for the
 // default backoff, or the server's Retry-After.
-func (c *Client) once(ctx context.Context, method, u string, out any) (wait time.Duration, err error) {
+func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, out any) (wait time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return -1, fmt.Errorf("client: %w", err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
@@ -409,7 +444,10 @@ func (c *Client) once(ctx context.Context, method, u string, out any) (wait time
 	} else {
 		apiErr.Code, apiErr.Message = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(body))
 	}
-	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout {
+	// A key whose first request is still running answers once it is
+	// done: wait as for a 503.
+	inFlight := resp.StatusCode == http.StatusConflict && apiErr.Code == "idempotency_key_in_flight"
+	if inFlight || resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout {
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 			return min(time.Duration(s)*time.Second, c.maxBackoff), apiErr
 		}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/readable"
 	"github.com/idgen/idgen/segment"
@@ -67,6 +69,12 @@ var rules = []rule{
 	{segment.ErrClosed, http.StatusServiceUnavailable, "unavailable", true},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", true},
 	{context.Canceled, http.StatusServiceUnavailable, "unavailable", true},
+	{idempotency.ErrInvalidKey, http.StatusBadRequest, "invalid_idempotency_key", false},
+	{idempotency.ErrInvalidTTL, http.StatusBadRequest, "invalid_idempotency_ttl", false},
+	{idempotency.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", false},
+	{idempotency.ErrInFlight, http.StatusConflict, "idempotency_key_in_flight", true},
+	{idempotency.ErrKeyLimit, http.StatusTooManyRequests, "idempotency_key_limit_reached", false},
+	{idempotency.ErrStore, http.StatusServiceUnavailable, "unavailable", true},
 }
 
 // messages replace an error's own text in the answer. Every 5xx gets one
@@ -83,6 +91,10 @@ var messages = map[string]string{
 	"tag_exhausted":         "this tag has reached the largest 64-bit ID; use a new tag",
 	"opaque_key_missing":    "this tag is opaque and this instance holds no opaque key; retry on another instance; the operator must start every instance with the fleet's key (--opaque-key-file)",
 	"opaque_key_mismatch":   "this tag is opaque under another key than this instance's; retry on another instance; the operator must start every instance with the same key (--opaque-key-file)",
+
+	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format); send a new key for a new request",
+	"idempotency_key_in_flight":     "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
+	"idempotency_key_limit_reached": "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL",
 }
 
 const serverErrorMessage = "the server could not answer; retry later; the server log has the cause under this request ID"
@@ -99,7 +111,7 @@ func (s *Server) writeError(c *gin.Context, err error) {
 func (s *Server) answer(c *gin.Context, err error) *apiError {
 	ae, retry := classify(err)
 	if retry {
-		c.Header("Retry-After", retryAfterSeconds)
+		c.Header("Retry-After", retryAfter(err))
 	}
 	return ae
 }
@@ -132,6 +144,16 @@ func classify(err error) (ae *apiError, retry bool) {
 		}
 	}
 	return errInternal, false
+}
+
+// retryAfter is the Retry-After of err: its own wait when it knows one
+// (a key in flight knows when its lock expires), else 1 second.
+func retryAfter(err error) string {
+	var w interface{ RetryAfter() time.Duration }
+	if errors.As(err, &w) {
+		return strconv.Itoa(int(w.RetryAfter().Seconds()))
+	}
+	return retryAfterSeconds
 }
 
 // monitoredError is how /admin/segments shows a tag's or the worker's

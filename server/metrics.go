@@ -62,6 +62,8 @@ type Metrics struct {
 	// rpcCache keeps the gRPC histogram's children by procedure
 	// (grpcmetrics.go).
 	rpcCache sync.Map
+
+	idem idemMetrics // idempotency_metrics.go
 }
 
 // readyProbeTimeout bounds the readiness check behind idgen_ready, so
@@ -178,6 +180,7 @@ func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
+	m.idem = newIdemMetrics(reg)
 	return m, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin/binding"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/snowflake"
 )
@@ -79,6 +80,10 @@ type Config struct {
 	// tags is Segment's work: wrap the allocator in an opaque.Generator
 	// with the same key, and pass that as Segment and Ranges.
 	OpaqueKey *opaque.Key
+	// Idempotency answers requests with an Idempotency-Key header
+	// (idempotency.go). Nil answers them with 400 idempotency_disabled.
+	// The caller starts and closes it.
+	Idempotency *idempotency.Keeper
 }
 
 // Server is the HTTP API and, on the same handler, the gRPC API. It is an
@@ -102,6 +107,7 @@ type Server struct {
 	maxRange int64
 	compat   Compat
 	opaque   *opaque.Key
+	idem     *idempotency.Keeper
 
 	metricsToken *token
 	proxies      []string
@@ -133,6 +139,7 @@ func New(cfg Config) (*Server, error) {
 		proxies:  cfg.TrustedProxies,
 		compat:   cfg.Compat,
 		opaque:   cfg.OpaqueKey,
+		idem:     cfg.Idempotency,
 	}
 	if cfg.MetricsToken != "" {
 		d := digest(cfg.MetricsToken)
@@ -285,6 +292,17 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 		}
 
 		counts, many := q["count"]
+		n := 1
+		if many {
+			if n, err = s.parseCount(counts); err != nil {
+				s.writeError(c, err)
+				return
+			}
+		}
+		if keys := c.Request.Header[idempotencyKeyHeader]; keys != nil {
+			s.keyed(c, g, keyedRequest{mode: mode, tag: tag, format: format, text: text, single: !many, n: n}, keys)
+			return
+		}
 		if !many {
 			id, err := g.Next(ctx, tag)
 			if err != nil {
@@ -293,11 +311,6 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 			}
 			s.issued(tag, mode, 1)
 			s.writeIDs(c, tag, format, text, true, id)
-			return
-		}
-		n, err := s.parseCount(counts)
-		if err != nil {
-			s.writeError(c, err)
 			return
 		}
 		ids, err := g.NextN(ctx, tag, n)
@@ -317,12 +330,22 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 // every JSON answer (PureJSON), so curl's output does not run into the
 // prompt.
 func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool, ids ...int64) {
+	contentType, b, err := idsBody(tag, format, text, single, ids)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	writeOK(c, contentType, b)
+}
+
+// idsBody is the answer writeIDs writes, and the one a keyed request
+// records for its repeats.
+func idsBody(tag, format string, text, single bool, ids []int64) (contentType string, body []byte, err error) {
 	per := 22
 	if format == formatPrefixed {
 		per += len(tag) + 4
 	}
 	b := make([]byte, 0, 32+len(tag)+len(ids)*per)
-	var err error
 	if !text {
 		b = append(b, `{"tag":"`...)
 		b = append(b, tag...)
@@ -343,8 +366,7 @@ func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool,
 			b = append(b, '"')
 		}
 		if b, err = appendID(b, tag, id, format); err != nil {
-			s.writeError(c, err)
-			return
+			return "", nil, err
 		}
 		if !text {
 			b = append(b, '"')
@@ -355,11 +377,11 @@ func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool,
 		if !single {
 			b = append(b, '\n')
 		}
-		writeOK(c, "text/plain; charset=utf-8", b)
+		return "text/plain; charset=utf-8", b, nil
 	case single:
-		writeOK(c, "application/json", append(b, "}\n"...))
+		return "application/json", append(b, "}\n"...), nil
 	default:
-		writeOK(c, "application/json", append(b, "]}\n"...))
+		return "application/json", append(b, "]}\n"...), nil
 	}
 }
 

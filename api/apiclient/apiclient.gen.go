@@ -19,35 +19,41 @@ import (
 
 // Defines values for ErrorErrorCode.
 const (
-	AdminDisabled       ErrorErrorCode = "admin_disabled"
-	AdminUnavailable    ErrorErrorCode = "admin_unavailable"
-	ClockMovedBackwards ErrorErrorCode = "clock_moved_backwards"
-	Forbidden           ErrorErrorCode = "forbidden"
-	Internal            ErrorErrorCode = "internal"
-	InvalidBody         ErrorErrorCode = "invalid_body"
-	InvalidCount        ErrorErrorCode = "invalid_count"
-	InvalidFormat       ErrorErrorCode = "invalid_format"
-	InvalidId           ErrorErrorCode = "invalid_id"
-	InvalidSize         ErrorErrorCode = "invalid_size"
-	InvalidStep         ErrorErrorCode = "invalid_step"
-	InvalidTag          ErrorErrorCode = "invalid_tag"
-	MethodNotAllowed    ErrorErrorCode = "method_not_allowed"
-	ModeDisabled        ErrorErrorCode = "mode_disabled"
-	NoWorkerLease       ErrorErrorCode = "no_worker_lease"
-	NotFound            ErrorErrorCode = "not_found"
-	NotReady            ErrorErrorCode = "not_ready"
-	OpaqueFixed         ErrorErrorCode = "opaque_fixed"
-	OpaqueKeyMismatch   ErrorErrorCode = "opaque_key_mismatch"
-	OpaqueKeyMissing    ErrorErrorCode = "opaque_key_missing"
-	OpaqueTagRange      ErrorErrorCode = "opaque_tag_range"
-	TagExhausted        ErrorErrorCode = "tag_exhausted"
-	TagExists           ErrorErrorCode = "tag_exists"
-	TagLimitReached     ErrorErrorCode = "tag_limit_reached"
-	TagNotFound         ErrorErrorCode = "tag_not_found"
-	TimeExhausted       ErrorErrorCode = "time_exhausted"
-	Unauthorized        ErrorErrorCode = "unauthorized"
-	Unavailable         ErrorErrorCode = "unavailable"
-	WorkerFloorAhead    ErrorErrorCode = "worker_floor_ahead"
+	AdminDisabled              ErrorErrorCode = "admin_disabled"
+	AdminUnavailable           ErrorErrorCode = "admin_unavailable"
+	ClockMovedBackwards        ErrorErrorCode = "clock_moved_backwards"
+	Forbidden                  ErrorErrorCode = "forbidden"
+	IdempotencyDisabled        ErrorErrorCode = "idempotency_disabled"
+	IdempotencyKeyInFlight     ErrorErrorCode = "idempotency_key_in_flight"
+	IdempotencyKeyLimitReached ErrorErrorCode = "idempotency_key_limit_reached"
+	IdempotencyKeyReused       ErrorErrorCode = "idempotency_key_reused"
+	Internal                   ErrorErrorCode = "internal"
+	InvalidBody                ErrorErrorCode = "invalid_body"
+	InvalidCount               ErrorErrorCode = "invalid_count"
+	InvalidFormat              ErrorErrorCode = "invalid_format"
+	InvalidId                  ErrorErrorCode = "invalid_id"
+	InvalidIdempotencyKey      ErrorErrorCode = "invalid_idempotency_key"
+	InvalidIdempotencyTtl      ErrorErrorCode = "invalid_idempotency_ttl"
+	InvalidSize                ErrorErrorCode = "invalid_size"
+	InvalidStep                ErrorErrorCode = "invalid_step"
+	InvalidTag                 ErrorErrorCode = "invalid_tag"
+	MethodNotAllowed           ErrorErrorCode = "method_not_allowed"
+	ModeDisabled               ErrorErrorCode = "mode_disabled"
+	NoWorkerLease              ErrorErrorCode = "no_worker_lease"
+	NotFound                   ErrorErrorCode = "not_found"
+	NotReady                   ErrorErrorCode = "not_ready"
+	OpaqueFixed                ErrorErrorCode = "opaque_fixed"
+	OpaqueKeyMismatch          ErrorErrorCode = "opaque_key_mismatch"
+	OpaqueKeyMissing           ErrorErrorCode = "opaque_key_missing"
+	OpaqueTagRange             ErrorErrorCode = "opaque_tag_range"
+	TagExhausted               ErrorErrorCode = "tag_exhausted"
+	TagExists                  ErrorErrorCode = "tag_exists"
+	TagLimitReached            ErrorErrorCode = "tag_limit_reached"
+	TagNotFound                ErrorErrorCode = "tag_not_found"
+	TimeExhausted              ErrorErrorCode = "time_exhausted"
+	Unauthorized               ErrorErrorCode = "unauthorized"
+	Unavailable                ErrorErrorCode = "unavailable"
+	WorkerFloorAhead           ErrorErrorCode = "worker_floor_ahead"
 )
 
 // Valid indicates whether the value is a known member of the ErrorErrorCode enum.
@@ -61,6 +67,14 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case Forbidden:
 		return true
+	case IdempotencyDisabled:
+		return true
+	case IdempotencyKeyInFlight:
+		return true
+	case IdempotencyKeyLimitReached:
+		return true
+	case IdempotencyKeyReused:
+		return true
 	case Internal:
 		return true
 	case InvalidBody:
@@ -70,6 +84,10 @@ func (e ErrorErrorCode) Valid() bool {
 	case InvalidFormat:
 		return true
 	case InvalidId:
+		return true
+	case InvalidIdempotencyKey:
+		return true
+	case InvalidIdempotencyTtl:
 		return true
 	case InvalidSize:
 		return true
@@ -375,6 +393,12 @@ type CountParam = int
 // FormatParam defines model for FormatParam.
 type FormatParam string
 
+// IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
+type IdempotencyKeyHeader = string
+
+// IdempotencyTTLHeader defines model for IdempotencyTTLHeader.
+type IdempotencyTTLHeader = int
+
 // TagParam defines model for TagParam.
 type TagParam = string
 
@@ -390,6 +414,22 @@ type NextIDsParams struct {
 
 	// Format prefixed returns <tag>_<base58><check> instead of decimal strings
 	Format *NextIDsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// IdempotencyKey Makes the request safe to retry (the IETF httpapi Idempotency-Key
+	// draft): the first request with a key allocates, and every repeat
+	// within the key's TTL, on any instance sharing the store, gets the
+	// same status and body with Idempotent-Replayed: true. 1 to 255
+	// printable ASCII characters, bare or as a quoted Structured Fields
+	// string; else 400 invalid_idempotency_key. Keys belong to the
+	// caller's API token. The same key for another tag, mode, count,
+	// format or Accept gives 422 idempotency_key_reused; a repeat while
+	// the first runs gives 409 idempotency_key_in_flight; a caller past
+	// --idempotency-max-keys live keys gives 429
+	// idempotency_key_limit_reached. Only 200 answers are recorded.
+	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+
+	// IdempotencyTTL Seconds to keep a new key, up to --idempotency-max-ttl (default 7 days); default --idempotency-ttl (24 hours). Else 400 invalid_idempotency_ttl.
+	IdempotencyTTL *IdempotencyTTLHeader `json:"Idempotency-TTL,omitempty"`
 }
 
 // NextIDsParamsFormat defines parameters for NextIDs.
@@ -402,6 +442,22 @@ type NextSegmentIDsParams struct {
 
 	// Format prefixed returns <tag>_<base58><check> instead of decimal strings
 	Format *NextSegmentIDsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// IdempotencyKey Makes the request safe to retry (the IETF httpapi Idempotency-Key
+	// draft): the first request with a key allocates, and every repeat
+	// within the key's TTL, on any instance sharing the store, gets the
+	// same status and body with Idempotent-Replayed: true. 1 to 255
+	// printable ASCII characters, bare or as a quoted Structured Fields
+	// string; else 400 invalid_idempotency_key. Keys belong to the
+	// caller's API token. The same key for another tag, mode, count,
+	// format or Accept gives 422 idempotency_key_reused; a repeat while
+	// the first runs gives 409 idempotency_key_in_flight; a caller past
+	// --idempotency-max-keys live keys gives 429
+	// idempotency_key_limit_reached. Only 200 answers are recorded.
+	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+
+	// IdempotencyTTL Seconds to keep a new key, up to --idempotency-max-ttl (default 7 days); default --idempotency-ttl (24 hours). Else 400 invalid_idempotency_ttl.
+	IdempotencyTTL *IdempotencyTTLHeader `json:"Idempotency-TTL,omitempty"`
 }
 
 // NextSegmentIDsParamsFormat defines parameters for NextSegmentIDs.
@@ -409,6 +465,7 @@ type NextSegmentIDsParamsFormat string
 
 // ReserveRangeParams defines parameters for ReserveRange.
 type ReserveRangeParams struct {
+	// Size How many IDs to reserve. The range holds at least size IDs, more when the tag's step is larger, but never more than the server's --max-range (default 1,000,000) unless the tag's step is: a larger size is clamped to --max-range, not refused, so compare end - start with what you asked to learn the server's cap. Only at the int64 limit does a range hold fewer, the last IDs left.
 	Size int `form:"size" json:"size"`
 }
 
@@ -419,6 +476,22 @@ type NextSnowflakeIDsParams struct {
 
 	// Format prefixed returns <tag>_<base58><check> instead of decimal strings
 	Format *NextSnowflakeIDsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// IdempotencyKey Makes the request safe to retry (the IETF httpapi Idempotency-Key
+	// draft): the first request with a key allocates, and every repeat
+	// within the key's TTL, on any instance sharing the store, gets the
+	// same status and body with Idempotent-Replayed: true. 1 to 255
+	// printable ASCII characters, bare or as a quoted Structured Fields
+	// string; else 400 invalid_idempotency_key. Keys belong to the
+	// caller's API token. The same key for another tag, mode, count,
+	// format or Accept gives 422 idempotency_key_reused; a repeat while
+	// the first runs gives 409 idempotency_key_in_flight; a caller past
+	// --idempotency-max-keys live keys gives 429
+	// idempotency_key_limit_reached. Only 200 answers are recorded.
+	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+
+	// IdempotencyTTL Seconds to keep a new key, up to --idempotency-max-ttl (default 7 days); default --idempotency-ttl (24 hours). Else 400 invalid_idempotency_ttl.
+	IdempotencyTTL *IdempotencyTTLHeader `json:"Idempotency-TTL,omitempty"`
 }
 
 // NextSnowflakeIDsParamsFormat defines parameters for NextSnowflakeIDs.
@@ -436,6 +509,18 @@ type TinyidNextIDParams struct {
 	Token *string `form:"token,omitempty" json:"token,omitempty"`
 }
 
+// TinyidNextIDPostParams defines parameters for TinyidNextIDPost.
+type TinyidNextIDPostParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
+
+	// BatchSize 1 or more; above the lower of --max-batch and 100000 it is capped, as tinyid does
+	BatchSize *string `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
 // TinyidNextIDSimpleParams defines parameters for TinyidNextIDSimple.
 type TinyidNextIDSimpleParams struct {
 	// BizType The tag
@@ -443,6 +528,54 @@ type TinyidNextIDSimpleParams struct {
 
 	// BatchSize 1 or more; above the lower of --max-batch and 100000 it is capped, as tinyid does
 	BatchSize *string `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextIDSimplePostParams defines parameters for TinyidNextIDSimplePost.
+type TinyidNextIDSimplePostParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
+
+	// BatchSize 1 or more; above the lower of --max-batch and 100000 it is capped, as tinyid does
+	BatchSize *string `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextSegmentIDParams defines parameters for TinyidNextSegmentID.
+type TinyidNextSegmentIDParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextSegmentIDPostParams defines parameters for TinyidNextSegmentIDPost.
+type TinyidNextSegmentIDPostParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextSegmentIDSimpleGetParams defines parameters for TinyidNextSegmentIDSimpleGet.
+type TinyidNextSegmentIDSimpleGetParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
+
+	// Token A client token (--api-tokens); a bearer token works too
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextSegmentIDSimpleParams defines parameters for TinyidNextSegmentIDSimple.
+type TinyidNextSegmentIDSimpleParams struct {
+	// BizType The tag
+	BizType string `form:"bizType" json:"bizType"`
 
 	// Token A client token (--api-tokens); a bearer token works too
 	Token *string `form:"token,omitempty" json:"token,omitempty"`
@@ -640,10 +773,48 @@ type ClientInterface interface {
 	// Corresponds with GET /tinyid/id/nextId (the `TinyidNextID` operationId).
 	TinyidNextID(ctx context.Context, params *TinyidNextIDParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// TinyidNextIDPost nextId by POST, as tinyid also takes it (parameters in the query string)
+	//
+	// Corresponds with POST /tinyid/id/nextId (the `TinyidNextIDPost` operationId).
+	TinyidNextIDPost(ctx context.Context, params *TinyidNextIDPostParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// TinyidNextIDSimple tinyid's text route (--compat tinyid): comma-separated segment IDs
 	//
 	// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIDSimple` operationId).
 	TinyidNextIDSimple(ctx context.Context, params *TinyidNextIDSimpleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIDSimplePost nextIdSimple by POST, as tinyid also takes it (parameters in the query string)
+	//
+	// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIDSimplePost` operationId).
+	TinyidNextIDSimplePost(ctx context.Context, params *TinyidNextIDSimplePostParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextSegmentID tinyid's segment route in JSON (--compat tinyid)
+	//
+	// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+	//
+	// Corresponds with GET /tinyid/id/nextSegmentId (the `TinyidNextSegmentID` operationId).
+	TinyidNextSegmentID(ctx context.Context, params *TinyidNextSegmentIDParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextSegmentIDPost nextSegmentId by POST
+	//
+	// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+	//
+	// Corresponds with POST /tinyid/id/nextSegmentId (the `TinyidNextSegmentIDPost` operationId).
+	TinyidNextSegmentIDPost(ctx context.Context, params *TinyidNextSegmentIDPostParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextSegmentIDSimpleGet nextSegmentIdSimple by GET
+	//
+	// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+	//
+	// Corresponds with GET /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimpleGet` operationId).
+	TinyidNextSegmentIDSimpleGet(ctx context.Context, params *TinyidNextSegmentIDSimpleGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextSegmentIDSimple tinyid's segment route in text (--compat tinyid), the one tinyid's Java client POSTs
+	//
+	// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+	//
+	// Corresponds with POST /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimple` operationId).
+	TinyidNextSegmentIDSimple(ctx context.Context, params *TinyidNextSegmentIDSimpleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Ui Monitoring page (static; reads /admin/segments with the admin token)
 	//
@@ -968,11 +1139,109 @@ func (c *Client) TinyidNextID(ctx context.Context, params *TinyidNextIDParams, r
 	return c.Client.Do(req)
 }
 
+// TinyidNextIDPost nextId by POST, as tinyid also takes it (parameters in the query string)
+//
+// Corresponds with POST /tinyid/id/nextId (the `TinyidNextIDPost` operationId).
+func (c *Client) TinyidNextIDPost(ctx context.Context, params *TinyidNextIDPostParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIDPostRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // TinyidNextIDSimple tinyid's text route (--compat tinyid): comma-separated segment IDs
 //
 // Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIDSimple` operationId).
 func (c *Client) TinyidNextIDSimple(ctx context.Context, params *TinyidNextIDSimpleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTinyidNextIDSimpleRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIDSimplePost nextIdSimple by POST, as tinyid also takes it (parameters in the query string)
+//
+// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIDSimplePost` operationId).
+func (c *Client) TinyidNextIDSimplePost(ctx context.Context, params *TinyidNextIDSimplePostParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIDSimplePostRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextSegmentID tinyid's segment route in JSON (--compat tinyid)
+//
+// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+//
+// Corresponds with GET /tinyid/id/nextSegmentId (the `TinyidNextSegmentID` operationId).
+func (c *Client) TinyidNextSegmentID(ctx context.Context, params *TinyidNextSegmentIDParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextSegmentIDRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextSegmentIDPost nextSegmentId by POST
+//
+// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+//
+// Corresponds with POST /tinyid/id/nextSegmentId (the `TinyidNextSegmentIDPost` operationId).
+func (c *Client) TinyidNextSegmentIDPost(ctx context.Context, params *TinyidNextSegmentIDPostParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextSegmentIDPostRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextSegmentIDSimpleGet nextSegmentIdSimple by GET
+//
+// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+//
+// Corresponds with GET /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimpleGet` operationId).
+func (c *Client) TinyidNextSegmentIDSimpleGet(ctx context.Context, params *TinyidNextSegmentIDSimpleGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextSegmentIDSimpleGetRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextSegmentIDSimple tinyid's segment route in text (--compat tinyid), the one tinyid's Java client POSTs
+//
+// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+//
+// Corresponds with POST /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimple` operationId).
+func (c *Client) TinyidNextSegmentIDSimple(ctx context.Context, params *TinyidNextSegmentIDSimpleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextSegmentIDSimpleRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1444,6 +1713,32 @@ func NewNextIDsRequest(server string, tag TagParam, params *NextIDsParams) (*htt
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.IdempotencyTTL != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-TTL", *params.IdempotencyTTL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-TTL", headerParam1)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -1569,6 +1864,32 @@ func NewNextSegmentIDsRequest(server string, tag TagParam, params *NextSegmentID
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.IdempotencyTTL != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-TTL", *params.IdempotencyTTL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-TTL", headerParam1)
+		}
+
 	}
 
 	return req, nil
@@ -1735,6 +2056,32 @@ func NewNextSnowflakeIDsRequest(server string, tag TagParam, params *NextSnowfla
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.IdempotencyTTL != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-TTL", *params.IdempotencyTTL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-TTL", headerParam1)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -1812,6 +2159,80 @@ func NewTinyidNextIDRequest(server string, params *TinyidNextIDParams) (*http.Re
 	return req, nil
 }
 
+// NewTinyidNextIDPostRequest constructs an http.Request for the TinyidNextIDPost method
+func NewTinyidNextIDPostRequest(server string, params *TinyidNextIDPostParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextId")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewTinyidNextIDSimpleRequest constructs an http.Request for the TinyidNextIDSimple method
 func NewTinyidNextIDSimpleRequest(server string, params *TinyidNextIDSimpleParams) (*http.Request, error) {
 	var err error
@@ -1879,6 +2300,328 @@ func NewTinyidNextIDSimpleRequest(server string, params *TinyidNextIDSimpleParam
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextIDSimplePostRequest constructs an http.Request for the TinyidNextIDSimplePost method
+func NewTinyidNextIDSimplePostRequest(server string, params *TinyidNextIDSimplePostParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextIdSimple")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextSegmentIDRequest constructs an http.Request for the TinyidNextSegmentID method
+func NewTinyidNextSegmentIDRequest(server string, params *TinyidNextSegmentIDParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextSegmentId")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextSegmentIDPostRequest constructs an http.Request for the TinyidNextSegmentIDPost method
+func NewTinyidNextSegmentIDPostRequest(server string, params *TinyidNextSegmentIDPostParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextSegmentId")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextSegmentIDSimpleGetRequest constructs an http.Request for the TinyidNextSegmentIDSimpleGet method
+func NewTinyidNextSegmentIDSimpleGetRequest(server string, params *TinyidNextSegmentIDSimpleGetParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextSegmentIdSimple")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextSegmentIDSimpleRequest constructs an http.Request for the TinyidNextSegmentIDSimple method
+func NewTinyidNextSegmentIDSimpleRequest(server string, params *TinyidNextSegmentIDSimpleParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextSegmentIdSimple")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2135,12 +2878,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /tinyid/id/nextId (the `TinyidNextID` operationId).
 	TinyidNextIDWithResponse(ctx context.Context, params *TinyidNextIDParams, reqEditors ...RequestEditorFn) (*TinyidNextIDResponse, error)
 
+	// TinyidNextIDPostWithResponse nextId by POST, as tinyid also takes it (parameters in the query string)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tinyid/id/nextId (the `TinyidNextIDPost` operationId).
+	TinyidNextIDPostWithResponse(ctx context.Context, params *TinyidNextIDPostParams, reqEditors ...RequestEditorFn) (*TinyidNextIDPostResponse, error)
+
 	// TinyidNextIDSimpleWithResponse tinyid's text route (--compat tinyid): comma-separated segment IDs
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIDSimple` operationId).
 	TinyidNextIDSimpleWithResponse(ctx context.Context, params *TinyidNextIDSimpleParams, reqEditors ...RequestEditorFn) (*TinyidNextIDSimpleResponse, error)
+
+	// TinyidNextIDSimplePostWithResponse nextIdSimple by POST, as tinyid also takes it (parameters in the query string)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIDSimplePost` operationId).
+	TinyidNextIDSimplePostWithResponse(ctx context.Context, params *TinyidNextIDSimplePostParams, reqEditors ...RequestEditorFn) (*TinyidNextIDSimplePostResponse, error)
+
+	// TinyidNextSegmentIDWithResponse tinyid's segment route in JSON (--compat tinyid)
+	//
+	// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /tinyid/id/nextSegmentId (the `TinyidNextSegmentID` operationId).
+	TinyidNextSegmentIDWithResponse(ctx context.Context, params *TinyidNextSegmentIDParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDResponse, error)
+
+	// TinyidNextSegmentIDPostWithResponse nextSegmentId by POST
+	//
+	// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tinyid/id/nextSegmentId (the `TinyidNextSegmentIDPost` operationId).
+	TinyidNextSegmentIDPostWithResponse(ctx context.Context, params *TinyidNextSegmentIDPostParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDPostResponse, error)
+
+	// TinyidNextSegmentIDSimpleGetWithResponse nextSegmentIdSimple by GET
+	//
+	// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimpleGet` operationId).
+	TinyidNextSegmentIDSimpleGetWithResponse(ctx context.Context, params *TinyidNextSegmentIDSimpleGetParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDSimpleGetResponse, error)
+
+	// TinyidNextSegmentIDSimpleWithResponse tinyid's segment route in text (--compat tinyid), the one tinyid's Java client POSTs
+	//
+	// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimple` operationId).
+	TinyidNextSegmentIDSimpleWithResponse(ctx context.Context, params *TinyidNextSegmentIDSimpleParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDSimpleResponse, error)
 
 	// UiWithResponse Monitoring page (static; reads /admin/segments with the admin token)
 	//
@@ -2796,6 +3589,11 @@ func (r DecodePrefixedIDResponse) ContentType() string {
 	return ""
 }
 
+// NextIDsResponse200Headers the declared response headers of an HTTP 200 response for NextIDs
+type NextIDsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // NextIDsResponse400Headers the declared response headers of an HTTP 400 response for NextIDs
 type NextIDsResponse400Headers struct {
 	RetryAfter *int
@@ -2821,6 +3619,21 @@ type NextIDsResponse405Headers struct {
 	RetryAfter *int
 }
 
+// NextIDsResponse409Headers the declared response headers of an HTTP 409 response for NextIDs
+type NextIDsResponse409Headers struct {
+	RetryAfter *int
+}
+
+// NextIDsResponse422Headers the declared response headers of an HTTP 422 response for NextIDs
+type NextIDsResponse422Headers struct {
+	RetryAfter *int
+}
+
+// NextIDsResponse429Headers the declared response headers of an HTTP 429 response for NextIDs
+type NextIDsResponse429Headers struct {
+	RetryAfter *int
+}
+
 // NextIDsResponse503Headers the declared response headers of an HTTP 503 response for NextIDs
 type NextIDsResponse503Headers struct {
 	RetryAfter *int
@@ -2841,8 +3654,16 @@ type NextIDsResponse struct {
 	JSON404 *Error
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *NextIDsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *NextIDsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -2853,6 +3674,12 @@ type NextIDsResponse struct {
 	Headers404 *NextIDsResponse404Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *NextIDsResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *NextIDsResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *NextIDsResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *NextIDsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *NextIDsResponse503Headers
 }
@@ -2885,6 +3712,21 @@ func (r NextIDsResponse) GetJSON404() *Error {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r NextIDsResponse) GetJSON405() *Error {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r NextIDsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r NextIDsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r NextIDsResponse) GetJSON429() *Error {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -3038,6 +3880,11 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// NextSegmentIDsResponse200Headers the declared response headers of an HTTP 200 response for NextSegmentIDs
+type NextSegmentIDsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // NextSegmentIDsResponse400Headers the declared response headers of an HTTP 400 response for NextSegmentIDs
 type NextSegmentIDsResponse400Headers struct {
 	RetryAfter *int
@@ -3063,6 +3910,21 @@ type NextSegmentIDsResponse405Headers struct {
 	RetryAfter *int
 }
 
+// NextSegmentIDsResponse409Headers the declared response headers of an HTTP 409 response for NextSegmentIDs
+type NextSegmentIDsResponse409Headers struct {
+	RetryAfter *int
+}
+
+// NextSegmentIDsResponse422Headers the declared response headers of an HTTP 422 response for NextSegmentIDs
+type NextSegmentIDsResponse422Headers struct {
+	RetryAfter *int
+}
+
+// NextSegmentIDsResponse429Headers the declared response headers of an HTTP 429 response for NextSegmentIDs
+type NextSegmentIDsResponse429Headers struct {
+	RetryAfter *int
+}
+
 // NextSegmentIDsResponse503Headers the declared response headers of an HTTP 503 response for NextSegmentIDs
 type NextSegmentIDsResponse503Headers struct {
 	RetryAfter *int
@@ -3083,8 +3945,16 @@ type NextSegmentIDsResponse struct {
 	JSON404 *Error
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *NextSegmentIDsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *NextSegmentIDsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -3095,6 +3965,12 @@ type NextSegmentIDsResponse struct {
 	Headers404 *NextSegmentIDsResponse404Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *NextSegmentIDsResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *NextSegmentIDsResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *NextSegmentIDsResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *NextSegmentIDsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *NextSegmentIDsResponse503Headers
 }
@@ -3127,6 +4003,21 @@ func (r NextSegmentIDsResponse) GetJSON404() *Error {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r NextSegmentIDsResponse) GetJSON405() *Error {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r NextSegmentIDsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r NextSegmentIDsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r NextSegmentIDsResponse) GetJSON429() *Error {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -3357,6 +4248,11 @@ func (r DecodeSnowflakeIDResponse) ContentType() string {
 	return ""
 }
 
+// NextSnowflakeIDsResponse200Headers the declared response headers of an HTTP 200 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // NextSnowflakeIDsResponse400Headers the declared response headers of an HTTP 400 response for NextSnowflakeIDs
 type NextSnowflakeIDsResponse400Headers struct {
 	RetryAfter *int
@@ -3382,6 +4278,21 @@ type NextSnowflakeIDsResponse405Headers struct {
 	RetryAfter *int
 }
 
+// NextSnowflakeIDsResponse409Headers the declared response headers of an HTTP 409 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse409Headers struct {
+	RetryAfter *int
+}
+
+// NextSnowflakeIDsResponse422Headers the declared response headers of an HTTP 422 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse422Headers struct {
+	RetryAfter *int
+}
+
+// NextSnowflakeIDsResponse429Headers the declared response headers of an HTTP 429 response for NextSnowflakeIDs
+type NextSnowflakeIDsResponse429Headers struct {
+	RetryAfter *int
+}
+
 // NextSnowflakeIDsResponse503Headers the declared response headers of an HTTP 503 response for NextSnowflakeIDs
 type NextSnowflakeIDsResponse503Headers struct {
 	RetryAfter *int
@@ -3402,8 +4313,16 @@ type NextSnowflakeIDsResponse struct {
 	JSON404 *Error
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *NextSnowflakeIDsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *NextSnowflakeIDsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -3414,6 +4333,12 @@ type NextSnowflakeIDsResponse struct {
 	Headers404 *NextSnowflakeIDsResponse404Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *NextSnowflakeIDsResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *NextSnowflakeIDsResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *NextSnowflakeIDsResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *NextSnowflakeIDsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *NextSnowflakeIDsResponse503Headers
 }
@@ -3446,6 +4371,21 @@ func (r NextSnowflakeIDsResponse) GetJSON404() *Error {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r NextSnowflakeIDsResponse) GetJSON405() *Error {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r NextSnowflakeIDsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r NextSnowflakeIDsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r NextSnowflakeIDsResponse) GetJSON429() *Error {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -3531,6 +4471,55 @@ func (r TinyidNextIDResponse) ContentType() string {
 	return ""
 }
 
+type TinyidNextIDPostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *struct {
+		Code    int      `json:"code"`
+		Data    *[]int64 `json:"data"`
+		Message string   `json:"message"`
+	}
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r TinyidNextIDPostResponse) GetJSONDefault() *struct {
+	Code    int      `json:"code"`
+	Data    *[]int64 `json:"data"`
+	Message string   `json:"message"`
+} {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIDPostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIDPostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIDPostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIDPostResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type TinyidNextIDSimpleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3559,6 +4548,230 @@ func (r TinyidNextIDSimpleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TinyidNextIDSimpleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TinyidNextIDSimplePostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIDSimplePostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIDSimplePostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIDSimplePostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIDSimplePostResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TinyidNextSegmentIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *struct {
+		Code int `json:"code"`
+		Data *struct {
+			CurrentId int64 `json:"currentId"`
+			Delta     int   `json:"delta"`
+			LoadingId int64 `json:"loadingId"`
+			MaxId     int64 `json:"maxId"`
+			Remainder int   `json:"remainder"`
+		} `json:"data"`
+		Message string `json:"message"`
+	}
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r TinyidNextSegmentIDResponse) GetJSONDefault() *struct {
+	Code int `json:"code"`
+	Data *struct {
+		CurrentId int64 `json:"currentId"`
+		Delta     int   `json:"delta"`
+		LoadingId int64 `json:"loadingId"`
+		MaxId     int64 `json:"maxId"`
+		Remainder int   `json:"remainder"`
+	} `json:"data"`
+	Message string `json:"message"`
+} {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextSegmentIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextSegmentIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextSegmentIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextSegmentIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TinyidNextSegmentIDPostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *struct {
+		Code int `json:"code"`
+		Data *struct {
+			CurrentId int64 `json:"currentId"`
+			Delta     int   `json:"delta"`
+			LoadingId int64 `json:"loadingId"`
+			MaxId     int64 `json:"maxId"`
+			Remainder int   `json:"remainder"`
+		} `json:"data"`
+		Message string `json:"message"`
+	}
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r TinyidNextSegmentIDPostResponse) GetJSONDefault() *struct {
+	Code int `json:"code"`
+	Data *struct {
+		CurrentId int64 `json:"currentId"`
+		Delta     int   `json:"delta"`
+		LoadingId int64 `json:"loadingId"`
+		MaxId     int64 `json:"maxId"`
+		Remainder int   `json:"remainder"`
+	} `json:"data"`
+	Message string `json:"message"`
+} {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextSegmentIDPostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextSegmentIDPostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextSegmentIDPostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextSegmentIDPostResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TinyidNextSegmentIDSimpleGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextSegmentIDSimpleGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextSegmentIDSimpleGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextSegmentIDSimpleGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextSegmentIDSimpleGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TinyidNextSegmentIDSimpleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextSegmentIDSimpleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextSegmentIDSimpleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextSegmentIDSimpleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextSegmentIDSimpleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3911,6 +5124,19 @@ func (c *ClientWithResponses) TinyidNextIDWithResponse(ctx context.Context, para
 	return ParseTinyidNextIDResponse(rsp)
 }
 
+// TinyidNextIDPostWithResponse nextId by POST, as tinyid also takes it (parameters in the query string)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tinyid/id/nextId (the `TinyidNextIDPost` operationId).
+func (c *ClientWithResponses) TinyidNextIDPostWithResponse(ctx context.Context, params *TinyidNextIDPostParams, reqEditors ...RequestEditorFn) (*TinyidNextIDPostResponse, error) {
+	rsp, err := c.TinyidNextIDPost(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIDPostResponse(rsp)
+}
+
 // TinyidNextIDSimpleWithResponse tinyid's text route (--compat tinyid): comma-separated segment IDs
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3922,6 +5148,79 @@ func (c *ClientWithResponses) TinyidNextIDSimpleWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseTinyidNextIDSimpleResponse(rsp)
+}
+
+// TinyidNextIDSimplePostWithResponse nextIdSimple by POST, as tinyid also takes it (parameters in the query string)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIDSimplePost` operationId).
+func (c *ClientWithResponses) TinyidNextIDSimplePostWithResponse(ctx context.Context, params *TinyidNextIDSimplePostParams, reqEditors ...RequestEditorFn) (*TinyidNextIDSimplePostResponse, error) {
+	rsp, err := c.TinyidNextIDSimplePost(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIDSimplePostResponse(rsp)
+}
+
+// TinyidNextSegmentIDWithResponse tinyid's segment route in JSON (--compat tinyid)
+//
+// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /tinyid/id/nextSegmentId (the `TinyidNextSegmentID` operationId).
+func (c *ClientWithResponses) TinyidNextSegmentIDWithResponse(ctx context.Context, params *TinyidNextSegmentIDParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDResponse, error) {
+	rsp, err := c.TinyidNextSegmentID(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextSegmentIDResponse(rsp)
+}
+
+// TinyidNextSegmentIDPostWithResponse nextSegmentId by POST
+//
+// The segment of nextSegmentIdSimple as tinyid's Response around its SegmentId.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tinyid/id/nextSegmentId (the `TinyidNextSegmentIDPost` operationId).
+func (c *ClientWithResponses) TinyidNextSegmentIDPostWithResponse(ctx context.Context, params *TinyidNextSegmentIDPostParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDPostResponse, error) {
+	rsp, err := c.TinyidNextSegmentIDPost(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextSegmentIDPostResponse(rsp)
+}
+
+// TinyidNextSegmentIDSimpleGetWithResponse nextSegmentIdSimple by GET
+//
+// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimpleGet` operationId).
+func (c *ClientWithResponses) TinyidNextSegmentIDSimpleGetWithResponse(ctx context.Context, params *TinyidNextSegmentIDSimpleGetParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDSimpleGetResponse, error) {
+	rsp, err := c.TinyidNextSegmentIDSimpleGet(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextSegmentIDSimpleGetResponse(rsp)
+}
+
+// TinyidNextSegmentIDSimpleWithResponse tinyid's segment route in text (--compat tinyid), the one tinyid's Java client POSTs
+//
+// Reserves one step of the tag from the store, as POST /segment/{tag}/range does: no other caller gets its IDs. The answer is currentId,loadingId,maxId,delta,remainder; the caller issues currentId+1 to maxId and fetches the next segment from loadingId on. delta is 1 and remainder 0.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tinyid/id/nextSegmentIdSimple (the `TinyidNextSegmentIDSimple` operationId).
+func (c *ClientWithResponses) TinyidNextSegmentIDSimpleWithResponse(ctx context.Context, params *TinyidNextSegmentIDSimpleParams, reqEditors ...RequestEditorFn) (*TinyidNextSegmentIDSimpleResponse, error) {
+	rsp, err := c.TinyidNextSegmentIDSimple(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextSegmentIDSimpleResponse(rsp)
 }
 
 // UiWithResponse Monitoring page (static; reads /admin/segments with the admin token)
@@ -4549,6 +5848,27 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 		}
 		response.JSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4562,6 +5882,16 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers NextIDsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers NextIDsResponse400Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4612,6 +5942,36 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers NextIDsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers NextIDsResponse422Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers NextIDsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextIDsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4785,6 +6145,27 @@ func ParseNextSegmentIDsResponse(rsp *http.Response) (*NextSegmentIDsResponse, e
 		}
 		response.JSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4798,6 +6179,16 @@ func ParseNextSegmentIDsResponse(rsp *http.Response) (*NextSegmentIDsResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers NextSegmentIDsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers NextSegmentIDsResponse400Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4848,6 +6239,36 @@ func ParseNextSegmentIDsResponse(rsp *http.Response) (*NextSegmentIDsResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers NextSegmentIDsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers NextSegmentIDsResponse422Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers NextSegmentIDsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextSegmentIDsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -5113,6 +6534,27 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 		}
 		response.JSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5126,6 +6568,16 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers NextSnowflakeIDsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers NextSnowflakeIDsResponse400Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -5176,6 +6628,36 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 			headers.RetryAfter = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers NextSnowflakeIDsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers NextSnowflakeIDsResponse422Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers NextSnowflakeIDsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextSnowflakeIDsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -5221,6 +6703,36 @@ func ParseTinyidNextIDResponse(rsp *http.Response) (*TinyidNextIDResponse, error
 	return response, nil
 }
 
+// ParseTinyidNextIDPostResponse parses an HTTP response from a TinyidNextIDPostWithResponse call
+func ParseTinyidNextIDPostResponse(rsp *http.Response) (*TinyidNextIDPostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIDPostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest struct {
+			Code    int      `json:"code"`
+			Data    *[]int64 `json:"data"`
+			Message string   `json:"message"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseTinyidNextIDSimpleResponse parses an HTTP response from a TinyidNextIDSimpleWithResponse call
 func ParseTinyidNextIDSimpleResponse(rsp *http.Response) (*TinyidNextIDSimpleResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5230,6 +6742,126 @@ func ParseTinyidNextIDSimpleResponse(rsp *http.Response) (*TinyidNextIDSimpleRes
 	}
 
 	response := &TinyidNextIDSimpleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextIDSimplePostResponse parses an HTTP response from a TinyidNextIDSimplePostWithResponse call
+func ParseTinyidNextIDSimplePostResponse(rsp *http.Response) (*TinyidNextIDSimplePostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIDSimplePostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextSegmentIDResponse parses an HTTP response from a TinyidNextSegmentIDWithResponse call
+func ParseTinyidNextSegmentIDResponse(rsp *http.Response) (*TinyidNextSegmentIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextSegmentIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest struct {
+			Code int `json:"code"`
+			Data *struct {
+				CurrentId int64 `json:"currentId"`
+				Delta     int   `json:"delta"`
+				LoadingId int64 `json:"loadingId"`
+				MaxId     int64 `json:"maxId"`
+				Remainder int   `json:"remainder"`
+			} `json:"data"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextSegmentIDPostResponse parses an HTTP response from a TinyidNextSegmentIDPostWithResponse call
+func ParseTinyidNextSegmentIDPostResponse(rsp *http.Response) (*TinyidNextSegmentIDPostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextSegmentIDPostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest struct {
+			Code int `json:"code"`
+			Data *struct {
+				CurrentId int64 `json:"currentId"`
+				Delta     int   `json:"delta"`
+				LoadingId int64 `json:"loadingId"`
+				MaxId     int64 `json:"maxId"`
+				Remainder int   `json:"remainder"`
+			} `json:"data"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextSegmentIDSimpleGetResponse parses an HTTP response from a TinyidNextSegmentIDSimpleGetWithResponse call
+func ParseTinyidNextSegmentIDSimpleGetResponse(rsp *http.Response) (*TinyidNextSegmentIDSimpleGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextSegmentIDSimpleGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextSegmentIDSimpleResponse parses an HTTP response from a TinyidNextSegmentIDSimpleWithResponse call
+func ParseTinyidNextSegmentIDSimpleResponse(rsp *http.Response) (*TinyidNextSegmentIDSimpleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextSegmentIDSimpleResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}

@@ -58,6 +58,7 @@ func newServe() *cobra.Command {
 	opaqueKeyFlags(f)
 	compatFlags(f)
 	tlsFlags(f)
+	idempotencyFlags(f)
 	metricsFlags(f)
 	return cmd
 }
@@ -243,6 +244,10 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err != nil {
 		return err
 	}
+	idemCfg, idemOn, err := idempotencyConfig(cmd)
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(c.logFormat)
 	if err != nil {
 		return err
@@ -302,27 +307,36 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err != nil {
 		return err
 	}
+	keeper, err := startKeeper(st, idemCfg, idemOn, metrics, log)
+	if err != nil {
+		_ = alloc.Close()
+		return err
+	}
+	if keeper != nil {
+		defer func() { _ = keeper.Close() }() // before the store closes
+	}
 	// Every route that hands out segment IDs goes through gen, so an
 	// opaque tag is served the same way by /id, /segment, the batches, the
 	// ranges and the Leaf and tinyid routes.
 	gen := opaque.NewGenerator(alloc, st, key)
 	cfg := server.Config{
-		Segment:    gen,
-		Mode:       c.mode,
-		MaxBatch:   c.maxBatch,
-		Ready:      segmentReady(st, alloc),
-		Logger:     log,
-		AccessLog:  c.accessLog,
-		Admin:      st,
-		Stats:      alloc,
-		Ranges:     gen,
-		OpaqueKey:  key,
-		MaxRange:   c.maxRange,
-		AdminToken: c.adminToken,
-		APITokens:  c.tokens,
-		Metrics:    metrics,
-		Layout:     c.compat.layout,
-		Compat:     c.compat.apis,
+		Idempotency: keeper,
+		Segment:     gen,
+		Mode:        c.mode,
+		MaxBatch:    c.maxBatch,
+		Ready:       segmentReady(st, alloc),
+		Logger:      log,
+		AccessLog:   c.accessLog,
+		Admin:       st,
+		Stats:       alloc,
+		Ranges:      gen,
+		OpaqueKey:   key,
+		MaxRange:    c.maxRange,
+		AdminToken:  c.adminToken,
+		APITokens:   c.tokens,
+		Metrics:     metrics,
+		Layout:      c.compat.layout,
+		Compat:      c.compat.apis,
 
 		MetricsToken:   c.metricsToken,
 		TrustedProxies: c.trustedProxies,

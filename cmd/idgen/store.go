@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -44,6 +45,8 @@ type backend interface {
 	ObserveFences(f func(fence.Event))
 	CheckIdentity(ctx context.Context) error
 	Identity(ctx context.Context) (fence.Identity, fence.Record, error)
+	// Idempotency is the idempotency key table in the same database.
+	Idempotency() idempotency.Store
 }
 
 // The store kinds a --store DSN can name.

@@ -35,6 +35,7 @@ type Store struct {
 	leases *sqlstore.Leases
 	guard  *sqlstore.Guard
 	table  sqlstore.SequenceTable
+	idem   idemPools // idempotency.go
 }
 
 var dialect = sqlstore.Dialect{
@@ -194,6 +195,7 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	s.idem.close()
 	s.pool.Close()
 	return nil
 }

@@ -35,6 +35,8 @@ type Store struct {
 	leases *sqlstore.Leases
 	guard  *sqlstore.Guard
 	table  sqlstore.SequenceTable
+	path   string
+	idem   idemPool // idempotency.go
 }
 
 var dialect = sqlstore.Dialect{
@@ -124,24 +126,9 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// WAL lets readers run beside the writer; busy_timeout makes a second
-	// process wait for the write lock instead of failing at once.
-	// synchronous(FULL) syncs the WAL at every commit: at NORMAL, SQLite
-	// lets a committed WAL transaction roll back after a power loss or an
-	// OS crash, and a reservation that rolls back is handed out twice
-	// after the restart. A reservation is rare, so the fsync costs little.
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := openFile(ctx, path, "FULL")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, err
 	}
 	// Path refused in-memory databases, so there is always a file for
 	// the sidecar to sit beside.
@@ -159,7 +146,34 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		return nil, err
 	}
 	return &Store{seg: sqlstore.NewGuarded(sdb, dialect.OnTable(t), g), db: db,
-		leases: sqlstore.NewGuardedLeases(sdb, dialect, g), guard: g, table: t}, nil
+		leases: sqlstore.NewGuardedLeases(sdb, dialect, g), guard: g, table: t, path: path}, nil
+}
+
+// openFile opens the pool of the file at path with the given
+// synchronous setting.
+func openFile(ctx context.Context, path, synchronous string) (*sql.DB, error) {
+	// WAL lets readers run beside the writer; busy_timeout makes a second
+	// process wait for the write lock instead of failing at once.
+	// synchronous(FULL) syncs the WAL at every commit: at NORMAL, SQLite
+	// lets a committed WAL transaction roll back after a power loss or an
+	// OS crash, and a reservation that rolls back is handed out twice
+	// after the restart. A reservation is rare, so the fsync costs little.
+	// The store's pool is FULL; only the idempotency key statements whose
+	// loss is harmless run on a NORMAL one (idempotency.go).
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+synchronous+")")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // Leases returns the snowflake.LeaseStore of this file's worker_node
@@ -212,7 +226,10 @@ func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.idem.close()
+	return s.db.Close()
+}
 
 // DB returns the underlying pool, for tests and tools.
 func (s *Store) DB() *sql.DB { return s.db }

@@ -1,0 +1,181 @@
+package client_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite" // the orders table of the example
+
+	"github.com/idgen/idgen/client"
+	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store/sqlite"
+)
+
+// keyedServer is a real idgen server on SQLite that keeps keys in the
+// same file, as `idgen serve` does.
+func keyedServer(t testing.TB, path string) *httptest.Server {
+	t.Helper()
+	ts, stop, err := startKeyedServer(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return ts
+}
+
+func startKeyedServer(path string) (ts *httptest.Server, stop func(), err error) {
+	ctx := context.Background()
+	var closers []func() error
+	stop = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, st.Close)
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		return nil, nil, err
+	}
+	alloc, err := segment.New(st, &segment.Options{AutoCreate: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, alloc.Close)
+	k, err := idempotency.New(st.Idempotency(), idempotency.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, k.Close)
+	h, err := server.New(server.Config{Segment: alloc, Ranges: alloc, Idempotency: k})
+	if err != nil {
+		return nil, nil, err
+	}
+	ts = httptest.NewServer(h)
+	closers = append(closers, func() error { ts.Close(); return nil })
+	return ts, stop, nil
+}
+
+func TestClient_IdempotencyKey(t *testing.T) {
+	ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
+	c, err := client.New(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kctx := client.WithIdempotencyKey(ctx, "order-42")
+	a, err := c.NextN(kctx, "order", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NextN(ctx, "order", 5); err != nil { // unkeyed calls move on
+		t.Fatal(err)
+	}
+	b, err := c.NextN(kctx, "order", 3)
+	if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("repeat: %v %v; want %v", b, err, a)
+	}
+	if _, err := c.Next(kctx, "order"); !errors.Is(err, idempotency.ErrKeyReused) || !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("reused key: %v; want idempotency.ErrKeyReused", err)
+	}
+	if _, err := c.Next(client.WithIdempotencyKey(ctx, "caf\u00e9"), "order"); !errors.Is(err, idempotency.ErrInvalidKey) {
+		t.Fatalf("bad key: %v; want idempotency.ErrInvalidKey before any request", err)
+	}
+	// Segment's ranges ignore the key: two reservations, two ranges.
+	seg, err := c.Segment(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	x, _ := seg.Next(kctx, "other")
+	if y, _ := seg.Next(kctx, "other"); x == y {
+		t.Fatalf("the range cache replayed %d", x)
+	}
+}
+
+// A 409 in flight is waited out, then the first answer comes back.
+func TestClient_IdempotencyInFlightIsRetried(t *testing.T) {
+	var calls atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") != "k" {
+			t.Errorf("attempt without the key: %v", r.Header)
+		}
+		if calls.Add(1) < 3 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"error":{"code":"idempotency_key_in_flight","message":"wait"}}`))
+			return
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		_, _ = w.Write([]byte(`{"tag":"t","id":"77"}`))
+	})
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	c, _ := client.New(ts.URL, client.WithBackoff(time.Millisecond, 5*time.Millisecond))
+	id, err := c.Next(client.WithIdempotencyKey(context.Background(), "k"), "t")
+	if err != nil || id != 77 || calls.Load() != 3 {
+		t.Fatalf("%d %v after %d calls; want 77 after 3", id, err, calls.Load())
+	}
+}
+
+// The order-service pattern: the service passes its caller's
+// idempotency key to idgen, so a retried order gets the ID it had, and
+// the orders table's primary key turns the duplicate into an error
+// instead of a second order.
+func ExampleWithIdempotencyKey() {
+	dir, _ := os.MkdirTemp("", "idgen-example")
+	defer os.RemoveAll(dir)
+	ts, stop, err := startKeyedServer(filepath.Join(dir, "idgen.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer stop()
+	ids, _ := client.New(ts.URL)
+	orders, _ := sql.Open("sqlite", filepath.Join(dir, "orders.db"))
+	defer orders.Close()
+	_, _ = orders.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`)
+
+	createOrder := func(ctx context.Context, clientKey, item string) (int64, error) {
+		id, err := ids.Next(client.WithIdempotencyKey(ctx, "order:"+clientKey), "order")
+		if err != nil {
+			return 0, err
+		}
+		_, err = orders.ExecContext(ctx, `INSERT INTO orders (id, item) VALUES (?, ?)`, id, item)
+		return id, err
+	}
+	ctx := context.Background()
+	first, err := createOrder(ctx, "c7f1", "book")
+	fmt.Println("first order:", first, err)
+	// The caller timed out before it saw the answer, and retries with
+	// the same key: same ID, and the primary key refuses a second row.
+	again, err := createOrder(ctx, "c7f1", "book")
+	fmt.Println("retry got the same ID:", again == first)
+	fmt.Println("retry refused by the primary key:", err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed"))
+	var n int
+	_ = orders.QueryRow(`SELECT COUNT(*) FROM orders`).Scan(&n)
+	fmt.Println("orders:", n)
+	// Output:
+	// first order: 1 <nil>
+	// retry got the same ID: true
+	// retry refused by the primary key: true
+	// orders: 1
+}

@@ -1,0 +1,29 @@
+// Package idempotency makes ID requests safe to retry: a request that
+// carries an idempotency key (the Idempotency-Key header of the IETF
+// httpapi draft) is answered once, and every repeat within the key's TTL
+// gets that same answer, byte for byte, from any instance sharing the
+// store.
+//
+// The protocol never allocates twice for one key. The first request
+// inserts a placeholder row (in flight, with a lock expiry) if none
+// exists; only the request whose insert won allocates, then records its
+// answer on the row with a compare-and-set on its own owner token. A
+// repeat finds the row and gets the recorded answer (complete, same
+// fingerprint), ErrKeyReused (another request under the same key),
+// or an *InFlightError (the first is still running). A winner that fails
+// removes its placeholder, so that a retry may allocate. A winner that
+// crashed stops blocking once its lock expires: the next request takes
+// the row over with a compare-and-set on the old owner, and if the old
+// winner comes back, its own compare-and-set fails and it answers what
+// the row holds instead of its IDs, which are never handed out.
+//
+// Only successful answers are recorded. A refusal (an unknown tag, the
+// tag cap) allocated nothing, so replaying it would only keep a caller
+// from succeeding after the cause is fixed.
+//
+// Keeper runs the protocol over a Store: internal/sqlstore for the SQL
+// backends, Memory for tests and single-process use. It also sweeps
+// expired keys in bounded batches and enforces a per-scope cap on live
+// keys from counts refreshed at each sweep, so that the cap costs a map
+// lookup per request rather than a COUNT.
+package idempotency

@@ -1,0 +1,286 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/idempotency"
+)
+
+// clock is a fake clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type counts struct {
+	mu                     sync.Mutex
+	stored, replays, swept int
+	conflicts              map[string]int
+	live                   int64
+}
+
+func (o *counts) KeyStored() { o.mu.Lock(); o.stored++; o.mu.Unlock() }
+func (o *counts) Replayed()  { o.mu.Lock(); o.replays++; o.mu.Unlock() }
+func (o *counts) Conflict(r string) {
+	o.mu.Lock()
+	if o.conflicts == nil {
+		o.conflicts = map[string]int{}
+	}
+	o.conflicts[r]++
+	o.mu.Unlock()
+}
+func (o *counts) Swept(n int, live int64, _ error) {
+	o.mu.Lock()
+	o.swept += n
+	o.live = live
+	o.mu.Unlock()
+}
+
+func newKeeper(t *testing.T, cfg idempotency.Config) (*idempotency.Keeper, *clock, *idempotency.Memory, *counts) {
+	t.Helper()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	m := idempotency.NewMemory()
+	o := &counts{}
+	cfg.Now, cfg.Observer = c.Now, o
+	k, err := idempotency.New(m, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	return k, c, m, o
+}
+
+func req(key, fp string) idempotency.Request {
+	return idempotency.Request{Scope: idempotency.AnonymousScope, Key: key, Fingerprint: fp}
+}
+
+var ok200 = idempotency.Answer{Status: 200, ContentType: "application/json", Body: []byte(`{"tag":"t","id":"7"}`)}
+
+func win(t *testing.T, k *idempotency.Keeper, r idempotency.Request) *idempotency.Ticket {
+	t.Helper()
+	tk, ans, err := k.Begin(context.Background(), r)
+	if err != nil || ans != nil || tk == nil {
+		t.Fatalf("Begin %q: ticket %v answer %v err %v; want a ticket", r.Key, tk, ans, err)
+	}
+	return tk
+}
+
+func TestKeeper_ReplayReusedInFlight(t *testing.T) {
+	ctx := context.Background()
+	k, _, _, o := newKeeper(t, idempotency.Config{})
+	tk := win(t, k, req("k1", "fp"))
+
+	// While in flight: the same request waits, another one is refused.
+	_, _, err := k.Begin(ctx, req("k1", "fp"))
+	var inFlight *idempotency.InFlightError
+	if !errors.As(err, &inFlight) || !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("repeat in flight: %v; want an InFlightError", err)
+	}
+	if got := inFlight.RetryAfter(); got != idempotency.DefaultLockTimeout {
+		t.Errorf("RetryAfter %v; want the lock's remaining %v", got, idempotency.DefaultLockTimeout)
+	}
+	if _, _, err := k.Begin(ctx, req("k1", "other")); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("other request in flight: %v; want ErrKeyReused", err)
+	}
+
+	got, replayed, err := tk.Complete(ctx, ok200)
+	if err != nil || replayed || string(got.Body) != string(ok200.Body) {
+		t.Fatalf("Complete: %v %v %v", got, replayed, err)
+	}
+	for range 3 {
+		_, ans, err := k.Begin(ctx, req("k1", "fp"))
+		if err != nil || ans == nil || string(ans.Body) != string(ok200.Body) || ans.Status != 200 || ans.ContentType != ok200.ContentType {
+			t.Fatalf("replay: %+v %v", ans, err)
+		}
+	}
+	if _, _, err := k.Begin(ctx, req("k1", "other")); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("other request after: %v; want ErrKeyReused", err)
+	}
+	// Scopes are separate: the same key of another caller is new.
+	other := req("k1", "other")
+	other.Scope = "digest-of-another-token"
+	win(t, k, other)
+	if o.stored != 1 || o.replays != 3 || o.conflicts["reused"] != 2 || o.conflicts["in_flight"] != 1 {
+		t.Errorf("observed %+v", o)
+	}
+}
+
+func TestKeeper_AbandonLetsARetryAllocate(t *testing.T) {
+	k, _, m, _ := newKeeper(t, idempotency.Config{})
+	win(t, k, req("k", "fp")).Abandon(context.Background())
+	if m.Len() != 0 {
+		t.Fatalf("%d rows after Abandon; want 0", m.Len())
+	}
+	win(t, k, req("k", "fp"))
+}
+
+// A winner that outlives its lock (a crash, a stall) loses the key to
+// the next request; when it comes back it answers what the row holds,
+// never its own IDs.
+func TestKeeper_LockTimeoutTakeOverAndTheOldWinnerReturns(t *testing.T) {
+	ctx := context.Background()
+	k, c, _, _ := newKeeper(t, idempotency.Config{LockTimeout: 5 * time.Second})
+	old := win(t, k, req("k", "fp"))
+	c.Advance(4 * time.Second)
+	_, _, err := k.Begin(ctx, req("k", "fp"))
+	var inFlight *idempotency.InFlightError
+	if !errors.As(err, &inFlight) || inFlight.RetryAfter() != time.Second {
+		t.Fatalf("before the lock expired: %v; want in flight, retry after 1s", err)
+	}
+	c.Advance(time.Second)
+	next := win(t, k, req("k", "fp"))
+
+	// The old winner comes back before the new one completed: 409.
+	if _, _, err := old.Complete(ctx, idempotency.Answer{Status: 200, Body: []byte("old")}); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("old winner, new one in flight: %v; want ErrInFlight", err)
+	}
+	if _, _, err := next.Complete(ctx, ok200); err != nil {
+		t.Fatal(err)
+	}
+	// And after: it replays the new winner's answer.
+	got, replayed, err := old.Complete(ctx, idempotency.Answer{Status: 200, Body: []byte("old")})
+	if err != nil || !replayed || string(got.Body) != string(ok200.Body) {
+		t.Fatalf("old winner after: %q %v %v; want the new winner's answer", got.Body, replayed, err)
+	}
+	// Nor can the old winner's Abandon remove the new winner's row.
+	old.Abandon(ctx)
+	if _, ans, err := k.Begin(ctx, req("k", "fp")); err != nil || ans == nil {
+		t.Fatalf("replay after the old winner's Abandon: %v %v", ans, err)
+	}
+}
+
+func TestKeeper_ExpiryAndSweep(t *testing.T) {
+	ctx := context.Background()
+	k, c, m, o := newKeeper(t, idempotency.Config{SweepBatch: 3})
+	for i := range 100 {
+		r := req("k"+string(rune('A'+i%26))+strings.Repeat("x", i/26), "fp")
+		if i%2 == 0 {
+			r.TTL = time.Hour
+		}
+		if _, _, err := win(t, k, r).Complete(ctx, ok200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Advance(time.Hour - time.Millisecond)
+	if n, err := k.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep before expiry: %d %v", n, err)
+	}
+	c.Advance(time.Millisecond)
+	// The expired key is a first request again, even before a sweep.
+	if _, _, err := k.Begin(ctx, req("kA", "another")); err != nil {
+		t.Fatalf("expired key with another request: %v; want a new first request", err)
+	}
+	// 49 hour-long keys are left to sweep, in batches of 3, at most 10
+	// batches a sweep.
+	n1, err1 := k.Sweep(ctx)
+	n2, err2 := k.Sweep(ctx)
+	if err := errors.Join(err1, err2); err != nil || n1 != 30 || n2 != 19 {
+		t.Fatalf("sweeps: %d then %d (%v); want 30 then 19", n1, n2, err)
+	}
+	if m.Len() != 51 || o.live != 51 {
+		t.Fatalf("%d rows, %d counted live after the sweeps; want 51", m.Len(), o.live)
+	}
+	c.Advance(idempotency.DefaultTTL)
+	n1, _ = k.Sweep(ctx)
+	n2, _ = k.Sweep(ctx)
+	if n1 != 30 || n2 != 21 || m.Len() != 0 || o.live != 0 || o.swept != 100 {
+		t.Fatalf("sweeps of 51 keys: %d then %d, %d left, %d live, %d swept in all", n1, n2, m.Len(), o.live, o.swept)
+	}
+}
+
+func TestKeeper_Cap(t *testing.T) {
+	ctx := context.Background()
+	k, c, _, o := newKeeper(t, idempotency.Config{MaxKeys: 3, TTL: time.Minute})
+	for _, key := range []string{"a", "b", "c"} {
+		if _, _, err := win(t, k, req(key, "fp")).Complete(ctx, ok200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := k.Begin(ctx, req("d", "fp")); !errors.Is(err, idempotency.ErrKeyLimit) {
+		t.Fatalf("fourth key: %v; want ErrKeyLimit", err)
+	}
+	// Repeats of live keys still replay at the cap.
+	if _, ans, err := k.Begin(ctx, req("b", "fp")); err != nil || ans == nil {
+		t.Fatalf("repeat at the cap: %v %v", ans, err)
+	}
+	// Another scope has its own cap.
+	r := req("d", "fp")
+	r.Scope = "other"
+	win(t, k, r)
+	// The count survives a sweep that deletes nothing…
+	if _, err := k.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := k.Begin(ctx, req("d", "fp")); !errors.Is(err, idempotency.ErrKeyLimit) {
+		t.Fatalf("after a sweep of nothing: %v; want ErrKeyLimit", err)
+	}
+	// …and room comes back once keys expire and are swept.
+	c.Advance(time.Minute)
+	if _, err := k.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	win(t, k, req("d", "fp"))
+	if o.conflicts["limit"] != 2 {
+		t.Errorf("limit conflicts %d; want 2", o.conflicts["limit"])
+	}
+}
+
+// Many concurrent first requests: exactly one wins.
+func TestKeeper_ConcurrentFirstRequestsOneWinner(t *testing.T) {
+	k, _, _, _ := newKeeper(t, idempotency.Config{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for range 50 {
+		wg.Go(func() {
+			tk, _, err := k.Begin(context.Background(), req("same", "fp"))
+			if err != nil && !errors.Is(err, idempotency.ErrInFlight) {
+				t.Error(err)
+			}
+			if tk != nil {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d winners; want 1", wins)
+	}
+}
+
+func TestKeeper_StartClose(t *testing.T) {
+	k, _, _, _ := newKeeper(t, idempotency.Config{})
+	k.Start()
+	k.Start()
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = k.Close()
+}
+
+func TestNew_RejectsBadConfig(t *testing.T) {
+	for _, cfg := range []idempotency.Config{
+		{TTL: 8 * 24 * time.Hour},
+		{TTL: time.Millisecond},
+		{LockTimeout: time.Millisecond},
+		{SweepBatch: -1},
+	} {
+		if _, err := idempotency.New(idempotency.NewMemory(), cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+}

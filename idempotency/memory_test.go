@@ -1,0 +1,10 @@
+package idempotency_test
+
+import (
+	"testing"
+
+	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/internal/storetest"
+)
+
+func TestMemory_Conformance(t *testing.T) { storetest.RunIdempotency(t, idempotency.NewMemory()) }

@@ -1,0 +1,30 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/internal/storetest"
+	"github.com/idgen/idgen/store/postgres"
+)
+
+func TestIdempotency_Conformance(t *testing.T) {
+	storetest.RunIdempotency(t, storetest.Migrated(t, dbtest.Postgres, postgres.Open).Idempotency())
+}
+
+func BenchmarkIdempotency(b *testing.B) {
+	st := storetest.Migrated(b, dbtest.Postgres, postgres.Open)
+	storetest.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
+}
+
+// idemFloor is the floor of BenchmarkIdempotency: the placeholder's
+// INSERT of a new key, run durably on the store's own pool.
+func idemFloor(st *postgres.Store) func(ctx context.Context, key string) error {
+	now := time.Now().UnixMilli()
+	return func(ctx context.Context, key string) error {
+		_, err := st.Pool().Exec(ctx, `INSERT INTO idempotency_key (scope, idem_key, fingerprint, owner, body, locked_until, expires_at) VALUES ($1, $2, 'f', 'o', '', $3, $4) ON CONFLICT (scope, idem_key) DO NOTHING`, "floor", key, now, now+3_600_000)
+		return err
+	}
+}
