@@ -240,7 +240,7 @@ func TestServer_IdempotencyFailureFreesTheKey(t *testing.T) {
 	}
 	g.fail.Store(false)
 	a := keyed(t, ts.URL+"/id/order", "k")
-	if a.status != 200 || a.header.Get("Idempotent-Replayed") != "" || a.body != `{"tag":"order","id":"1"}` {
+	if a.status != 200 || a.header.Get("Idempotent-Replayed") != "" || a.body != `{"tag":"order","id":"1"}`+"\n" {
 		t.Fatalf("retry: %d %q %v; want a first answer", a.status, a.body, a.header)
 	}
 }
