@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
@@ -26,6 +27,12 @@ type db struct {
 	timeline int
 	creates  int        // tags created so far
 	history  []snapshot // the state after each of the last commits
+
+	// unfenced is set from a loss of history until the fence after it,
+	// and steadyUntil is the end of that fence's hold, doubled: between
+	// the two, clocks are not stepped (see steady).
+	unfenced    bool
+	steadyUntil time.Time
 
 	pending []*op
 	lateErr error // a violation found on a client goroutine
@@ -144,6 +151,7 @@ func (db *db) lose(failover bool, k keep) {
 		db.w.res.Restores++
 	}
 	db.w.res.LostCommits += n
+	db.unfenced = true
 	db.w.trace("  %s: %d commits lost, now %s", what, n, db.identity())
 }
 
@@ -159,6 +167,17 @@ func (db *db) losable(k keep) int {
 		n++
 	}
 	return n
+}
+
+// steady reports whether clocks must not be stepped now: from a loss of
+// history until well after the fence that deals with it. The fence's
+// hold, computed on the fencer's clock, covers holders whose clocks are
+// within LeaseMargin of it (fence.Config), and the skew faults step
+// clocks by seconds.
+func (db *db) steady() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.unfenced || time.Now().Before(db.steadyUntil)
 }
 
 // createLate creates the tag late, as an operator does with
@@ -266,6 +285,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 	db.commit()
 	p.mem = fence.Memory{}.Observe(cur, to)
 	db.w.res.Fences++
+	db.unfenced, db.steadyUntil = false, time.Now().Add(2*leaseTTL)
 	db.w.trace("  fence by %d.%d: %s; margin %d, %d live, hold until +%dms, generation %d",
 		p.id, p.inc, d.Reason, plan.Margin, live, plan.HoldUntil-plan.Now, to.Generation)
 }

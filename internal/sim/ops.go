@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,10 @@ var opFuncs = map[string]opFunc{
 	// Faults.
 	"skew": func(w *world, p *proc, _ string) error {
 		// Clocks disagree and get stepped, back and forward.
+		if w.db.steady() {
+			w.trace("  clocks held steady around a fence")
+			return nil
+		}
 		d := time.Duration(w.rng.IntN(4001)-2000) * time.Millisecond
 		if w.chance(0.3) {
 			d = -p.skew()
@@ -80,6 +85,10 @@ var opFuncs = map[string]opFunc{
 	// A clock stepped back past the lease margin, then a renewal from
 	// behind: the store must not shorten the lease.
 	"step-back": func(w *world, p *proc, _ string) error {
+		if w.db.steady() {
+			w.trace("  clocks held steady around a fence")
+			return nil
+		}
 		p.offset.Add(-int64(time.Duration(300+w.pick(3000)) * time.Millisecond))
 		w.heartbeat(p)
 		return nil
@@ -159,18 +168,8 @@ func (w Weights) table() ([]weighted, error) {
 	if total == 0 {
 		return nil, errors.New("sim: every op has weight 0")
 	}
-	slices.SortFunc(out, func(a, b weighted) int { return compareStrings(a.name, b.name) })
+	slices.SortFunc(out, func(a, b weighted) int { return cmp.Compare(a.name, b.name) })
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // pickOp picks an op by weight.
@@ -247,7 +246,13 @@ func (w *world) checkSegErr(p *proc, tag string, err error) error {
 		w.db.mu.Unlock()
 		return nil
 	}
-	for _, ok := range []error{context.Canceled, segment.ErrUnavailable, segment.ErrExhausted, segment.ErrClosed, segment.ErrTagLimit} {
+	if errors.Is(err, segment.ErrTagLimit) {
+		if n := len(p.alloc.Stats()); n < maxTags {
+			return w.violation("process %d refused %s at the tag limit holding %d tags, below MaxTags %d", p.id, tag, n, maxTags)
+		}
+		return nil
+	}
+	for _, ok := range []error{context.Canceled, segment.ErrUnavailable, segment.ErrExhausted, segment.ErrClosed} {
 		if errors.Is(err, ok) {
 			return nil
 		}
@@ -280,9 +285,24 @@ func (w *world) reserveRange(p *proc, tag string, n int64) {
 }
 
 // missed records that a caller of p was told tag is unknown (db.mu
-// held). A miss the negative cache answered leaves its deadline alone.
+// held). The oracle cannot tell a miss the negative cache answered,
+// which leaves the allocator's deadline alone, from one the store
+// answered, which sets it to now + NegativeTTL, also earlier than before
+// if the clock was stepped back. So it keeps bounds on the deadline: the
+// check uses the lower one, and a miss past the upper one was the
+// store's.
 func (w *world) missed(p *proc, tag string) {
-	if now := p.wall(); !now.Before(p.neg[tag]) {
-		p.neg[tag] = now.Add(negativeTTL)
+	now := p.wall()
+	next := now.Add(negativeTTL)
+	lo, hi := p.neg[tag], p.negHi[tag]
+	if !now.Before(hi) {
+		p.neg[tag], p.negHi[tag] = next, next
+		return
+	}
+	if next.Before(lo) {
+		p.neg[tag] = next
+	}
+	if next.After(hi) {
+		p.negHi[tag] = next
 	}
 }

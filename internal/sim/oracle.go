@@ -65,11 +65,13 @@ func (w *world) checkRelease(o *op) error {
 func (w *world) checkNegative(p *proc, o *op) error {
 	until, ok := p.neg[o.tag]
 	if ok && !p.wall().Before(until) {
-		// The miss is forgotten: a clock stepped back later does not
-		// bring it back.
+		// The allocator may have a handle on the tag again, whose calls
+		// a clock stepped back later must not count as lookups.
 		delete(p.neg, o.tag)
+		delete(p.negHi, o.tag)
+		return nil
 	}
-	if ok && p.wall().Before(until) {
+	if ok {
 		return w.violation("process %d (incarnation %d) called the store for %s %v after it was told the tag is unknown, within the negative cache's %v", p.id, p.inc, o.tag, negativeTTL-until.Sub(p.wall()), negativeTTL)
 	}
 	return nil

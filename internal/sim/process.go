@@ -39,7 +39,8 @@ type proc struct {
 	// neg is, per tag, until when this incarnation's negative cache
 	// must answer ErrTagNotFound without a store call (under db.mu).
 	neg    map[string]time.Time
-	gen    *snowflake.Leased // nil until a claim succeeded
+	negHi  map[string]time.Time // the latest the deadline may be (see missed)
+	gen    *snowflake.Leased    // nil until a claim succeeded
 	owner  string
 	lastSF int64
 	// static: process 0 starts with a static worker ID, pinned; the
@@ -101,7 +102,7 @@ func (w *world) boot(p *proc) error {
 	w.db.mu.Lock()
 	p.inc = w.incs
 	p.ranges = map[string][]segment.Range{}
-	p.neg = map[string]time.Time{}
+	p.neg, p.negHi = map[string]time.Time{}, map[string]time.Time{}
 	w.db.mu.Unlock()
 	p.last = map[string]int64{}
 	p.lastSF = 0

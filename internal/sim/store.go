@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,18 +126,8 @@ func (db *db) sortPending() {
 		if x.kind != y.kind {
 			return int(x.kind) - int(y.kind)
 		}
-		return compareInt(x.a, y.a)
+		return cmp.Compare(x.a, y.a)
 	})
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // deliverOne completes one pending store call, picked by the seed, with a
