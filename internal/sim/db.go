@@ -34,6 +34,8 @@ type db struct {
 	unfenced    bool
 	steadyUntil time.Time
 
+	released map[tagID]bool // tag and incarnation that handed a span back
+
 	pending []*op
 	lateErr error // a violation found on a client goroutine
 	leases  *leaseTable
@@ -62,7 +64,7 @@ type snapshot struct {
 const maxLost = 6
 
 func newDB(w *world) *db {
-	d := &db{w: w, rows: map[string]*row{}, workers: map[int64]worker{}, timeline: 1}
+	d := &db{w: w, rows: map[string]*row{}, workers: map[int64]worker{}, timeline: 1, released: map[tagID]bool{}}
 	d.leases = &leaseTable{db: d}
 	d.history = []snapshot{d.snap()}
 	return d
@@ -315,6 +317,10 @@ func (w *world) apply(o *op, lost bool) opResult {
 		r.maxID = o.a
 		db.commit()
 		w.res.Releases++
+		if db.released[tagID{o.tag, int64(o.inc)}] {
+			w.res.MultiSpan++
+		}
+		db.released[tagID{o.tag, int64(o.inc)}] = true
 		return opResult{ok: true}
 	}
 	cur, rec, err := db.checked(o.p, true)

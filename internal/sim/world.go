@@ -55,6 +55,7 @@ type Result struct {
 	Reservations int // segment reservations committed
 	Regressions  int // ranges below a high-water mark, skipped
 	Releases     int // hand-backs committed
+	MultiSpan    int // hand-backs of a tag's second span by one incarnation
 	Crashes      int
 	Restarts     int // graceful restarts
 	Takeovers    int // snowflake leases claimed by a new owner
@@ -75,6 +76,7 @@ func (t *Result) Add(r Result) {
 	t.Reservations += r.Reservations
 	t.Regressions += r.Regressions
 	t.Releases += r.Releases
+	t.MultiSpan += r.MultiSpan
 	t.Crashes += r.Crashes
 	t.Restarts += r.Restarts
 	t.Takeovers += r.Takeovers
