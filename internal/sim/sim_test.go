@@ -23,18 +23,24 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// TestSimulation runs IDGEN_SIM_SEEDS seeds (default 200: about 10 s, or
-// 50 s under -race) of IDGEN_SIM_STEPS steps (default 3000) each: the CI
-// budget. The long mode is the same with larger numbers, for example
-// IDGEN_SIM_SEEDS=20000. IDGEN_SIM_SEED replays one seed, and with
-// IDGEN_SIM_TRACE=1 prints every step. A failure prints the command that
-// replays it.
-func TestSimulation(t *testing.T) {
-	steps := envInt(t, "IDGEN_SIM_STEPS", 3000)
-	first, seeds := uint64(1), envInt(t, "IDGEN_SIM_SEEDS", 200)
+// budget is the CI budget: IDGEN_SIM_SEEDS seeds (default 200) of
+// IDGEN_SIM_STEPS steps (default 3000) each. The long mode is the same
+// with larger numbers, for example IDGEN_SIM_SEEDS=20000.
+func budget(t *testing.T) (seeds, steps int) {
+	seeds, steps = envInt(t, "IDGEN_SIM_SEEDS", 200), envInt(t, "IDGEN_SIM_STEPS", 3000)
 	if testing.Short() {
 		seeds = 5
 	}
+	return seeds, steps
+}
+
+// TestSimulation runs the CI budget (see budget) of seeds with the
+// default op mix. IDGEN_SIM_SEED replays one seed, and with
+// IDGEN_SIM_TRACE=1 prints every step. A failure prints the command that
+// replays it.
+func TestSimulation(t *testing.T) {
+	seeds, steps := budget(t)
+	first := uint64(1)
 	if v := os.Getenv("IDGEN_SIM_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
@@ -49,34 +55,37 @@ func TestSimulation(t *testing.T) {
 		if os.Getenv("IDGEN_SIM_TRACE") != "" {
 			cfg.Trace = func(step int, what string) { t.Logf("%5d %s", step, what) }
 		}
-		res, err := sim.Run(cfg)
+		res, err := sim.Run(t, cfg)
 		if err != nil {
 			var v *sim.Violation
 			if errors.As(err, &v) {
-				t.Fatalf("%v\nreplay: IDGEN_SIM_SEED=%d IDGEN_SIM_STEPS=%d go test ./internal/sim -run TestSimulation -v", err, seed, steps)
+				t.Fatalf("%v\nreplay: IDGEN_SIM_SEED=%d IDGEN_SIM_STEPS=%d go test ./internal/sim -run 'TestSimulation$' -v", err, seed, steps)
 			}
 			t.Fatal(err)
 		}
-		total.Steps += steps
-		total.SegmentIDs += res.SegmentIDs
-		total.SnowflakeIDs += res.SnowflakeIDs
-		total.Reservations += res.Reservations
-		total.Regressions += res.Regressions
-		total.Rollbacks += res.Rollbacks
-		total.LostToRollback += res.LostToRollback
-		total.Crashes += res.Crashes
-		total.Takeovers += res.Takeovers
+		total.Add(res)
 	}
-	t.Logf("%d seeds from %d, %d steps in %v: %d segment IDs from %d reservations, %d snowflake IDs, %d crashes, %d lease takeovers, %d rollbacks, %d regressions caught, %d IDs reissued across processes after a rollback (the documented limit), 0 violations",
-		seeds, first, total.Steps, time.Since(start).Round(time.Millisecond), total.SegmentIDs, total.Reservations, total.SnowflakeIDs,
-		total.Crashes, total.Takeovers, total.Rollbacks, total.Regressions, total.LostToRollback)
+	t.Logf("%d seeds from %d, %d steps in %v: %d segment IDs from %d reservations and %d hand-backs (%d of a second span), %d snowflake IDs, "+
+		"%d crashes, %d graceful restarts, %d lease takeovers, %d failovers and %d restores losing %d commits, %d fences, %d regressions caught, 0 violations",
+		seeds, first, total.Steps, time.Since(start).Round(time.Millisecond), total.SegmentIDs, total.Reservations, total.Releases, total.MultiSpan, total.SnowflakeIDs,
+		total.Crashes, total.Restarts, total.Takeovers, total.Failovers, total.Restores, total.LostCommits, total.Fences, total.Regressions)
 }
 
-// The same seed gives the same run.
+// The same seed gives the same run, step by step: the same trace hash.
+// A different seed gives another, so the hash does cover the run.
 func TestSimulation_Replays(t *testing.T) {
-	a, errA := sim.Run(sim.Config{Seed: 42, Steps: 800})
-	b, errB := sim.Run(sim.Config{Seed: 42, Steps: 800})
-	if (errA == nil) != (errB == nil) || a != b {
-		t.Fatalf("seed 42 twice: %+v (%v) and %+v (%v)", a, errA, b, errB)
+	run := func(seed uint64) sim.Result {
+		res, err := sim.Run(t, sim.Config{Seed: seed, Steps: 800})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		return res
+	}
+	a, b, c := run(42), run(42), run(43)
+	if a.TraceHash != b.TraceHash || a != b {
+		t.Fatalf("seed 42 twice: trace hashes %x and %x, results %+v and %+v", a.TraceHash, b.TraceHash, a, b)
+	}
+	if a.TraceHash == c.TraceHash {
+		t.Fatalf("seeds 42 and 43 gave the same trace hash %x", a.TraceHash)
 	}
 }

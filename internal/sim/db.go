@@ -1,0 +1,362 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/segment"
+)
+
+// db is the simulated database: the id_sequence rows, the worker lease
+// table and the idgen_fence record, with the server's identity and the
+// last commits, which a failover or a restore loses.
+type db struct {
+	w  *world
+	mu sync.Mutex // guards all below, and what procs keep under it
+
+	rows    map[string]*row
+	workers map[int64]worker
+	rec     fence.Record
+	pos     uint64 // commits so far: the server's position
+	// timeline moves on with every failover, as a promotion moves a
+	// PostgreSQL timeline on.
+	timeline int
+	creates  int        // tags created so far
+	history  []snapshot // the state after each of the last commits
+
+	// unfenced is set from a loss of history until the fence after it,
+	// and steadyUntil is the end of that fence's hold, doubled: between
+	// the two, clocks are not stepped (see steady).
+	unfenced    bool
+	steadyUntil time.Time
+
+	released map[tagID]bool // tag and incarnation that handed a span back
+
+	pending []*op
+	lateErr error // a violation found on a client goroutine
+	leases  *leaseTable
+}
+
+type row struct{ maxID, step int64 }
+
+// worker is one row of the lease table, times in Unix milliseconds.
+type worker struct {
+	owner         string
+	expires, last int64
+	pinned        bool
+}
+
+type snapshot struct {
+	rows    map[string]row
+	workers map[int64]worker
+	rec     fence.Record
+	pos     uint64
+	creates int // tags created so far
+}
+
+// maxLost bounds the commits one failover or restore loses: a replica's
+// lag, a backup's age. The fence's automatic margin (two ranges per live
+// instance and one more) covers that many reservations of rangeCap.
+const maxLost = 6
+
+func newDB(w *world) *db {
+	d := &db{w: w, rows: map[string]*row{}, workers: map[int64]worker{}, timeline: 1, released: map[tagID]bool{}}
+	d.leases = &leaseTable{db: d}
+	d.history = []snapshot{d.snap()}
+	return d
+}
+
+// late records a violation found on a goroutine other than the
+// simulator's; settle returns it.
+func (db *db) late(err error) {
+	if db.lateErr == nil {
+		db.lateErr = err
+	}
+}
+
+func (db *db) snap() snapshot {
+	s := snapshot{rows: make(map[string]row, len(db.rows)), workers: maps.Clone(db.workers), rec: db.rec, pos: db.pos, creates: db.creates}
+	for k, r := range db.rows {
+		s.rows[k] = *r
+	}
+	return s
+}
+
+// commit ends a transaction that wrote (mu held).
+func (db *db) commit() {
+	db.pos++
+	db.history = append(db.history, db.snap())
+	if len(db.history) > 4*maxLost {
+		db.history = append(db.history[:0:0], db.history[len(db.history)-2*maxLost:]...)
+	}
+}
+
+// identity is what the server says about itself now (mu held): a
+// PostgreSQL system identifier, timeline and WAL position.
+func (db *db) identity() fence.Identity {
+	lsn := db.pos * 0x28
+	return fence.Identity{Kind: fence.Postgres, System: "7301234567890123456",
+		Timeline: fmt.Sprintf("%08X", db.timeline), Position: fmt.Sprintf("%X/%X", lsn>>32, lsn&0xffffffff)}
+}
+
+// What a failover or a restore may lose besides reservations and lease
+// writes.
+type keep int
+
+const (
+	keepFence  keep = 1 << iota // the last write of the fence record
+	keepCreate                  // the last tag created
+)
+
+// lose loses the last commits: a lossy failover to an asynchronous
+// replica that lacked them (a new timeline), or a restore of a copy
+// taken before them (the same history, its position back). k says what
+// must survive: a replica that had caught up with the last fence, as it
+// has unless two failovers come within one replication lag, and with
+// the last tag created.
+func (db *db) lose(failover bool, k keep) {
+	// The fence's hold assumes clocks within LeaseMargin of each other
+	// (fence.Config): lose history only while the processes' clocks,
+	// stepped by the skew faults, are within half of it of true time.
+	for _, p := range db.w.procs {
+		if d := p.skew(); d > leaseTTL/20 || d < -leaseTTL/20 {
+			db.w.trace("  no loss of history: process %d's clock is %v off", p.id, d)
+			return
+		}
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	n := 0
+	if most := db.losable(k); most > 0 {
+		n = 1 + db.w.pick(most)
+	}
+	if n == 0 && !failover {
+		return
+	}
+	s := db.history[len(db.history)-1-n]
+	db.history = db.history[:len(db.history)-n]
+	db.rows = map[string]*row{}
+	for k, r := range s.rows {
+		db.rows[k] = &r
+	}
+	db.workers, db.rec, db.pos, db.creates = maps.Clone(s.workers), s.rec, s.pos, s.creates
+	what := "restore"
+	if failover {
+		db.timeline++
+		what = "failover"
+		db.w.res.Failovers++
+	} else {
+		db.w.res.Restores++
+	}
+	db.w.res.LostCommits += n
+	db.unfenced = true
+	db.w.trace("  %s: %d commits lost, now %s", what, n, db.identity())
+}
+
+// losable is how many of the last commits may be lost keeping k (mu
+// held), as far back as the history goes.
+func (db *db) losable(k keep) int {
+	n := 0
+	for i := len(db.history) - 1; i > 0 && n < maxLost; i-- {
+		prev, cur := db.history[i-1], db.history[i]
+		if (k&keepFence != 0 && prev.rec != cur.rec) || (k&keepCreate != 0 && prev.creates != cur.creates) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// steady reports whether clocks must not be stepped now: from a loss of
+// history until well after the fence that deals with it. The fence's
+// hold, computed on the fencer's clock, covers holders whose clocks are
+// within LeaseMargin of it (fence.Config), and the skew faults step
+// clocks by seconds.
+func (db *db) steady() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.unfenced || time.Now().Before(db.steadyUntil)
+}
+
+// createLate creates the tag late, as an operator does with
+// `idgen tag create`, for the process that runs with auto-create off.
+func (db *db) createLate() {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if _, ok := db.rows["late"]; !ok {
+		db.rows["late"] = &row{maxID: 1, step: 10}
+		db.creates++
+		db.commit()
+	}
+}
+
+func (db *db) setStep(tag string, step int64) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if r, ok := db.rows[tag]; ok {
+		r.step = step
+		db.commit()
+	}
+}
+
+// maxFences is sqlstore's bound on the fences one call goes through.
+const maxFences = 3
+
+// checked is the start of a checked transaction of process p, as
+// sqlstore.Guard.run and Store.advanceOnce run it: read the server's
+// identity and the record (a process that knows the store reads the
+// record from its memory, as the one-statement reservation does), decide
+// with package fence, and fence first if the verdict says so. It returns
+// the reading the transaction goes on with (mu held).
+func (db *db) checked(p *proc, fast bool) (fence.Identity, fence.Record, error) {
+	for fences := 0; ; fences++ {
+		snap, cur, rec := p.mem, db.identity(), db.rec
+		if fast && snap.Known {
+			rec = fence.Record{Identity: snap.Identity, Generation: snap.Generation}
+		}
+		if db.w.cfg.Plant == PlantNoFence {
+			return cur, rec, nil
+		}
+		d := fence.Decide(snap, cur, rec)
+		if d.Verdict == fence.Proceed {
+			return cur, rec, nil
+		}
+		if fences == maxFences {
+			return cur, rec, fmt.Errorf("sim: the store's identity changed %d times during one call; last: %s", fences, d.Reason)
+		}
+		db.fence(p, snap)
+	}
+}
+
+// observe is Guard.committed: what p remembers after a checked
+// transaction that committed and whose answer it got.
+func (db *db) observe(p *proc, cur fence.Identity, rec fence.Record) {
+	p.mem = p.mem.Observe(cur, rec)
+}
+
+// fence is sqlstore.Guard.fenceTx on the simulated tables: decide again
+// under the lock, and carry out the plan package fence makes (mu held).
+func (db *db) fence(p *proc, snap fence.Memory) {
+	cur, rec := db.identity(), db.rec
+	d := fence.Decide(snap, cur, rec)
+	if d.Verdict == fence.Proceed {
+		p.mem = p.mem.Observe(cur, rec)
+		return
+	}
+	now := p.wall()
+	to := fence.Record{Identity: cur, Generation: fence.NewGeneration(rec, snap, now), FenceUntil: rec.FenceUntil}
+	to.Node = ""
+	if d.Verdict == fence.Initialize {
+		db.rec = to
+		db.commit()
+		p.mem = fence.Memory{}.Observe(cur, to)
+		return
+	}
+	cfg := db.w.fenceCfg
+	var live int64
+	for _, wk := range db.workers {
+		if wk.owner != "" && wk.expires > cfg.LiveSince(now) {
+			live++
+		}
+	}
+	plan := fence.NewPlan(cfg, now, rec, snap, live)
+	plan.Generation = to.Generation
+	if db.w.cfg.Plant == PlantZeroMargin {
+		plan.Margin = 0
+	}
+	for _, r := range db.rows {
+		if r.maxID > math.MaxInt64-plan.Margin {
+			r.maxID = math.MaxInt64
+		} else {
+			r.maxID += plan.Margin
+		}
+	}
+	for id, wk := range db.workers {
+		if wk.owner != "" && wk.expires > plan.LiveSince {
+			wk.expires = max(wk.expires, plan.HoldUntil)
+		}
+		wk.last = max(wk.last, plan.HoldUntil)
+		db.workers[id] = wk
+	}
+	to.FenceUntil = max(to.FenceUntil, plan.HoldUntil)
+	db.rec = to
+	db.commit()
+	p.mem = fence.Memory{}.Observe(cur, to)
+	db.w.res.Fences++
+	db.unfenced, db.steadyUntil = false, time.Now().Add(2*leaseTTL)
+	db.w.trace("  fence by %d.%d: %s; margin %d, %d live, hold until +%dms, generation %d",
+		p.id, p.inc, d.Reason, plan.Margin, live, plan.HoldUntil-plan.Now, to.Generation)
+}
+
+// apply runs o's transaction against the tables (mu held). lost says
+// the answer will not reach the caller, who so does not learn what it
+// saw.
+func (w *world) apply(o *op, lost bool) opResult {
+	db := w.db
+	r, ok := db.rows[o.tag]
+	switch o.kind {
+	case opCreate:
+		if ok {
+			return opResult{err: fmt.Errorf("%w: %q", segment.ErrTagExists, o.tag)}
+		}
+		db.rows[o.tag] = &row{maxID: o.a, step: o.b}
+		db.creates++
+		db.commit()
+		return opResult{}
+	case opRelease:
+		if !ok || r.maxID != o.b {
+			return opResult{}
+		}
+		if err := w.checkRelease(o); err != nil {
+			db.late(err)
+		}
+		r.maxID = o.a
+		db.commit()
+		w.res.Releases++
+		if db.released[tagID{o.tag, int64(o.inc)}] {
+			w.res.MultiSpan++
+		}
+		db.released[tagID{o.tag, int64(o.inc)}] = true
+		return opResult{ok: true}
+	}
+	cur, rec, err := db.checked(o.p, true)
+	if err != nil {
+		return opResult{err: err}
+	}
+	if r, ok = db.rows[o.tag]; !ok { // the fence may have run; rows are the same
+		return opResult{err: fmt.Errorf("%w: %q", segment.ErrTagNotFound, o.tag)}
+	}
+	var res opResult
+	switch o.kind {
+	case opReserve:
+		step := max(o.a, r.step)
+		if r.maxID > math.MaxInt64-step {
+			return opResult{err: fmt.Errorf("%w: %q", segment.ErrExhausted, o.tag)}
+		}
+		rg := segment.Range{Start: r.maxID, End: r.maxID + step, Step: r.step}
+		if w.cfg.Plant == PlantOverlap && w.chance(0.05) && rg.Start > step/2 {
+			rg.Start -= step / 2 // the planted bug: silently overlap the range before
+		}
+		r.maxID = rg.End
+		db.commit()
+		w.res.Reservations++
+		if o.p.inc == o.inc {
+			o.p.ranges[o.tag] = append(o.p.ranges[o.tag], rg)
+		}
+		res = opResult{r: rg}
+	default: // opRaise
+		if r.maxID < o.a {
+			r.maxID = o.a
+			db.commit()
+			res.ok = true
+		}
+	}
+	if !lost {
+		db.observe(o.p, cur, rec)
+	}
+	return res
+}

@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/snowflake"
+)
+
+// The lease table: sqlstore.Leases on the simulated database. Claims and
+// renewals are checked transactions (db.checked, which fences first when
+// the history changed), and a claim starts its IDs at the last fence's
+// hold (Record.FenceUntil), as sqlstore's takeFree does. Calls run on
+// the simulator's goroutine: heartbeats do (RenewInterval < 0), and so do
+// claims and Close.
+
+type leaseTable struct{ db *db }
+
+// lease is a row as a snowflake.Lease.
+func (wk worker) lease(id int64) snowflake.Lease {
+	return snowflake.Lease{WorkerID: id, Owner: wk.owner, ExpiresAt: fromMillis(wk.expires), LastTimestamp: fromMillis(wk.last)}
+}
+
+func fromMillis(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// claim takes the lowest free worker ID of from..to-1 for p (mu held).
+func (t *leaseTable) claim(p *proc, owner string, now time.Time, ttl time.Duration, from, to int64) (snowflake.Lease, func(), error) {
+	if err := snowflake.CheckClaim(owner, ttl, to-from); err != nil {
+		return snowflake.Lease{}, nil, err
+	}
+	cur, rec, err := t.db.checked(p, false)
+	if err != nil {
+		return snowflake.Lease{}, nil, err
+	}
+	nowMs := now.UnixMilli()
+	for id := from; id < to; id++ {
+		wk := t.db.workers[id]
+		if (wk.owner != "" && wk.expires > nowMs) || wk.pinned {
+			continue
+		}
+		wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil)}
+		t.db.workers[id] = wk
+		t.db.commit()
+		return wk.lease(id), t.observer(p, cur, rec), nil
+	}
+	return snowflake.Lease{}, nil, fmt.Errorf("%w: all %d worker IDs from %d are leased", snowflake.ErrNoFreeWorker, to-from, from)
+}
+
+func (t *leaseTable) claimStatic(p *proc, owner string, id int64, now time.Time, ttl time.Duration) (snowflake.Lease, func(), error) {
+	if err := snowflake.CheckClaim(owner, ttl, id+1); err != nil {
+		return snowflake.Lease{}, nil, err
+	}
+	cur, rec, err := t.db.checked(p, false)
+	if err != nil {
+		return snowflake.Lease{}, nil, err
+	}
+	nowMs := now.UnixMilli()
+	wk := t.db.workers[id]
+	if wk.owner != "" && wk.owner != owner && wk.expires > nowMs {
+		return snowflake.Lease{}, nil, fmt.Errorf("%w: worker %d is held by %q", snowflake.ErrNoFreeWorker, id, wk.owner)
+	}
+	wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), pinned: true}
+	t.db.workers[id] = wk
+	t.db.commit()
+	return wk.lease(id), t.observer(p, cur, rec), nil
+}
+
+func (t *leaseTable) renew(p *proc, lease snowflake.Lease, now, last time.Time, ttl time.Duration) (snowflake.Lease, func(), error) {
+	cur, rec, err := t.db.checked(p, false)
+	if err != nil {
+		return snowflake.Lease{}, nil, err
+	}
+	wk, ok := t.db.workers[lease.WorkerID]
+	if !ok || lease.Owner == "" || wk.owner != lease.Owner || wk.expires <= now.UnixMilli() {
+		return snowflake.Lease{}, t.observer(p, cur, rec), fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
+	}
+	wk.expires = max(wk.expires, now.UnixMilli()+ttl.Milliseconds())
+	wk.last = max(wk.last, millis(last))
+	t.db.workers[lease.WorkerID] = wk
+	t.db.commit()
+	// The holder's deadline must not pass the stored expiry, and it only
+	// learns a later one if it asked for it.
+	out := wk.lease(lease.WorkerID)
+	out.ExpiresAt = fromMillis(max(millis(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
+	return out, t.observer(p, cur, rec), nil
+}
+
+func (t *leaseTable) release(lease snowflake.Lease, last time.Time) error {
+	wk, ok := t.db.workers[lease.WorkerID]
+	if !ok || lease.Owner == "" || wk.owner != lease.Owner {
+		return fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
+	}
+	t.db.workers[lease.WorkerID] = worker{last: max(wk.last, millis(last)), pinned: wk.pinned}
+	t.db.commit()
+	return nil
+}
+
+// Unpin implements snowflake.StaticLeaseStore's Unpin, for the operator.
+func (t *leaseTable) Unpin(_ context.Context, id int64) error {
+	t.db.mu.Lock()
+	defer t.db.mu.Unlock()
+	if wk, ok := t.db.workers[id]; ok {
+		wk.pinned = false
+		t.db.workers[id] = wk
+		t.db.commit()
+	}
+	return nil
+}
+
+// observer returns what p remembers once it gets the answer.
+func (t *leaseTable) observer(p *proc, cur fence.Identity, rec fence.Record) func() {
+	return func() { t.db.observe(p, cur, rec) }
+}
+
+// holders returns the owner of every worker ID.
+func (t *leaseTable) holders() map[int64]string {
+	t.db.mu.Lock()
+	defer t.db.mu.Unlock()
+	out := map[int64]string{}
+	for id, wk := range t.db.workers {
+		out[id] = wk.owner
+	}
+	return out
+}
+
+// leases is one process's handle on the lease table, failing now and then
+// before or after the change (a lost acknowledgement), as the simulation
+// picks. It implements snowflake.StaticLeaseStore and RangeClaimer.
+type leases struct {
+	w *world
+	p *proc
+}
+
+var (
+	_ snowflake.StaticLeaseStore = leases{}
+	_ snowflake.RangeClaimer     = leases{}
+)
+
+// do runs a call under the table's mutex with a fault or without; seen,
+// if the call returns one, is run only when the answer arrives.
+func (l leases) do(apply func() (func(), error)) error {
+	w := l.w
+	w.db.mu.Lock()
+	defer w.db.mu.Unlock()
+	fault := 0
+	if w.faults {
+		switch r := w.pick(100); {
+		case r < 8:
+			return errInjected
+		case r < 14:
+			fault = 2
+		}
+	}
+	seen, err := apply()
+	if fault == 2 {
+		return fmt.Errorf("%w after commit", errInjected)
+	}
+	if seen != nil {
+		seen()
+	}
+	return err
+}
+
+func (l leases) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
+	return l.ClaimRange(ctx, owner, now, ttl, 0, maxWorkers)
+}
+
+func (l leases) ClaimRange(_ context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (out snowflake.Lease, err error) {
+	err = l.do(func() (seen func(), err error) {
+		out, seen, err = l.w.db.leases.claim(l.p, owner, now, ttl, from, min(to, math.MaxInt32+1))
+		return seen, err
+	})
+	return out, err
+}
+
+func (l leases) ClaimStatic(_ context.Context, owner string, id int64, now time.Time, ttl time.Duration) (out snowflake.Lease, err error) {
+	err = l.do(func() (seen func(), err error) {
+		out, seen, err = l.w.db.leases.claimStatic(l.p, owner, id, now, ttl)
+		return seen, err
+	})
+	return out, err
+}
+
+func (l leases) Renew(_ context.Context, lease snowflake.Lease, now, last time.Time, ttl time.Duration) (out snowflake.Lease, err error) {
+	err = l.do(func() (seen func(), err error) {
+		out, seen, err = l.w.db.leases.renew(l.p, lease, now, last, ttl)
+		return seen, err
+	})
+	return out, err
+}
+
+func (l leases) Release(_ context.Context, lease snowflake.Lease, last time.Time) error {
+	return l.do(func() (func(), error) { return nil, l.w.db.leases.release(lease, last) })
+}
+
+func (l leases) Unpin(ctx context.Context, id int64) error { return l.w.db.leases.Unpin(ctx, id) }
+
+// leasedConfig: 4 worker IDs for 3 or more processes, so that takeovers
+// are frequent. Process 0 pins worker 3 while static; process 1 claims
+// only from 1..3 (WorkerRange, through ClaimRange).
+func (w *world) leasedConfig(p *proc) snowflake.LeasedConfig {
+	cfg := snowflake.LeasedConfig{
+		Owner: p.owner, TTL: leaseTTL, RenewInterval: -1, Margin: leaseTTL / 10,
+		Generator: snowflake.Config{Epoch: w.start.Add(-24 * time.Hour).Truncate(time.Millisecond), TimeBits: 41, WorkerBits: 2, SequenceBits: 20, Clock: procClock{p}},
+	}
+	switch {
+	case p.static:
+		cfg.Static, cfg.Generator.WorkerID = true, staticID
+	case p.id == 1:
+		cfg.WorkerRange = snowflake.WorkerRange{From: 1, To: 4}
+	}
+	return cfg
+}
+
+func (w *world) claim(p *proc) {
+	before := w.db.leases.holders()
+	g, err := snowflake.NewLeased(context.Background(), leases{w: w, p: p}, w.leasedConfig(p))
+	w.trace("  claim %d.%d: %v", p.id, p.inc, err)
+	if err == nil {
+		p.gen = g
+		w.countTakeover(before, g.WorkerID())
+	}
+}
+
+func (w *world) countTakeover(before map[int64]string, id int64) {
+	if o, ok := before[id]; ok && o != "" {
+		w.res.Takeovers++
+	}
+}
+
+func (w *world) heartbeat(p *proc) {
+	if p.gen == nil {
+		w.claim(p)
+		return
+	}
+	before := w.db.leases.holders()
+	held := p.gen.WorkerID()
+	err := p.gen.Heartbeat(context.Background())
+	w.trace("  heartbeat %d.%d: worker %d, %v", p.id, p.inc, p.gen.WorkerID(), err)
+	if err == nil && held < 0 {
+		w.countTakeover(before, p.gen.WorkerID())
+	}
+}
