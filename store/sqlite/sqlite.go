@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -225,10 +226,22 @@ func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 // Ping checks that the file can be read.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-// Close closes the file.
+// closeWait bounds how long Close waits for connections still in use.
+const closeWait = 5 * time.Second
+
+// Close closes the file. database/sql closes a connection that is still
+// in use (a transaction a cancelled context is rolling back) only when it
+// is released, after DB.Close has returned, so Close waits for that, up
+// to closeWait: the last connection to close checkpoints the WAL into the
+// file and removes it, and a copy of the file taken after Close is then
+// the whole database.
 func (s *Store) Close() error {
 	s.idem.close()
-	return s.db.Close()
+	err := s.db.Close()
+	for deadline := time.Now().Add(closeWait); s.db.Stats().OpenConnections > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return err
 }
 
 // DB returns the underlying pool, for tests and tools.
