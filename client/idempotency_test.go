@@ -14,8 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	_ "modernc.org/sqlite" // the orders table of the example
 
+	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
+	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/segment"
@@ -178,4 +184,85 @@ func ExampleWithIdempotencyKey() {
 	// retry got the same ID: true
 	// retry refused by the primary key: true
 	// orders: 1
+}
+
+// The key travels as gRPC metadata with WithGRPC: the same replays and
+// refusals as over HTTP, and a key of one API is refused on the other.
+func TestGRPC_IdempotencyKey(t *testing.T) {
+	ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
+	cnt := &rpcCounter{h: ts.Config.Handler}
+	base := serve(t, cnt).URL
+	c, err := client.New(base, client.WithGRPC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kctx := client.WithIdempotencyKey(ctx, "order-42")
+	a, err := c.NextN(kctx, "order", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NextN(ctx, "order", 5); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.NextN(kctx, "order", 3)
+	if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("repeat: %v %v; want %v", b, err, a)
+	}
+	if cnt.calls.Load() != 3 || !cnt.http2.Load() {
+		t.Fatalf("%d gRPC calls, over HTTP/2 gRPC: %v; want 3", cnt.calls.Load(), cnt.http2.Load())
+	}
+	if _, err := c.Next(kctx, "order"); !errors.Is(err, idempotency.ErrKeyReused) || !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("reused key: %v; want idempotency.ErrKeyReused", err)
+	}
+	hc, _ := client.New(base)
+	if _, err := hc.NextN(kctx, "order", 3); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("the gRPC key over HTTP: %v; want idempotency.ErrKeyReused", err)
+	}
+	cnt.calls.Store(0)
+	if _, err := c.Next(client.WithIdempotencyKey(ctx, "caf\u00e9"), "order"); !errors.Is(err, idempotency.ErrInvalidKey) || cnt.calls.Load() != 0 {
+		t.Fatalf("bad key: %v after %d calls; want idempotency.ErrInvalidKey before any call", err, cnt.calls.Load())
+	}
+}
+
+// inFlightRPC answers Next with ABORTED idempotency_key_in_flight until
+// its third call, as a server does while the key's first call runs.
+type inFlightRPC struct {
+	idgenv1connect.UnimplementedIDServiceHandler
+	t     *testing.T
+	calls atomic.Int32
+}
+
+func (h *inFlightRPC) Next(_ context.Context, req *connect.Request[idgenv1.NextRequest]) (*connect.Response[idgenv1.NextResponse], error) {
+	if req.Header().Get("Idempotency-Key") != "k" {
+		h.t.Errorf("call without the key: %v", req.Header())
+	}
+	if h.calls.Add(1) < 3 {
+		ce := connect.NewError(connect.CodeAborted, errors.New("wait"))
+		for _, m := range []proto.Message{&errdetails.ErrorInfo{Reason: "idempotency_key_in_flight", Domain: server.ErrorDomain},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)}} {
+			d, err := connect.NewErrorDetail(m)
+			if err != nil {
+				return nil, err
+			}
+			ce.AddDetail(d)
+		}
+		return nil, ce
+	}
+	resp := connect.NewResponse(&idgenv1.NextResponse{Tag: req.Msg.GetTag(), Ids: []int64{77}})
+	resp.Header().Set("Idempotent-Replayed", "true")
+	return resp, nil
+}
+
+// ABORTED in flight is waited out, then the first call's answer comes
+// back.
+func TestGRPC_IdempotencyInFlightIsRetried(t *testing.T) {
+	h := &inFlightRPC{t: t}
+	_, rpc := idgenv1connect.NewIDServiceHandler(h)
+	ts := serve(t, rpc)
+	c, _ := client.New(ts.URL, client.WithGRPC(), client.WithBackoff(time.Millisecond, 5*time.Millisecond))
+	id, err := c.Next(client.WithIdempotencyKey(context.Background(), "k"), "t")
+	if err != nil || id != 77 || h.calls.Load() != 3 {
+		t.Fatalf("%d %v after %d calls; want 77 after 3", id, err, h.calls.Load())
+	}
 }
