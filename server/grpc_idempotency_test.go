@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -80,6 +81,14 @@ func TestGRPC_IdempotencyReplays(t *testing.T) {
 	seg, err := keyedCall(ctx, c, &idgenv1.NextRequest{Tag: "order", Count: 5, Mode: idgenv1.Mode_MODE_SEGMENT}, "Idempotency-Key", "k-batch")
 	if err != nil || seg.Header().Get(idempotency.ReplayedHeader) != "true" {
 		t.Fatalf("MODE_SEGMENT for the default mode: %v %v; want a replay", seg, err)
+	}
+
+	// The Connect protocol with JSON, on HTTP/1.1, replays a gRPC call:
+	// one recorded message, whatever the protocol and codec.
+	cj := idgenv1connect.NewIDServiceClient(http.DefaultClient, base, connect.WithProtoJSON())
+	j, err := keyedCall(ctx, cj, &idgenv1.NextRequest{Tag: "order", Count: 5}, "Idempotency-Key", "k-batch")
+	if err != nil || j.Header().Get(idempotency.ReplayedHeader) != "true" || !proto.Equal(j.Msg, seg.Msg) {
+		t.Fatalf("Connect JSON: %v %v; want %v replayed", j, err, seg.Msg)
 	}
 
 	// HTTP and gRPC answers differ, so a key of one API is refused on the
