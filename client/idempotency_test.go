@@ -81,40 +81,64 @@ func startKeyedServer(path string) (ts *httptest.Server, stop func(), err error)
 	return ts, stop, nil
 }
 
+// Over either transport (the key a header over HTTP, metadata with
+// WithGRPC): a repeat replays, a reused key is refused, as is a key of
+// the other transport, a bad key fails before any call, and the range
+// cache ignores the key.
 func TestClient_IdempotencyKey(t *testing.T) {
-	ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
-	c, err := client.New(ts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	kctx := client.WithIdempotencyKey(ctx, "order-42")
-	a, err := c.NextN(kctx, "order", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.NextN(ctx, "order", 5); err != nil { // unkeyed calls move on
-		t.Fatal(err)
-	}
-	b, err := c.NextN(kctx, "order", 3)
-	if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
-		t.Fatalf("repeat: %v %v; want %v", b, err, a)
-	}
-	if _, err := c.Next(kctx, "order"); !errors.Is(err, idempotency.ErrKeyReused) || !errors.Is(err, client.ErrBadRequest) {
-		t.Fatalf("reused key: %v; want idempotency.ErrKeyReused", err)
-	}
-	if _, err := c.Next(client.WithIdempotencyKey(ctx, "caf\u00e9"), "order"); !errors.Is(err, idempotency.ErrInvalidKey) {
-		t.Fatalf("bad key: %v; want idempotency.ErrInvalidKey before any request", err)
-	}
-	// Segment's ranges ignore the key: two reservations, two ranges.
-	seg, err := c.Segment(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seg.Close()
-	x, _ := seg.Next(kctx, "other")
-	if y, _ := seg.Next(kctx, "other"); x == y {
-		t.Fatalf("the range cache replayed %d", x)
+	for _, tc := range []struct {
+		name        string
+		opts, other []client.Option
+	}{
+		{"http", nil, []client.Option{client.WithGRPC()}},
+		{"grpc", []client.Option{client.WithGRPC()}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
+			var calls atomic.Int64
+			base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				ts.Config.Handler.ServeHTTP(w, r)
+			})).URL
+			c, err := client.New(base, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			kctx := client.WithIdempotencyKey(ctx, "order-42")
+			a, err := c.NextN(kctx, "order", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.NextN(ctx, "order", 5); err != nil { // unkeyed calls move on
+				t.Fatal(err)
+			}
+			b, err := c.NextN(kctx, "order", 3)
+			if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Fatalf("repeat: %v %v; want %v", b, err, a)
+			}
+			if _, err := c.Next(kctx, "order"); !errors.Is(err, idempotency.ErrKeyReused) || !errors.Is(err, client.ErrBadRequest) {
+				t.Fatalf("reused key: %v; want idempotency.ErrKeyReused", err)
+			}
+			other, _ := client.New(base, tc.other...)
+			if _, err := other.NextN(kctx, "order", 3); !errors.Is(err, idempotency.ErrKeyReused) {
+				t.Fatalf("the key over the other transport: %v; want idempotency.ErrKeyReused", err)
+			}
+			calls.Store(0)
+			if _, err := c.Next(client.WithIdempotencyKey(ctx, "caf\u00e9"), "order"); !errors.Is(err, idempotency.ErrInvalidKey) || calls.Load() != 0 {
+				t.Fatalf("bad key: %v after %d calls; want idempotency.ErrInvalidKey before any call", err, calls.Load())
+			}
+			// Segment's ranges ignore the key: two reservations, two ranges.
+			seg, err := c.Segment(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seg.Close()
+			x, _ := seg.Next(kctx, "other")
+			if y, _ := seg.Next(kctx, "other"); x == y {
+				t.Fatalf("the range cache replayed %d", x)
+			}
+		})
 	}
 }
 
@@ -184,45 +208,6 @@ func ExampleWithIdempotencyKey() {
 	// retry got the same ID: true
 	// retry refused by the primary key: true
 	// orders: 1
-}
-
-// The key travels as gRPC metadata with WithGRPC: the same replays and
-// refusals as over HTTP, and a key of one API is refused on the other.
-func TestGRPC_IdempotencyKey(t *testing.T) {
-	ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
-	cnt := &rpcCounter{h: ts.Config.Handler}
-	base := serve(t, cnt).URL
-	c, err := client.New(base, client.WithGRPC())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	kctx := client.WithIdempotencyKey(ctx, "order-42")
-	a, err := c.NextN(kctx, "order", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.NextN(ctx, "order", 5); err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.NextN(kctx, "order", 3)
-	if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
-		t.Fatalf("repeat: %v %v; want %v", b, err, a)
-	}
-	if cnt.calls.Load() != 3 || !cnt.http2.Load() {
-		t.Fatalf("%d gRPC calls, over HTTP/2 gRPC: %v; want 3", cnt.calls.Load(), cnt.http2.Load())
-	}
-	if _, err := c.Next(kctx, "order"); !errors.Is(err, idempotency.ErrKeyReused) || !errors.Is(err, client.ErrBadRequest) {
-		t.Fatalf("reused key: %v; want idempotency.ErrKeyReused", err)
-	}
-	hc, _ := client.New(base)
-	if _, err := hc.NextN(kctx, "order", 3); !errors.Is(err, idempotency.ErrKeyReused) {
-		t.Fatalf("the gRPC key over HTTP: %v; want idempotency.ErrKeyReused", err)
-	}
-	cnt.calls.Store(0)
-	if _, err := c.Next(client.WithIdempotencyKey(ctx, "caf\u00e9"), "order"); !errors.Is(err, idempotency.ErrInvalidKey) || cnt.calls.Load() != 0 {
-		t.Fatalf("bad key: %v after %d calls; want idempotency.ErrInvalidKey before any call", err, cnt.calls.Load())
-	}
 }
 
 // inFlightRPC answers Next with ABORTED idempotency_key_in_flight until

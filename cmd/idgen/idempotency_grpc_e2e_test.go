@@ -81,53 +81,22 @@ func TestServe_IdempotencyGRPCTwoInstances(t *testing.T) {
 	answers := make([][]*idgenv1.NextResponse, keys)
 	var mu sync.Mutex
 	var aborted, replays int
-	for w := 0; w < keys; w += wave {
-		var ready, wg sync.WaitGroup
-		gate := make(chan struct{})
-		for i := w; i < w+wave; i++ {
-			for s := range sends {
-				ready.Add(1)
-				wg.Go(func() {
-					key := fmt.Sprintf("order-%04d", i)
-					ready.Done()
-					<-gate // the 3 sends of a key start together
-					for attempt := 0; ; attempt++ {
-						ans, err := callKeyed(ctx, rpcs[(i+s)%len(rpcs)], req, key)
-						if err != nil {
-							t.Errorf("%s: %v", key, err)
-							return
-						}
-						if ans.code == connect.CodeAborted && ans.reason == "idempotency_key_in_flight" && attempt < 200 {
-							mu.Lock()
-							aborted++
-							mu.Unlock()
-							// Faster than RetryInfo says: first calls here
-							// finish in milliseconds.
-							time.Sleep(10 * time.Millisecond)
-							continue
-						}
-						if ans.code != 0 {
-							t.Errorf("%s: %v %s", key, ans.code, ans.reason)
-							return
-						}
-						mu.Lock()
-						answers[i] = append(answers[i], ans.msg)
-						if ans.replayed {
-							replays++
-						}
-						mu.Unlock()
-						return
-					}
-				})
-			}
+	concurrentWaves(t, keys, sends, wave, func(i, s int) {
+		key := fmt.Sprintf("order-%04d", i)
+		ans, polls, err := pollKeyed(func() (rpcKeyed, error) { return callKeyed(ctx, rpcs[(i+s)%len(rpcs)], req, key) },
+			func(a rpcKeyed) bool { return a.code == connect.CodeAborted && a.reason == "idempotency_key_in_flight" })
+		if err != nil || ans.code != 0 {
+			t.Errorf("%s: %v %v %s", key, err, ans.code, ans.reason)
+			return
 		}
-		ready.Wait()
-		close(gate)
-		wg.Wait()
-		if t.Failed() {
-			t.FailNow()
+		mu.Lock()
+		defer mu.Unlock()
+		aborted += polls
+		answers[i] = append(answers[i], ans.msg)
+		if ans.replayed {
+			replays++
 		}
-	}
+	})
 
 	seen := map[string]int{}
 	var all []int64
