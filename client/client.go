@@ -37,11 +37,12 @@
 // ErrBadRequest, ErrUnauthorized or ErrForbidden, and segment.ErrRefused.
 //
 // A context from WithIdempotencyKey makes Next, NextN, Snowflake and
-// SnowflakeN send an Idempotency-Key: the call and all its retries, from
-// any process, get the same IDs back within the server's TTL. A 409
-// (the first call with the key is still running) is retried like a 503;
-// a key reused for another request gives an error that matches
-// idempotency.ErrKeyReused. The ranges of Segment are never keyed, even
+// SnowflakeN send an Idempotency-Key (a header over HTTP, metadata with
+// WithGRPC): the call and all its retries, from any process, get the
+// same IDs back within the server's TTL. A 409, ABORTED over gRPC (the
+// first call with the key is still running), is retried like a 503; a
+// key reused for another request, or first used over the other API,
+// gives an error that matches idempotency.ErrKeyReused. The ranges of Segment are never keyed, even
 // under such a context: a range feeds the IDs of many operations from a
 // local cache, so a key names no one operation there, and replaying a
 // range would hand its IDs out twice from the cache. For an ID that a

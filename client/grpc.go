@@ -53,10 +53,17 @@ func (c *Client) rpcNext(ctx context.Context, mode, tag string, n int) ([]int64,
 	if n > 1<<31-1 {
 		return nil, fmt.Errorf("%w: n is above 2^31-1", ErrBadRequest)
 	}
+	hdr, err := idemHeader(ctx)
+	if err != nil {
+		return nil, err
+	}
 	req := connect.NewRequest(&idgenv1.NextRequest{Tag: tag, Count: int32(n), Mode: rpcMode(mode)}) //nolint:gosec // G115: bounded above
 	c.authorize(req.Header())
+	for k, v := range hdr { // the key, as metadata, on every retry
+		req.Header()[k] = v
+	}
 	var ids []int64
-	err := c.retry(ctx, func() (time.Duration, error) {
+	err = c.retry(ctx, func() (time.Duration, error) {
 		resp, err := c.rpc.Next(ctx, req)
 		if err != nil {
 			return c.rpcFailure(ctx, err)
@@ -124,8 +131,11 @@ func (c *Client) rpcFailure(ctx context.Context, err error) (wait time.Duration,
 			wait = min(v.GetRetryDelay().AsDuration(), c.maxBackoff)
 		}
 	}
-	switch e.Status {
-	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+	// A key whose first call is still running answers once it is done:
+	// wait as for UNAVAILABLE.
+	inFlight := ce.Code() == connect.CodeAborted && e.Code == "idempotency_key_in_flight"
+	switch {
+	case inFlight, e.Status == http.StatusServiceUnavailable, e.Status == http.StatusBadGateway, e.Status == http.StatusGatewayTimeout:
 		return max(wait, 0), e
 	}
 	return -1, e

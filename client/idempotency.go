@@ -17,7 +17,10 @@ type keyCtx struct{}
 // within the server's TTL. Pass the key of the operation the IDs are
 // for (an order's client-supplied key, say), so that a retried operation
 // gets the ID it had and the database's unique key stops the duplicate.
-// A key is 1 to 255 printable ASCII characters.
+// A key is 1 to 255 printable ASCII characters. It travels as the
+// Idempotency-Key header, or as metadata of that name with WithGRPC; the
+// server keeps HTTP and gRPC calls apart, so a key first used over one
+// is refused over the other (idempotency.ErrKeyReused).
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }

@@ -14,8 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	_ "modernc.org/sqlite" // the orders table of the example
 
+	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
+	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/segment"
@@ -75,40 +81,64 @@ func startKeyedServer(path string) (ts *httptest.Server, stop func(), err error)
 	return ts, stop, nil
 }
 
+// Over either transport (the key a header over HTTP, metadata with
+// WithGRPC): a repeat replays, a reused key is refused, as is a key of
+// the other transport, a bad key fails before any call, and the range
+// cache ignores the key.
 func TestClient_IdempotencyKey(t *testing.T) {
-	ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
-	c, err := client.New(ts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	kctx := client.WithIdempotencyKey(ctx, "order-42")
-	a, err := c.NextN(kctx, "order", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.NextN(ctx, "order", 5); err != nil { // unkeyed calls move on
-		t.Fatal(err)
-	}
-	b, err := c.NextN(kctx, "order", 3)
-	if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
-		t.Fatalf("repeat: %v %v; want %v", b, err, a)
-	}
-	if _, err := c.Next(kctx, "order"); !errors.Is(err, idempotency.ErrKeyReused) || !errors.Is(err, client.ErrBadRequest) {
-		t.Fatalf("reused key: %v; want idempotency.ErrKeyReused", err)
-	}
-	if _, err := c.Next(client.WithIdempotencyKey(ctx, "caf\u00e9"), "order"); !errors.Is(err, idempotency.ErrInvalidKey) {
-		t.Fatalf("bad key: %v; want idempotency.ErrInvalidKey before any request", err)
-	}
-	// Segment's ranges ignore the key: two reservations, two ranges.
-	seg, err := c.Segment(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seg.Close()
-	x, _ := seg.Next(kctx, "other")
-	if y, _ := seg.Next(kctx, "other"); x == y {
-		t.Fatalf("the range cache replayed %d", x)
+	for _, tc := range []struct {
+		name        string
+		opts, other []client.Option
+	}{
+		{"http", nil, []client.Option{client.WithGRPC()}},
+		{"grpc", []client.Option{client.WithGRPC()}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
+			var calls atomic.Int64
+			base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				ts.Config.Handler.ServeHTTP(w, r)
+			})).URL
+			c, err := client.New(base, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			kctx := client.WithIdempotencyKey(ctx, "order-42")
+			a, err := c.NextN(kctx, "order", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.NextN(ctx, "order", 5); err != nil { // unkeyed calls move on
+				t.Fatal(err)
+			}
+			b, err := c.NextN(kctx, "order", 3)
+			if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Fatalf("repeat: %v %v; want %v", b, err, a)
+			}
+			if _, err := c.Next(kctx, "order"); !errors.Is(err, idempotency.ErrKeyReused) || !errors.Is(err, client.ErrBadRequest) {
+				t.Fatalf("reused key: %v; want idempotency.ErrKeyReused", err)
+			}
+			other, _ := client.New(base, tc.other...)
+			if _, err := other.NextN(kctx, "order", 3); !errors.Is(err, idempotency.ErrKeyReused) {
+				t.Fatalf("the key over the other transport: %v; want idempotency.ErrKeyReused", err)
+			}
+			calls.Store(0)
+			if _, err := c.Next(client.WithIdempotencyKey(ctx, "caf\u00e9"), "order"); !errors.Is(err, idempotency.ErrInvalidKey) || calls.Load() != 0 {
+				t.Fatalf("bad key: %v after %d calls; want idempotency.ErrInvalidKey before any call", err, calls.Load())
+			}
+			// Segment's ranges ignore the key: two reservations, two ranges.
+			seg, err := c.Segment(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seg.Close()
+			x, _ := seg.Next(kctx, "other")
+			if y, _ := seg.Next(kctx, "other"); x == y {
+				t.Fatalf("the range cache replayed %d", x)
+			}
+		})
 	}
 }
 
@@ -178,4 +208,46 @@ func ExampleWithIdempotencyKey() {
 	// retry got the same ID: true
 	// retry refused by the primary key: true
 	// orders: 1
+}
+
+// inFlightRPC answers Next with ABORTED idempotency_key_in_flight until
+// its third call, as a server does while the key's first call runs.
+type inFlightRPC struct {
+	idgenv1connect.UnimplementedIDServiceHandler
+	t     *testing.T
+	calls atomic.Int32
+}
+
+func (h *inFlightRPC) Next(_ context.Context, req *connect.Request[idgenv1.NextRequest]) (*connect.Response[idgenv1.NextResponse], error) {
+	if req.Header().Get("Idempotency-Key") != "k" {
+		h.t.Errorf("call without the key: %v", req.Header())
+	}
+	if h.calls.Add(1) < 3 {
+		ce := connect.NewError(connect.CodeAborted, errors.New("wait"))
+		for _, m := range []proto.Message{&errdetails.ErrorInfo{Reason: "idempotency_key_in_flight", Domain: server.ErrorDomain},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)}} {
+			d, err := connect.NewErrorDetail(m)
+			if err != nil {
+				return nil, err
+			}
+			ce.AddDetail(d)
+		}
+		return nil, ce
+	}
+	resp := connect.NewResponse(&idgenv1.NextResponse{Tag: req.Msg.GetTag(), Ids: []int64{77}})
+	resp.Header().Set("Idempotent-Replayed", "true")
+	return resp, nil
+}
+
+// ABORTED in flight is waited out, then the first call's answer comes
+// back.
+func TestGRPC_IdempotencyInFlightIsRetried(t *testing.T) {
+	h := &inFlightRPC{t: t}
+	_, rpc := idgenv1connect.NewIDServiceHandler(h)
+	ts := serve(t, rpc)
+	c, _ := client.New(ts.URL, client.WithGRPC(), client.WithBackoff(time.Millisecond, 5*time.Millisecond))
+	id, err := c.Next(client.WithIdempotencyKey(context.Background(), "k"), "t")
+	if err != nil || id != 77 || h.calls.Load() != 3 {
+		t.Fatalf("%d %v after %d calls; want 77 after 3", id, err, h.calls.Load())
+	}
 }

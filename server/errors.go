@@ -92,7 +92,7 @@ var messages = map[string]string{
 	"opaque_key_missing":    "this tag is opaque and this instance holds no opaque key; retry on another instance; the operator must start every instance with the fleet's key (--opaque-key-file)",
 	"opaque_key_mismatch":   "this tag is opaque under another key than this instance's; retry on another instance; the operator must start every instance with the same key (--opaque-key-file)",
 
-	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format); send a new key for a new request",
+	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format, or over the other API, HTTP or gRPC); send a new key for a new request",
 	"idempotency_key_in_flight":     "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
 	"idempotency_key_limit_reached": "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL",
 }
@@ -149,11 +149,28 @@ func classify(err error) (ae *apiError, retry bool) {
 // retryAfter is the Retry-After of err: its own wait when it knows one
 // (a key in flight knows when its lock expires), else 1 second.
 func retryAfter(err error) string {
-	var w interface{ RetryAfter() time.Duration }
-	if errors.As(err, &w) {
-		return strconv.Itoa(int(w.RetryAfter().Seconds()))
+	if d, ok := ownWait(err); ok {
+		return strconv.Itoa(int(d.Seconds()))
 	}
 	return retryAfterSeconds
+}
+
+// retryWait is the RetryInfo delay of err over gRPC: the wait
+// Retry-After says over HTTP.
+func retryWait(err error) time.Duration {
+	if d, ok := ownWait(err); ok {
+		return d
+	}
+	return retryDelay
+}
+
+// ownWait is the wait err knows itself, in whole seconds.
+func ownWait(err error) (time.Duration, bool) {
+	var w interface{ RetryAfter() time.Duration }
+	if errors.As(err, &w) {
+		return w.RetryAfter(), true
+	}
+	return 0, false
 }
 
 // monitoredError is how /admin/segments shows a tag's or the worker's

@@ -14,11 +14,14 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/idgen/idgen"
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/readable"
 )
 
@@ -144,34 +147,47 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 	if g == nil {
 		return nil, errModeDisabled
 	}
-	var prefixed bool
+	format := formatNumeric
 	switch m.GetFormat() {
 	case idgenv1.Format_FORMAT_UNSPECIFIED, idgenv1.Format_FORMAT_NUMERIC:
 	case idgenv1.Format_FORMAT_PREFIXED:
-		prefixed = true
+		format = formatPrefixed
 	default:
 		return nil, &apiError{http.StatusBadRequest, "invalid_format", "format must be FORMAT_NUMERIC (the default) or FORMAT_PREFIXED"}
 	}
+	n := m.GetCount()
+	if n < 0 || int64(n) > int64(s.maxBatch) {
+		return nil, &apiError{http.StatusBadRequest, "invalid_count",
+			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.maxBatch)}
+	}
+	if keys := req.Header()[idempotencyKeyHeader]; keys != nil {
+		return s.keyedRPC(ctx, req.Header(), keys, g, keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true})
+	}
 	var ids []int64
-	switch n := m.GetCount(); {
-	case n == 0:
+	if n == 0 {
 		id, err := g.Next(ctx, tag)
 		if err != nil {
 			return nil, err
 		}
 		ids = []int64{id}
-	case n < 0 || int64(n) > int64(s.maxBatch):
-		return nil, &apiError{http.StatusBadRequest, "invalid_count",
-			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.maxBatch)}
-	default:
+	} else {
 		var err error
 		if ids, err = g.NextN(ctx, tag, int(n)); err != nil {
 			return nil, err
 		}
 	}
 	s.issued(tag, mode, len(ids))
+	out, err := nextResponse(tag, format, ids)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// nextResponse is the answer to Next for ids.
+func nextResponse(tag, format string, ids []int64) (*idgenv1.NextResponse, error) {
 	out := &idgenv1.NextResponse{Tag: tag, Ids: ids}
-	if prefixed {
+	if format == formatPrefixed {
 		out.PrefixedIds = make([]string, len(ids))
 		for i, id := range ids {
 			v, err := readable.Encode(tag, id)
@@ -181,7 +197,46 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 			out.PrefixedIds[i] = v
 		}
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
+}
+
+// rpcAnswerType is the content type of a recorded gRPC answer: a
+// NextResponse in the protobuf wire format.
+const rpcAnswerType = "application/proto; idgen.v1.NextResponse"
+
+// keyedRPC answers a Next call with Idempotency-Key metadata as keyed
+// does over HTTP, but records the NextResponse message itself, so that a
+// repeat over any of the protocols connect serves (gRPC, gRPC-Web,
+// Connect) gets the same message, with Idempotent-Replayed: true in its
+// response metadata.
+func (s *Server) keyedRPC(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest) (*connect.Response[idgenv1.NextResponse], error) {
+	var out *idgenv1.NextResponse
+	ans, replayed, err := s.runKeyed(ctx, h, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
+		var err error
+		if out, err = nextResponse(r.tag, r.format, ids); err != nil {
+			return idempotency.Answer{}, err
+		}
+		b, err := proto.Marshal(out)
+		return idempotency.Answer{Status: http.StatusOK, ContentType: rpcAnswerType, Body: b}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !replayed {
+		return connect.NewResponse(out), nil
+	}
+	// The fingerprint names gRPC, so the row holds a message this server
+	// (or one of its versions) recorded; anything else is a corrupt row.
+	out = new(idgenv1.NextResponse)
+	if ans.ContentType != rpcAnswerType {
+		return nil, fmt.Errorf("idempotency: a gRPC key's recorded answer is %q", ans.ContentType)
+	}
+	if err := proto.Unmarshal(ans.Body, out); err != nil {
+		return nil, fmt.Errorf("idempotency: a gRPC key's recorded answer: %w", err)
+	}
+	resp := connect.NewResponse(out)
+	resp.Header()[idempotency.ReplayedHeader] = []string{"true"}
+	return resp, nil
 }
 
 // ReserveRange serves a range as POST /segment/{tag}/range does.
@@ -247,13 +302,19 @@ func (s *Server) authorizeTag(h http.Header, tag string) error {
 // where gRPC has a code that says more.
 func rpcCode(ae *apiError) connect.Code {
 	switch ae.code {
-	case "mode_disabled":
+	case "mode_disabled", "idempotency_disabled":
+		// Not enabled on this server, as gRPC defines UNIMPLEMENTED: a
+		// client can tell it from a mistake of its own without the detail.
 		return connect.CodeUnimplemented
-	case "tag_limit_reached":
+	case "tag_limit_reached", "idempotency_key_limit_reached":
 		return connect.CodeResourceExhausted
-	case "tag_exhausted", "time_exhausted":
-		// Waiting does not help; an operator must act (a new tag or epoch).
+	case "tag_exhausted", "time_exhausted", "idempotency_key_reused":
+		// Asking again does not help: an operator must act (a new tag or
+		// epoch), or the caller must send a new key.
 		return connect.CodeFailedPrecondition
+	case "idempotency_key_in_flight":
+		// A concurrency conflict the caller retries after RetryInfo.
+		return connect.CodeAborted
 	}
 	switch ae.status {
 	case http.StatusBadRequest:
@@ -294,7 +355,7 @@ func (s *Server) rpcError(ctx context.Context, procedure string, h http.Header, 
 		ce.AddDetail(d)
 	}
 	if retry {
-		if d, e := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay)}); e == nil {
+		if d, e := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryWait(err))}); e == nil {
 			ce.AddDetail(d)
 		}
 	}

@@ -29,7 +29,10 @@ var (
 type keyedRequest struct {
 	mode, tag, format string
 	text, single      bool
-	n                 int
+	// rpc marks a gRPC request (grpc.go): its answer is a NextResponse
+	// message, not HTTP's body, so the two never replay each other.
+	rpc bool
+	n   int
 }
 
 // fingerprint covers every part of the request that shapes the answer,
@@ -42,7 +45,10 @@ func (r keyedRequest) fingerprint() string {
 		count = strconv.Itoa(r.n)
 	}
 	body := "json"
-	if r.text {
+	switch {
+	case r.rpc:
+		body = "grpc"
+	case r.text:
 		body = "text"
 	}
 	return idempotency.Fingerprint(r.mode, r.tag, count, r.format, body)
@@ -52,33 +58,48 @@ func (r keyedRequest) fingerprint() string {
 // request with a key allocates and records its answer; repeats replay it
 // (see package idempotency for the protocol).
 func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys []string) {
-	if s.idem == nil {
-		s.writeError(c, errIdemDisabled)
-		return
-	}
-	if len(keys) != 1 {
-		s.writeError(c, errTwoKeys)
-		return
-	}
-	key, err := idempotency.ParseKey(keys[0])
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	ttl, err := s.idem.ParseTTL(c.Request.Header.Get(idempotency.TTLHeader))
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	ticket, replay, err := s.idem.Begin(ctx, idempotency.Request{Scope: s.scope(c), Key: key, Fingerprint: r.fingerprint(), TTL: ttl})
+	ans, replayed, err := s.runKeyed(c.Request.Context(), c.Request.Header, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
+		ct, b, err := idsBody(r.tag, r.format, r.text, r.single, ids)
+		return idempotency.Answer{Status: http.StatusOK, ContentType: ct, Body: b}, err
+	})
 	switch {
 	case err != nil:
 		s.writeError(c, err)
-		return
+	case replayed:
+		c.Writer.Header()[idempotency.ReplayedHeader] = []string{"true"}
+		writeAnswer(c, ans)
+	default:
+		writeAnswer(c, ans)
+	}
+}
+
+// runKeyed runs the protocol for a keyed request of either API, whose
+// header (HTTP headers, gRPC metadata) is h and whose Idempotency-Key
+// values are keys: the first request with a key allocates from g and
+// records the answer build makes of its IDs; a repeat gets the recorded
+// answer, with replayed true. Errors are those classify maps.
+func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
+	build func(ids []int64) (idempotency.Answer, error)) (ans idempotency.Answer, replayed bool, err error) {
+	if s.idem == nil {
+		return ans, false, errIdemDisabled
+	}
+	if len(keys) != 1 {
+		return ans, false, errTwoKeys
+	}
+	key, err := idempotency.ParseKey(keys[0])
+	if err != nil {
+		return ans, false, err
+	}
+	ttl, err := s.idem.ParseTTL(h.Get(idempotency.TTLHeader))
+	if err != nil {
+		return ans, false, err
+	}
+	ticket, replay, err := s.idem.Begin(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl})
+	switch {
+	case err != nil:
+		return ans, false, err
 	case replay != nil:
-		writeReplay(c, *replay)
-		return
+		return *replay, true, nil
 	}
 
 	// Bounded by the lock: past it a retry may take the key over, and
@@ -86,33 +107,21 @@ func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys [
 	actx, cancel := context.WithDeadline(ctx, ticket.Deadline())
 	ids, err := allocate(actx, g, r)
 	cancel()
-	var ans idempotency.Answer
 	if err == nil {
 		s.issued(r.tag, r.mode, len(ids))
-		ans.Status = http.StatusOK
-		ans.ContentType, ans.Body, err = idsBody(r.tag, r.format, r.text, r.single, ids)
+		ans, err = build(ids)
 	}
 	if err != nil {
 		// Nothing worth replaying (a refusal, a store outage): free the
 		// key so that a retry may allocate.
 		ticket.Abandon(ctx)
-		s.writeError(c, err)
-		return
+		return idempotency.Answer{}, false, err
 	}
 	// The IDs exist now: record them even if the caller hung up, so
 	// that its retry replays them rather than waiting for the lock.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	out, replayed, err := ticket.Complete(rctx, ans)
-	rcancel()
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if replayed {
-		writeReplay(c, out)
-		return
-	}
-	writeAnswer(c, out)
+	defer rcancel()
+	return ticket.Complete(rctx, ans)
 }
 
 func allocate(ctx context.Context, g idgen.Generator, r keyedRequest) ([]int64, error) {
@@ -126,19 +135,15 @@ func allocate(ctx context.Context, g idgen.Generator, r keyedRequest) ([]int64, 
 // scope is the caller a key belongs to: the SHA-256 digest of its API
 // token, so that no caller can read another's IDs by guessing keys, or
 // the one anonymous scope on a server without API tokens. The token
-// itself is never stored.
-func (s *Server) scope(c *gin.Context) string {
+// itself is never stored. h is the request's header (HTTP) or metadata
+// (gRPC), whose token requireTagToken or authorizeTag already accepted.
+func (s *Server) scope(h http.Header) string {
 	if s.auth.apiOpen {
 		return idempotency.AnonymousScope
 	}
-	tok, _ := bearer(c) // requireTagToken let the request in with one
+	tok, _ := parseBearer(h.Get("Authorization"))
 	d := digest(tok)
 	return hex.EncodeToString(d[:])
-}
-
-func writeReplay(c *gin.Context, a idempotency.Answer) {
-	c.Writer.Header()[idempotency.ReplayedHeader] = []string{"true"}
-	writeAnswer(c, a)
 }
 
 // writeAnswer writes a recorded answer byte for byte.

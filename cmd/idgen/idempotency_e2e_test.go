@@ -86,54 +86,29 @@ func runIdempotencyE2E(t *testing.T, procs []*proctest.Proc) {
 	bodies := make([][]string, keys) // per key, the body of each send
 	var mu sync.Mutex
 	var conflicts409, replays int
-	for w := 0; w < keys; w += wave {
-		var ready, wg sync.WaitGroup
-		gate := make(chan struct{})
-		for i := w; i < w+wave; i++ {
-			for s := range sends {
-				ready.Add(1)
-				wg.Go(func() {
-					p := procs[(i+s)%len(procs)]
-					key := fmt.Sprintf("order-%04d", i)
-					ready.Done()
-					<-gate // the 3 sends of a key start together
-					for attempt := 0; ; attempt++ {
-						ans, err := sendKeyed(ctx, hc, p, path, key)
-						if err != nil {
-							t.Errorf("%s: %v", key, err)
-							return
-						}
-						if ans.status == http.StatusConflict && ans.code == "idempotency_key_in_flight" && attempt < 200 {
-							mu.Lock()
-							conflicts409++
-							mu.Unlock()
-							// The test polls faster than Retry-After says:
-							// first requests here finish in milliseconds.
-							time.Sleep(10 * time.Millisecond)
-							continue
-						}
-						if ans.status != 200 {
-							t.Errorf("%s: %d %s\nserver log: %s", key, ans.status, ans.body, logLine(p.Log(), ans.body))
-							return
-						}
-						mu.Lock()
-						bodies[i] = append(bodies[i], ans.body)
-						if ans.replayed {
-							replays++
-						}
-						mu.Unlock()
-						return
-					}
-				})
-			}
+	concurrentWaves(t, keys, sends, wave, func(i, s int) {
+		p := procs[(i+s)%len(procs)]
+		key := fmt.Sprintf("order-%04d", i)
+		ans, polls, err := pollKeyed(func() (keyedAnswer, error) { return sendKeyed(ctx, hc, p, path, key) },
+			func(a keyedAnswer) bool {
+				return a.status == http.StatusConflict && a.code == "idempotency_key_in_flight"
+			})
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+			return
 		}
-		ready.Wait()
-		close(gate)
-		wg.Wait()
-		if t.Failed() {
-			t.FailNow()
+		if ans.status != 200 {
+			t.Errorf("%s: %d %s\nserver log: %s", key, ans.status, ans.body, logLine(p.Log(), ans.body))
+			return
 		}
-	}
+		mu.Lock()
+		defer mu.Unlock()
+		conflicts409 += polls
+		bodies[i] = append(bodies[i], ans.body)
+		if ans.replayed {
+			replays++
+		}
+	})
 
 	// One ID set per key, the same on each of its answers; no ID twice.
 	seen := map[string]string{}
@@ -200,6 +175,48 @@ func runIdempotencyE2E(t *testing.T, procs []*proctest.Proc) {
 	}
 	t.Logf("%d keys x %d concurrent sends over %d instances in %v: %d distinct ID sets, %d duplicate IDs, %v IDs issued, %d answers 409 before the first completed",
 		keys, sends, len(procs), elapsed.Round(time.Millisecond), len(seen), segmenttest.Duplicates(all), issued, conflicts409)
+}
+
+// pollKeyed sends until the answer is not inFlight, or 200 times in
+// flight, and returns the last answer and how many were in flight
+// before it. It polls faster than Retry-After or RetryInfo say: first
+// requests here finish in milliseconds.
+func pollKeyed[A any](send func() (A, error), inFlight func(A) bool) (ans A, polls int, err error) {
+	for {
+		if ans, err = send(); err != nil || !inFlight(ans) || polls == 200 {
+			return ans, polls, err
+		}
+		polls++
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// concurrentWaves calls send(i, s) for every key i below keys and send s
+// below sends, wave keys at a time; the sends of a wave start together,
+// so a key's sends race each other. It stops the test after a wave that
+// failed.
+func concurrentWaves(t *testing.T, keys, sends, wave int, send func(i, s int)) {
+	t.Helper()
+	for w := 0; w < keys; w += wave {
+		var ready, wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := w; i < min(w+wave, keys); i++ {
+			for s := range sends {
+				ready.Add(1)
+				wg.Go(func() {
+					ready.Done()
+					<-gate
+					send(i, s)
+				})
+			}
+		}
+		ready.Wait()
+		close(gate)
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
 }
 
 // metric returns the value of the first series of name whose labels

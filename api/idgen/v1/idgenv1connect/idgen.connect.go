@@ -61,6 +61,10 @@ type IDServiceClient interface {
 	// Next returns one ID (count 0) or a batch of IDs of a tag, in
 	// increasing order. With API tokens configured it needs
 	// authorization: Bearer <token> for the tag, as GET /id/{tag} does.
+	// With idempotency-key metadata (and optionally idempotency-ttl, in
+	// seconds) a retried call gets the same response, marked by
+	// idempotent-replayed: true in the response metadata; see
+	// docs/idempotency.md for the rules and status codes.
 	Next(context.Context, *connect.Request[v1.NextRequest]) (*connect.Response[v1.NextResponse], error)
 	// ReserveRange reserves a contiguous range straight from the store, for
 	// clients that cache ranges, as POST /segment/{tag}/range does. The
@@ -148,6 +152,10 @@ type IDServiceHandler interface {
 	// Next returns one ID (count 0) or a batch of IDs of a tag, in
 	// increasing order. With API tokens configured it needs
 	// authorization: Bearer <token> for the tag, as GET /id/{tag} does.
+	// With idempotency-key metadata (and optionally idempotency-ttl, in
+	// seconds) a retried call gets the same response, marked by
+	// idempotent-replayed: true in the response metadata; see
+	// docs/idempotency.md for the rules and status codes.
 	Next(context.Context, *connect.Request[v1.NextRequest]) (*connect.Response[v1.NextResponse], error)
 	// ReserveRange reserves a contiguous range straight from the store, for
 	// clients that cache ranges, as POST /segment/{tag}/range does. The
