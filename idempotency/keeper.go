@@ -153,6 +153,12 @@ type Answer struct {
 type Ticket struct {
 	k   *Keeper
 	rec Record
+	// added is the scope's counter this ticket's insert raised, nil after
+	// a takeover (the row was counted already). Abandon lowers it, so that
+	// a failed first request does not hold a slot of the cap until the
+	// next sweep; a sweep in between swaps the counter out, and lowering
+	// the old one is then harmless.
+	added *atomic.Int64
 }
 
 // beginTries bounds Begin's loop: each turn follows a row that changed
@@ -189,8 +195,9 @@ func (k *Keeper) Begin(ctx context.Context, r Request) (*Ticket, *Answer, error)
 			return nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
 		}
 		if won {
-			k.addedTo(r.Scope).Add(1)
-			return &Ticket{k: k, rec: rec}, nil, nil
+			a := k.addedTo(r.Scope)
+			a.Add(1)
+			return &Ticket{k: k, rec: rec, added: a}, nil, nil
 		}
 		cur, found, err := k.st.Get(ctx, r.Scope, r.Key)
 		if err != nil {
@@ -286,6 +293,11 @@ func (t *Ticket) Abandon(ctx context.Context) {
 		// The lock expires by itself; until then retries get 409.
 		t.k.cfg.Logger.Warn("idempotency: could not release a key; retries wait for its lock to expire",
 			"lock_timeout", t.k.cfg.LockTimeout, "err", err)
+		return
+	}
+	if t.added != nil {
+		t.added.Add(-1)
+		t.added = nil
 	}
 }
 

@@ -126,6 +126,23 @@ func TestKeeper_AbandonLetsARetryAllocate(t *testing.T) {
 	win(t, k, req("k", "fp"))
 }
 
+// A failed first request gives its slot of the cap back: with a cap of
+// 2, abandoning and retrying one key many times never reaches the cap.
+func TestKeeper_AbandonFreesItsSlotOfTheCap(t *testing.T) {
+	ctx := context.Background()
+	k, _, _, _ := newKeeper(t, idempotency.Config{MaxKeys: 2})
+	for range 5 {
+		win(t, k, req("k", "fp")).Abandon(ctx)
+	}
+	win(t, k, req("a", "fp"))
+	if _, _, err := k.Begin(ctx, req("b", "fp")); err != nil {
+		t.Fatalf("second live key under a cap of 2 after 5 abandoned tries: %v", err)
+	}
+	if _, _, err := k.Begin(ctx, req("c", "fp")); !errors.Is(err, idempotency.ErrKeyLimit) {
+		t.Fatalf("third live key: %v; want ErrKeyLimit", err)
+	}
+}
+
 // A winner that outlives its lock (a crash, a stall) loses the key to
 // the next request; when it comes back it answers what the row holds,
 // never its own IDs.
