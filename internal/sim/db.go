@@ -188,7 +188,7 @@ func (db *db) createLate() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if _, ok := db.rows["late"]; !ok {
-		db.rows["late"] = &row{maxID: 1, step: 10}
+		db.rows["late"] = &row{maxID: fence.Start(db.rec, 1), step: 10}
 		db.creates++
 		db.commit()
 	}
@@ -232,6 +232,26 @@ func (db *db) checked(p *proc, fast bool) (fence.Identity, fence.Record, error) 
 	}
 }
 
+// checkFirst is a check (sqlstore's Guard.Check, or a lease renewal) by
+// the process that saw the newest record, before any other process
+// reaches the store: the first to reach it after a loss of history is
+// one that saw what was lost.
+func (db *db) checkFirst() {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	p := db.w.procs[0]
+	for _, q := range db.w.procs[1:] {
+		if q.mem.Generation > p.mem.Generation {
+			p = q
+		}
+	}
+	cur, rec, err := db.checked(p, false)
+	db.w.trace("  check by %d.%d: %v", p.id, p.inc, err)
+	if err == nil {
+		db.observe(p, cur, rec)
+	}
+}
+
 // observe is Guard.committed: what p remembers after a checked
 // transaction that committed and whose answer it got.
 func (db *db) observe(p *proc, cur fence.Identity, rec fence.Record) {
@@ -248,7 +268,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 		return
 	}
 	now := p.wall()
-	to := fence.Record{Identity: cur, Generation: fence.NewGeneration(rec, snap, now), FenceUntil: rec.FenceUntil}
+	to := fence.Record{Identity: cur, Generation: fence.NewGeneration(rec, snap, now), FenceUntil: rec.FenceUntil, Floor: rec.Floor}
 	to.Node = ""
 	if d.Verdict == fence.Initialize {
 		db.rec = to
@@ -266,7 +286,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 	plan := fence.NewPlan(cfg, now, rec, snap, live)
 	plan.Generation = to.Generation
 	if db.w.cfg.Plant == PlantZeroMargin {
-		plan.Margin = 0
+		plan.Margin, plan.Floor = 0, rec.Floor
 	}
 	for _, r := range db.rows {
 		if r.maxID > math.MaxInt64-plan.Margin {
@@ -283,13 +303,17 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 		db.workers[id] = wk
 	}
 	to.FenceUntil = max(to.FenceUntil, plan.HoldUntil)
+	to.Floor, to.Covers = plan.Floor, plan.Covers
 	db.rec = to
 	db.commit()
 	p.mem = fence.Memory{}.Observe(cur, to)
 	db.w.res.Fences++
 	db.unfenced, db.steadyUntil = false, time.Now().Add(2*leaseTTL)
-	db.w.trace("  fence by %d.%d: %s; margin %d, %d live, hold until +%dms, generation %d",
-		p.id, p.inc, d.Reason, plan.Margin, live, plan.HoldUntil-plan.Now, to.Generation)
+	if plan.Lost > 0 {
+		db.w.res.LostFences++
+	}
+	db.w.trace("  fence by %d.%d: %s; margin %d (%d for lost fences), %d live, hold until +%dms, generation %d, floor %d",
+		p.id, p.inc, d.Reason, plan.Margin, plan.Lost, live, plan.HoldUntil-plan.Now, to.Generation, to.Floor)
 }
 
 // apply runs o's transaction against the tables (mu held). lost says
@@ -303,9 +327,19 @@ func (w *world) apply(o *op, lost bool) opResult {
 		if ok {
 			return opResult{err: fmt.Errorf("%w: %q", segment.ErrTagExists, o.tag)}
 		}
-		db.rows[o.tag] = &row{maxID: o.a, step: o.b}
+		// The creation reads the record under a share lock (no fence
+		// commits in between) and starts the tag at its floor.
+		db.rows[o.tag] = &row{maxID: fence.Start(db.rec, o.a), step: o.b}
 		db.creates++
 		db.commit()
+		if !lost && o.p.inc == o.inc {
+			// A load that was in flight when a lookup by name was told
+			// the tag is unknown (a failover lost the row under it) goes
+			// on with the handle it holds, which the negative cache
+			// leaves alone: it created the tag, and reserves from it.
+			delete(o.p.neg, o.tag)
+			delete(o.p.negHi, o.tag)
+		}
 		return opResult{}
 	case opRelease:
 		if !ok || r.maxID != o.b {
