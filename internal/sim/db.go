@@ -56,6 +56,9 @@ type snapshot struct {
 	rec     fence.Record
 	pos     uint64
 	creates int // tags created so far
+	// skewed: a process's clock was off by more than the fence's hold
+	// allows when this commit was made (see losable).
+	skewed bool
 }
 
 // maxLost bounds the commits one failover or restore loses: a replica's
@@ -89,7 +92,9 @@ func (db *db) snap() snapshot {
 // commit ends a transaction that wrote (mu held).
 func (db *db) commit() {
 	db.pos++
-	db.history = append(db.history, db.snap())
+	s := db.snap()
+	s.skewed = db.skewed()
+	db.history = append(db.history, s)
 	if len(db.history) > 4*maxLost {
 		db.history = append(db.history[:0:0], db.history[len(db.history)-2*maxLost:]...)
 	}
@@ -123,7 +128,7 @@ func (db *db) lose(failover bool, k keep) {
 	// (fence.Config): lose history only while the processes' clocks,
 	// stepped by the skew faults, are within half of it of true time.
 	for _, p := range db.w.procs {
-		if d := p.skew(); d > leaseTTL/20 || d < -leaseTTL/20 {
+		if d := p.skew(); d > maxSkew || d < -maxSkew {
 			db.w.trace("  no loss of history: process %d's clock is %v off", p.id, d)
 			return
 		}
@@ -158,17 +163,38 @@ func (db *db) lose(failover bool, k keep) {
 }
 
 // losable is how many of the last commits may be lost keeping k (mu
-// held), as far back as the history goes.
+// held), as far back as the history goes. A commit made while a clock
+// was off by more than maxSkew is kept too: a renewal made on a clock
+// ahead told its holder an expiry the fence's hold, computed on a
+// clock within LeaseMargin of true time, does not cover; the hold
+// assumes clocks within LeaseMargin of each other whenever a lease is
+// written, not only when the history is lost.
 func (db *db) losable(k keep) int {
 	n := 0
 	for i := len(db.history) - 1; i > 0 && n < maxLost; i-- {
 		prev, cur := db.history[i-1], db.history[i]
-		if (k&keepFence != 0 && prev.rec != cur.rec) || (k&keepCreate != 0 && prev.creates != cur.creates) {
+		if (k&keepFence != 0 && prev.rec != cur.rec) || (k&keepCreate != 0 && prev.creates != cur.creates) || cur.skewed {
 			break
 		}
 		n++
 	}
 	return n
+}
+
+// maxSkew is the clock error within which the simulator loses history:
+// half the fence's LeaseMargin (fence.Config), whose hold assumes clocks
+// within it of each other.
+const maxSkew = leaseTTL / 20
+
+// skewed reports whether a process's clock is off by more than maxSkew
+// (mu held).
+func (db *db) skewed() bool {
+	for _, p := range db.w.procs {
+		if d := p.skew(); d > maxSkew || d < -maxSkew {
+			return true
+		}
+	}
+	return false
 }
 
 // steady reports whether clocks must not be stepped now: from a loss of
