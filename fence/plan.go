@@ -165,8 +165,9 @@ func satAdd(a, b int64) int64 {
 // Start is where a tag created with start (its first max_id) on a store
 // whose record is rec begins: Floor above it, at most math.MaxInt64 (a
 // tag that starts exhausted refuses rather than repeats). The store adds
-// it in the creation's own transaction, which reads the record under a
-// share lock so that no fence commits between the read and the insert.
+// it in the creation's own transaction, which writes the record's row
+// before it reads the floor, so that no fence commits between the read
+// and the insert, also on another node of a multi-primary cluster.
 func Start(rec Record, start int64) int64 {
 	if rec.Floor <= 0 {
 		return start

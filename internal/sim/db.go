@@ -353,8 +353,8 @@ func (w *world) apply(o *op, lost bool) opResult {
 		if ok {
 			return opResult{err: fmt.Errorf("%w: %q", segment.ErrTagExists, o.tag)}
 		}
-		// The creation reads the record under a share lock (no fence
-		// commits in between) and starts the tag at its floor.
+		// The creation locks the record's row (no fence commits in
+		// between) and starts the tag at its floor (fence.Start).
 		db.rows[o.tag] = &row{maxID: fence.Start(db.rec, o.a), step: o.b}
 		db.creates++
 		db.commit()
