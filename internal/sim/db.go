@@ -358,14 +358,6 @@ func (w *world) apply(o *op, lost bool) opResult {
 		db.rows[o.tag] = &row{maxID: fence.Start(db.rec, o.a), step: o.b}
 		db.creates++
 		db.commit()
-		if !lost && o.p.inc == o.inc {
-			// A load that was in flight when a lookup by name was told
-			// the tag is unknown (a failover lost the row under it) goes
-			// on with the handle it holds, which the negative cache
-			// leaves alone: it created the tag, and reserves from it.
-			delete(o.p.neg, o.tag)
-			delete(o.p.negHi, o.tag)
-		}
 		return opResult{}
 	case opRelease:
 		if !ok || r.maxID != o.b {

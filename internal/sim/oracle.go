@@ -63,6 +63,9 @@ func (w *world) checkRelease(o *op) error {
 // process that was told a tag is unknown makes no store call for it for
 // NegativeTTL on its own clock.
 func (w *world) checkNegative(p *proc, o *op) error {
+	if w.chained(p, o) {
+		return nil
+	}
 	until, ok := p.neg[o.tag]
 	if ok && !p.wall().Before(until) {
 		// The allocator may have a handle on the tag again, whose calls
@@ -75,6 +78,42 @@ func (w *world) checkNegative(p *proc, o *op) error {
 		return w.violation("process %d (incarnation %d) called the store for %s %v after it was told the tag is unknown, within the negative cache's %v", p.id, p.inc, o.tag, negativeTTL-until.Sub(p.wall()), negativeTTL)
 	}
 	return nil
+}
+
+// chain notes what a completed call of an auto-creating allocator leads
+// to (db.mu held). A reservation that finds no row is followed, in the
+// same load or ReserveRange, by a creation and another reservation
+// (segment's reserveOnce): calls of an operation that got past the
+// negative cache before a caller was told the tag is unknown, as one
+// does when a failover loses the row under it, and not lookups.
+func (w *world) chain(o *op, err error) {
+	if o.p.inc != o.inc {
+		return
+	}
+	k := o.tag + "\x00" + o.origin
+	switch {
+	case o.kind == opReserve && errors.Is(err, segment.ErrTagNotFound) && o.p.options().AutoCreate:
+		o.p.chained[k] = 2
+	case o.kind == opCreate && err != nil && !errors.Is(err, segment.ErrTagExists):
+		delete(o.p.chained, k) // the operation ends here
+	}
+}
+
+// chained reports whether o is the next call of an auto-create under
+// way (see chain), and counts it (db.mu held).
+func (w *world) chained(p *proc, o *op) bool {
+	k := o.tag + "\x00" + o.origin
+	n := p.chained[k]
+	want := opReserve
+	if n == 2 {
+		want = opCreate
+	}
+	if n == 0 || o.kind != want {
+		delete(p.chained, k)
+		return false
+	}
+	p.chained[k] = n - 1
+	return true
 }
 
 func (w *world) snowNext(p *proc) error {
