@@ -69,6 +69,9 @@ const maxLost = 6
 func newDB(w *world) *db {
 	d := &db{w: w, rows: map[string]*row{}, workers: map[int64]worker{}, timeline: 1, released: map[tagID]bool{}}
 	d.leases = &leaseTable{db: d}
+	// edge is there from the start, in the first state a loss of
+	// history may go back to.
+	d.rows["edge"] = &row{maxID: edgeStart, step: 10}
 	d.history = []snapshot{d.snap()}
 	return d
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -63,7 +64,7 @@ func (w *world) checkRelease(o *op) error {
 // process that was told a tag is unknown makes no store call for it for
 // NegativeTTL on its own clock.
 func (w *world) checkNegative(p *proc, o *op) error {
-	if w.chained(p, o) {
+	if p.inflight[inflightKey(o.tag, o.origin)] {
 		return nil
 	}
 	until, ok := p.neg[o.tag]
@@ -72,6 +73,7 @@ func (w *world) checkNegative(p *proc, o *op) error {
 		// a clock stepped back later must not count as lookups.
 		delete(p.neg, o.tag)
 		delete(p.negHi, o.tag)
+		p.forgetInflight(o.tag)
 		return nil
 	}
 	if ok {
@@ -80,40 +82,17 @@ func (w *world) checkNegative(p *proc, o *op) error {
 	return nil
 }
 
-// chain notes what a completed call of an auto-creating allocator leads
-// to (db.mu held). A reservation that finds no row is followed, in the
-// same load or ReserveRange, by a creation and another reservation
-// (segment's reserveOnce): calls of an operation that got past the
-// negative cache before a caller was told the tag is unknown, as one
-// does when a failover loses the row under it, and not lookups.
-func (w *world) chain(o *op, err error) {
-	if o.p.inc != o.inc {
-		return
-	}
-	k := o.tag + "\x00" + o.origin
-	switch {
-	case o.kind == opReserve && errors.Is(err, segment.ErrTagNotFound) && o.p.options().AutoCreate:
-		o.p.chained[k] = 2
-	case o.kind == opCreate && err != nil && !errors.Is(err, segment.ErrTagExists):
-		delete(o.p.chained, k) // the operation ends here
-	}
-}
+// inflightKey names the operation a store call belongs to: one load or
+// ReserveRange of a tag (its origin).
+func inflightKey(tag, origin string) string { return tag + "\x00" + origin }
 
-// chained reports whether o is the next call of an auto-create under
-// way (see chain), and counts it (db.mu held).
-func (w *world) chained(p *proc, o *op) bool {
-	k := o.tag + "\x00" + o.origin
-	n := p.chained[k]
-	want := opReserve
-	if n == 2 {
-		want = opCreate
+// forgetInflight forgets the operations of tag in flight at its last miss.
+func (p *proc) forgetInflight(tag string) {
+	for k := range p.inflight {
+		if t, _, _ := strings.Cut(k, "\x00"); t == tag {
+			delete(p.inflight, k)
+		}
 	}
-	if n == 0 || o.kind != want {
-		delete(p.chained, k)
-		return false
-	}
-	p.chained[k] = n - 1
-	return true
 }
 
 func (w *world) snowNext(p *proc) error {

@@ -169,7 +169,6 @@ func (w *world) complete(o *op, faults bool) {
 	var res opResult
 	defer func() {
 		w.trace("  completed %d %s %s %s a=%d b=%d: %+v %v", o.inc, o.origin, opNames[o.kind], o.tag, o.a, o.b, res.r, res.err)
-		w.chain(o, res.err)
 		o.result <- res
 	}()
 	if o.dead.Load() {

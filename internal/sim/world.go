@@ -144,7 +144,6 @@ func run(cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	w.db = newDB(w)
-	w.db.rows["edge"] = &row{maxID: edgeStart, step: 10}
 	for i := range cfg.Procs {
 		p := &proc{id: i, w: w, static: i == 0}
 		w.procs = append(w.procs, p)
