@@ -15,7 +15,11 @@
 // margin, every lease live within the last TTL is held one more TTL plus
 // a margin, every worker's floor moves past the time a lost holder may
 // still stamp at, and a new Record with a new generation tells every
-// other process that the event has been dealt with.
+// other process that the event has been dealt with. The record also
+// carries the sum of every fence's margin (Record.Floor), which tags
+// created afterwards start above (Start) and which a process remembers,
+// so that a fence after a loss that took earlier fences with it adds
+// what they added (Plan.Lost).
 //
 // This package is the decision alone, in plain Go, with no SQL, so that
 // the simulator (internal/sim) and unit tests can drive it; package

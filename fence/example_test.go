@@ -28,3 +28,21 @@ func ExampleNewPlan() {
 	// max_id up by 8000000
 	// leases held, floors raised until 09:00:33
 }
+
+// A second failover within one replication lag lost the first one's
+// fence (floor 8,000,000), and the process that reaches the store first
+// saw it: its fence adds the lost margin to its own, and a tag created
+// afterwards starts above both.
+func ExampleNewPlan_lostFence() {
+	c, _ := fence.Config{}.Check()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	rec := fence.Record{Generation: 1} // what the promoted replica had
+	saw := fence.Memory{}.Observe(fence.Identity{Kind: fence.Postgres, System: "7714", Timeline: "00000002"},
+		fence.Record{Generation: 2, Floor: 8_000_000})
+	p := fence.NewPlan(c, now, rec, saw, 3)
+	fmt.Println("max_id up by", p.Margin, "of which", p.Lost, "for the lost fence")
+	fmt.Println("a new tag starts at", fence.Start(fence.Record{Generation: p.Generation, Floor: p.Floor}, 1))
+	// Output:
+	// max_id up by 16000000 of which 8000000 for the lost fence
+	// a new tag starts at 16000001
+}

@@ -92,6 +92,24 @@ type Record struct {
 	// hold: a worker ID claimed before then starts its IDs at it (see
 	// Plan). 0 if the store was never fenced.
 	FenceUntil int64
+	// Floor is the sum of the margins of every fence in the store's
+	// history (Plan.Floor). Every row's max_id is at least the start it
+	// was created with plus Floor: a fence moves every row up by its
+	// margin and the Floor with it, and a tag created afterwards starts
+	// Floor above the start it asks for. So a tag whose creation a
+	// failover lost, made again from its start, starts above every ID
+	// handed out from the lost row, and a process that saw a Floor the
+	// record no longer has knows the sum of the margins of the fences
+	// the record lost. 0 if the store was never fenced.
+	Floor int64
+	// Covers is the newest generation the writer of the record knew of
+	// (Plan.Covers): every generation a process may have seen in the
+	// history this record descends from is at most Covers. A record newer
+	// than the one a process saw but covering less was written by a
+	// fence that did not know of the one the process saw: that fence was
+	// lost (Decide). 0 means unknown (a record from before Covers
+	// existed, or a first recording), and is never evidence.
+	Covers int64
 }
 
 // Recorded reports whether r holds an identity.
@@ -106,6 +124,10 @@ type Memory struct {
 	Identity   Identity // System, Timeline and Kind; Position is per node below
 	Generation int64
 	Positions  map[string]string // by Identity.Node
+	// Floor is the highest Record.Floor the process saw. It outlives a
+	// record the store loses: the fence after the loss adds to its
+	// margin what the lost fences added (NewPlan).
+	Floor int64
 }
 
 // Verdict is what a check says to do.
@@ -156,6 +178,10 @@ type Decision struct {
 //     fenced or recorded since; it has dealt with whatever happened
 //     before, so proceed. (A record written before this process last
 //     looked cannot be newer: generations only grow, see NewGeneration.)
+//     Unless the record covers less than the generation this process saw
+//     (Record.Covers): then its writer did not know of that generation,
+//     which the store has lost with the fence that wrote it, and the
+//     rows are not above the ranges reserved after that fence; fence.
 //  5. A record older than the one this process saw: the row went back,
 //     so the store was restored; fence.
 //  6. The record this process saw: fence if the server is another
@@ -172,6 +198,8 @@ func Decide(mem Memory, cur Identity, rec Record) Decision {
 		return Decision{Fence, "the server is not the recorded history " + rec.String()}
 	case !mem.Known:
 		return Decision{Proceed, ""}
+	case rec.Generation > mem.Generation && rec.Covers != 0 && rec.Covers < mem.Generation:
+		return Decision{Fence, fmt.Sprintf("the record (generation %d) was written without the fence of generation %d this process saw: that fence was lost", rec.Generation, mem.Generation)}
 	case rec.Generation > mem.Generation:
 		return Decision{Proceed, ""}
 	case rec.Generation < mem.Generation:
@@ -194,16 +222,20 @@ func Decide(mem Memory, cur Identity, rec Record) Decision {
 }
 
 // Observe returns mem after a check that saw cur and rec committed: the
-// record's generation and history, and per node the furthest position.
-// Readings finish out of order, so a position never moves back here, and
-// a reading from before a record this process has already seen changes
-// nothing.
+// record's generation and history, per node the furthest position, and
+// the highest floor. Readings finish out of order, so a position never
+// moves back here, and a reading from before a record this process has
+// already seen changes nothing but the floor. The floor never goes down:
+// a record read without its floor (the one a reservation takes from
+// memory) leaves it, and one the store lost leaves it too, which is what
+// the fence after the loss needs (NewPlan).
 func (mem Memory) Observe(cur Identity, rec Record) Memory {
 	if mem.Known && mem.Generation > rec.Generation {
+		mem.Floor = max(mem.Floor, rec.Floor)
 		return mem
 	}
 	out := Memory{Known: true, Identity: Identity{Kind: cur.Kind, System: cur.System, Timeline: cur.Timeline},
-		Generation: rec.Generation, Positions: map[string]string{}}
+		Generation: rec.Generation, Positions: map[string]string{}, Floor: max(mem.Floor, rec.Floor)}
 	if mem.Known && mem.Generation == rec.Generation && mem.Identity.SameHistory(cur) {
 		for n, p := range mem.Positions {
 			out.Positions[n] = p

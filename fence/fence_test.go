@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -138,5 +139,113 @@ func TestNewPlan(t *testing.T) {
 	}
 	if _, err := (fence.Config{Margin: -1}).Check(); err == nil {
 		t.Error("a negative margin was accepted")
+	}
+}
+
+// A record newer than the one a process saw is trusted unless it covers
+// less than what the process saw: then the fence that wrote what the
+// process saw was lost, and the newer record was written without it.
+func TestDecide_LostFence(t *testing.T) {
+	id := pg("7714", "00000003", "0/3000000")
+	mem := fence.Memory{}.Observe(pg("7714", "00000002", "0/2000000"), fence.Record{Identity: pg("7714", "00000002", ""), Generation: 200, Floor: 900})
+	for _, tc := range []struct {
+		name string
+		rec  fence.Record
+		want fence.Verdict
+	}{
+		{"a descendant covers what the process saw", fence.Record{Identity: pg("7714", "00000003", ""), Generation: 300, Covers: 200, Floor: 1800}, fence.Proceed},
+		{"a descendant covers more", fence.Record{Identity: pg("7714", "00000003", ""), Generation: 400, Covers: 300, Floor: 2700}, fence.Proceed},
+		{"written without the fence the process saw", fence.Record{Identity: pg("7714", "00000003", ""), Generation: 300, Covers: 100, Floor: 900}, fence.Fence},
+		{"covers unknown (a record from before Covers)", fence.Record{Identity: pg("7714", "00000003", ""), Generation: 300}, fence.Proceed},
+		{"the same generation on another history", fence.Record{Identity: pg("7714", "00000003", ""), Generation: 200, Covers: 100}, fence.Fence},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fence.Decide(mem, id, tc.rec); got.Verdict != tc.want {
+				t.Errorf("Decide = %v (%s), want %v", got.Verdict, got.Reason, tc.want)
+			}
+		})
+	}
+}
+
+// The floor a process saw outlives the record the store lost, and a
+// record read without its floor (from memory) leaves it.
+func TestObserve_Floor(t *testing.T) {
+	id := pg("1", "00000001", "0/100")
+	for _, tc := range []struct {
+		name  string
+		steps []fence.Record
+		want  int64
+	}{
+		{"a newer record raises it", []fence.Record{{Generation: 5, Floor: 10}, {Generation: 9, Floor: 30}}, 30},
+		{"a record read without its floor leaves it", []fence.Record{{Generation: 5, Floor: 10}, {Generation: 5}}, 10},
+		{"a newer record with a lower floor leaves it", []fence.Record{{Generation: 5, Floor: 30}, {Generation: 9, Floor: 10}}, 30},
+		{"a stale reading with a higher floor raises it", []fence.Record{{Generation: 9, Floor: 10}, {Generation: 5, Floor: 20}}, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m fence.Memory
+			for _, r := range tc.steps {
+				r.Identity = id
+				m = m.Observe(id, r)
+			}
+			if m.Floor != tc.want {
+				t.Errorf("floor %d, want %d", m.Floor, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewPlan_LostFences(t *testing.T) {
+	c, err := fence.Config{RangeCap: 100}.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = 2 * 100 * 3 // two live leases
+	now := time.UnixMilli(1_800_000_000_000)
+	saw := func(gen, floor int64) fence.Memory {
+		return fence.Memory{}.Observe(pg("1", "00000002", ""), fence.Record{Identity: pg("1", "00000002", ""), Generation: gen, Floor: floor})
+	}
+	for _, tc := range []struct {
+		name                      string
+		rec                       fence.Record
+		mem                       fence.Memory
+		margin, lost, floor, covs int64
+	}{
+		{"first fence, fresh process", fence.Record{Generation: 10}, fence.Memory{}, base, 0, base, 10},
+		{"the record is the one the process saw", fence.Record{Generation: 10, Floor: 5000}, saw(10, 5000), base, 0, 5000 + base, 10},
+		// A second failover lost one fence of margin 600 and the
+		// process saw it: both margins, from the rows before it.
+		{"one lost fence", fence.Record{Generation: 10, Floor: 5000}, saw(20, 5600), base + 600, 600, 5600 + base, 20},
+		{"two lost fences", fence.Record{Generation: 10, Floor: 5000}, saw(30, 6200), base + 1200, 1200, 6200 + base, 30},
+		// A record written on another branch after the lost fence
+		// raised the rows from the same place: only what it did not add.
+		{"a record that did not cover the lost fence", fence.Record{Generation: 25, Floor: 5400, Covers: 10}, saw(20, 5600), base + 200, 200, 5600 + base, 25},
+		{"the record's row itself lost", fence.Record{}, saw(20, 5600), base + 5600, 5600, 5600 + base, 20},
+		{"a process behind the record adds nothing", fence.Record{Generation: 30, Floor: 9000}, saw(20, 5600), base, 0, 9000 + base, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fence.NewPlan(c, now, tc.rec, tc.mem, 2)
+			if p.Margin != tc.margin || p.Lost != tc.lost || p.Floor != tc.floor || p.Covers != tc.covs {
+				t.Errorf("margin %d, lost %d, floor %d, covers %d; want %d, %d, %d, %d", p.Margin, p.Lost, p.Floor, p.Covers, tc.margin, tc.lost, tc.floor, tc.covs)
+			}
+		})
+	}
+	c.Margin = math.MaxInt64 - 10
+	if p := fence.NewPlan(c, now, fence.Record{Generation: 1, Floor: 100}, saw(2, 200), 0); p.Margin != math.MaxInt64 || p.Floor != math.MaxInt64 {
+		t.Errorf("a margin past the limit: margin %d, floor %d, want both saturated", p.Margin, p.Floor)
+	}
+}
+
+func TestStart(t *testing.T) {
+	for _, tc := range []struct {
+		floor, start, want int64
+	}{
+		{0, 1, 1},
+		{8_000_000, 1, 8_000_001},
+		{8_000_000, 500, 8_000_500},
+		{100, math.MaxInt64 - 50, math.MaxInt64},
+	} {
+		if got := fence.Start(fence.Record{Generation: 1, Floor: tc.floor}, tc.start); got != tc.want {
+			t.Errorf("Start(floor %d, %d) = %d, want %d", tc.floor, tc.start, got, tc.want)
+		}
 	}
 }

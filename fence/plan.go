@@ -69,8 +69,22 @@ func (c Config) Check() (Config, error) {
 type Plan struct {
 	Now int64
 	// Margin is added to every tag's max_id (of every sequence table the
-	// store has).
+	// store has): the configured or automatic margin (Config.Margin), plus
+	// Lost.
 	Margin int64
+	// Lost is what the fences the record lost had added: the floor the
+	// fencing process saw above the record's (Memory.Floor −
+	// Record.Floor), 0 if it saw none. Ranges reserved after a lost
+	// fence start that far above the rows it raised, so the margin
+	// covers them only with it added.
+	Lost int64
+	// Floor is the new record's Floor: the record's plus Margin, which
+	// is at least the highest floor the fencing process saw plus the
+	// configured margin.
+	Floor int64
+	// Covers is the new record's Covers: the newest generation the
+	// fencing process knew of, the record's or the one it saw.
+	Covers int64
 	// LiveSince: every worker lease whose expiry is after it, live at
 	// some point within the last LeaseTTL, is held (its owner kept, its
 	// expiry raised) until HoldUntil. A holder whose renewal was lost
@@ -101,6 +115,22 @@ func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.Leas
 // NewPlan returns the plan of a fence at now, by a process whose memory
 // is mem, of a store whose record is rec and that has live leases live
 // since c.LiveSince(now). c must have been through Check.
+//
+// Why the margin suffices when the record lost fences (a second failover
+// within one replication lag of the first, a restore of a copy taken
+// before the last fence): let S be the state the store came back with.
+// Every ID handed out from a range reserved after S is below S's max_id
+// plus what was reserved after S plus the margins of the fences
+// committed after S, all of which are lost. What was reserved after S is
+// what one lag (or one backup's age) holds, which the configured margin
+// covers, as for a failover that lost no fence. The lost fences' margins
+// sum to Floor(last lost record) − Floor(S's record); a process that saw
+// the last lost record has that floor in its memory, so Lost is exactly
+// that sum, and S's rows plus Margin are above every ID handed out. A
+// process that did not see the lost fences cannot know of them (Lost is
+// what it saw, perhaps 0); whoever did finds the record it writes
+// covering less than what it saw, and fences again (Decide), with the
+// same argument.
 func NewPlan(c Config, now time.Time, rec Record, mem Memory, live int64) Plan {
 	p := Plan{
 		Now:        now.UnixMilli(),
@@ -109,11 +139,43 @@ func NewPlan(c Config, now time.Time, rec Record, mem Memory, live int64) Plan {
 		Generation: NewGeneration(rec, mem, now),
 		Live:       live,
 		Margin:     c.Margin,
+		Covers:     max(rec.Generation, mem.Generation),
 	}
 	if p.Margin == 0 {
 		p.Margin = satMul(satMul(2, c.RangeCap), max(live, 0)+1)
 	}
+	if mem.Known {
+		p.Lost = max(mem.Floor-max(rec.Floor, 0), 0)
+	}
+	p.Margin = satAdd(p.Margin, p.Lost)
+	p.Floor = satAdd(max(rec.Floor, 0), p.Margin)
 	return p
+}
+
+// satAdd adds non-negative numbers, saturating at the int64 limit: a
+// margin that large exhausts every tag, which then refuses rather than
+// repeats.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Start is where a tag created with start (its first max_id) on a store
+// whose record is rec begins: Floor above it, at most math.MaxInt64 (a
+// tag that starts exhausted refuses rather than repeats). The store adds
+// it in the creation's own transaction, which writes the record's row
+// before it reads the floor, so that no fence commits between the read
+// and the insert, also on another node of a multi-primary cluster.
+func Start(rec Record, start int64) int64 {
+	if rec.Floor <= 0 {
+		return start
+	}
+	if start > math.MaxInt64-rec.Floor {
+		return math.MaxInt64
+	}
+	return start + rec.Floor
 }
 
 // satMul multiplies, saturating at a quarter of the int64 range: a

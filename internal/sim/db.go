@@ -56,6 +56,9 @@ type snapshot struct {
 	rec     fence.Record
 	pos     uint64
 	creates int // tags created so far
+	// skewed: a process's clock was off by more than the fence's hold
+	// allows when this commit was made (see losable).
+	skewed bool
 }
 
 // maxLost bounds the commits one failover or restore loses: a replica's
@@ -66,6 +69,9 @@ const maxLost = 6
 func newDB(w *world) *db {
 	d := &db{w: w, rows: map[string]*row{}, workers: map[int64]worker{}, timeline: 1, released: map[tagID]bool{}}
 	d.leases = &leaseTable{db: d}
+	// edge is there from the start, in the first state a loss of
+	// history may go back to.
+	d.rows["edge"] = &row{maxID: edgeStart, step: 10}
 	d.history = []snapshot{d.snap()}
 	return d
 }
@@ -89,7 +95,9 @@ func (db *db) snap() snapshot {
 // commit ends a transaction that wrote (mu held).
 func (db *db) commit() {
 	db.pos++
-	db.history = append(db.history, db.snap())
+	s := db.snap()
+	s.skewed = db.skewed()
+	db.history = append(db.history, s)
 	if len(db.history) > 4*maxLost {
 		db.history = append(db.history[:0:0], db.history[len(db.history)-2*maxLost:]...)
 	}
@@ -123,7 +131,7 @@ func (db *db) lose(failover bool, k keep) {
 	// (fence.Config): lose history only while the processes' clocks,
 	// stepped by the skew faults, are within half of it of true time.
 	for _, p := range db.w.procs {
-		if d := p.skew(); d > leaseTTL/20 || d < -leaseTTL/20 {
+		if d := p.skew(); d > maxSkew || d < -maxSkew {
 			db.w.trace("  no loss of history: process %d's clock is %v off", p.id, d)
 			return
 		}
@@ -158,17 +166,38 @@ func (db *db) lose(failover bool, k keep) {
 }
 
 // losable is how many of the last commits may be lost keeping k (mu
-// held), as far back as the history goes.
+// held), as far back as the history goes. A commit made while a clock
+// was off by more than maxSkew is kept too: a renewal made on a clock
+// ahead told its holder an expiry the fence's hold, computed on a
+// clock within LeaseMargin of true time, does not cover; the hold
+// assumes clocks within LeaseMargin of each other whenever a lease is
+// written, not only when the history is lost.
 func (db *db) losable(k keep) int {
 	n := 0
 	for i := len(db.history) - 1; i > 0 && n < maxLost; i-- {
 		prev, cur := db.history[i-1], db.history[i]
-		if (k&keepFence != 0 && prev.rec != cur.rec) || (k&keepCreate != 0 && prev.creates != cur.creates) {
+		if (k&keepFence != 0 && prev.rec != cur.rec) || (k&keepCreate != 0 && prev.creates != cur.creates) || cur.skewed {
 			break
 		}
 		n++
 	}
 	return n
+}
+
+// maxSkew is the clock error within which the simulator loses history:
+// half the fence's LeaseMargin (fence.Config), whose hold assumes clocks
+// within it of each other.
+const maxSkew = leaseTTL / 20
+
+// skewed reports whether a process's clock is off by more than maxSkew
+// (mu held).
+func (db *db) skewed() bool {
+	for _, p := range db.w.procs {
+		if d := p.skew(); d > maxSkew || d < -maxSkew {
+			return true
+		}
+	}
+	return false
 }
 
 // steady reports whether clocks must not be stepped now: from a loss of
@@ -188,7 +217,7 @@ func (db *db) createLate() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if _, ok := db.rows["late"]; !ok {
-		db.rows["late"] = &row{maxID: 1, step: 10}
+		db.rows["late"] = &row{maxID: fence.Start(db.rec, 1), step: 10}
 		db.creates++
 		db.commit()
 	}
@@ -232,6 +261,26 @@ func (db *db) checked(p *proc, fast bool) (fence.Identity, fence.Record, error) 
 	}
 }
 
+// checkFirst is a check (sqlstore's Guard.Check, or a lease renewal) by
+// the process that saw the newest record, before any other process
+// reaches the store: the first to reach it after a loss of history is
+// one that saw what was lost.
+func (db *db) checkFirst() {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	p := db.w.procs[0]
+	for _, q := range db.w.procs[1:] {
+		if q.mem.Generation > p.mem.Generation {
+			p = q
+		}
+	}
+	cur, rec, err := db.checked(p, false)
+	db.w.trace("  check by %d.%d: %v", p.id, p.inc, err)
+	if err == nil {
+		db.observe(p, cur, rec)
+	}
+}
+
 // observe is Guard.committed: what p remembers after a checked
 // transaction that committed and whose answer it got.
 func (db *db) observe(p *proc, cur fence.Identity, rec fence.Record) {
@@ -248,7 +297,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 		return
 	}
 	now := p.wall()
-	to := fence.Record{Identity: cur, Generation: fence.NewGeneration(rec, snap, now), FenceUntil: rec.FenceUntil}
+	to := fence.Record{Identity: cur, Generation: fence.NewGeneration(rec, snap, now), FenceUntil: rec.FenceUntil, Floor: rec.Floor}
 	to.Node = ""
 	if d.Verdict == fence.Initialize {
 		db.rec = to
@@ -266,7 +315,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 	plan := fence.NewPlan(cfg, now, rec, snap, live)
 	plan.Generation = to.Generation
 	if db.w.cfg.Plant == PlantZeroMargin {
-		plan.Margin = 0
+		plan.Margin, plan.Floor = 0, rec.Floor
 	}
 	for _, r := range db.rows {
 		if r.maxID > math.MaxInt64-plan.Margin {
@@ -283,13 +332,17 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 		db.workers[id] = wk
 	}
 	to.FenceUntil = max(to.FenceUntil, plan.HoldUntil)
+	to.Floor, to.Covers = plan.Floor, plan.Covers
 	db.rec = to
 	db.commit()
 	p.mem = fence.Memory{}.Observe(cur, to)
 	db.w.res.Fences++
 	db.unfenced, db.steadyUntil = false, time.Now().Add(2*leaseTTL)
-	db.w.trace("  fence by %d.%d: %s; margin %d, %d live, hold until +%dms, generation %d",
-		p.id, p.inc, d.Reason, plan.Margin, live, plan.HoldUntil-plan.Now, to.Generation)
+	if plan.Lost > 0 {
+		db.w.res.LostFences++
+	}
+	db.w.trace("  fence by %d.%d: %s; margin %d (%d for lost fences), %d live, hold until +%dms, generation %d, floor %d",
+		p.id, p.inc, d.Reason, plan.Margin, plan.Lost, live, plan.HoldUntil-plan.Now, to.Generation, to.Floor)
 }
 
 // apply runs o's transaction against the tables (mu held). lost says
@@ -303,7 +356,9 @@ func (w *world) apply(o *op, lost bool) opResult {
 		if ok {
 			return opResult{err: fmt.Errorf("%w: %q", segment.ErrTagExists, o.tag)}
 		}
-		db.rows[o.tag] = &row{maxID: o.a, step: o.b}
+		// The creation locks the record's row (no fence commits in
+		// between) and starts the tag at its floor (fence.Start).
+		db.rows[o.tag] = &row{maxID: fence.Start(db.rec, o.a), step: o.b}
 		db.creates++
 		db.commit()
 		return opResult{}

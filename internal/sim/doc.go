@@ -14,9 +14,14 @@
 // the store's fencing decisions are the real package fence's: the fake
 // store calls fence.Decide, Memory.Observe and NewPlan as
 // internal/sqlstore's Guard does, and carries out the plan on its
-// tables. The faults include lossy failovers (a new server history that
-// lacks the last commits) and restores (the same history, its position
-// back), which only fencing keeps from handing out IDs twice.
+// tables, and starts tags it creates at the record's floor
+// (fence.Start), as the store does. The faults include lossy failovers (a
+// new server history that lacks the last commits, among them, now and
+// then, the last fence or the last tag created) and restores (the same
+// history, its position back), which only fencing keeps from handing out
+// IDs twice. History is lost only while, and only back to commits made
+// while, every clock was within half the fence's lease margin of true
+// time: the hold assumes that much.
 //
 // The files follow the roles of hashicorp/raft's fuzzy/ and pebble's
 // metamorphic/: world.go (the run and its phases), process.go (a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -63,18 +64,35 @@ func (w *world) checkRelease(o *op) error {
 // process that was told a tag is unknown makes no store call for it for
 // NegativeTTL on its own clock.
 func (w *world) checkNegative(p *proc, o *op) error {
+	if p.inflight[inflightKey(o.tag, o.origin)] {
+		return nil
+	}
 	until, ok := p.neg[o.tag]
 	if ok && !p.wall().Before(until) {
 		// The allocator may have a handle on the tag again, whose calls
 		// a clock stepped back later must not count as lookups.
 		delete(p.neg, o.tag)
 		delete(p.negHi, o.tag)
+		p.forgetInflight(o.tag)
 		return nil
 	}
 	if ok {
 		return w.violation("process %d (incarnation %d) called the store for %s %v after it was told the tag is unknown, within the negative cache's %v", p.id, p.inc, o.tag, negativeTTL-until.Sub(p.wall()), negativeTTL)
 	}
 	return nil
+}
+
+// inflightKey names the operation a store call belongs to: one load or
+// ReserveRange of a tag (its origin).
+func inflightKey(tag, origin string) string { return tag + "\x00" + origin }
+
+// forgetInflight forgets the operations of tag in flight at its last miss.
+func (p *proc) forgetInflight(tag string) {
+	for k := range p.inflight {
+		if t, _, _ := strings.Cut(k, "\x00"); t == tag {
+			delete(p.inflight, k)
+		}
+	}
 }
 
 func (w *world) snowNext(p *proc) error {

@@ -68,14 +68,13 @@ func TestSimulation_KnownHoles(t *testing.T) {
 		// position past what the others saw, they proceed too.
 		{"restore seen first by a process behind it", "restore"},
 		// A second failover within one replication lag of the first
-		// loses the first fence: the new fence moves max_id up by the
-		// same margin from the same place, onto the ranges reserved
-		// after the lost fence.
-		{"failover that loses the last fence", "failover-lose-fence"},
-		// A failover that loses a tag's creation: the fence moves up
-		// the rows that exist, and auto-create makes the row again at
-		// its start, below the ranges reserved from the lost one.
-		{"failover that loses a tag's creation", "failover-lose-create"},
+		// loses the first fence, and the first instance to reach the
+		// store after it had not seen that fence: it fences with the
+		// margin alone, from the rows the first fence had raised, and
+		// reserves onto the ranges reserved after the lost fence
+		// before an instance that saw it finds the record covering
+		// less than it saw (fence.Record.Covers) and fences again.
+		{"failover that loses the last fence, reached first by an instance that had not seen it", "failover-lose-fence-unseen"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(sim.Weights{tc.op: 5})})

@@ -38,11 +38,15 @@ type proc struct {
 	last    map[string]int64           // last segment ID per tag
 	// neg is, per tag, until when this incarnation's negative cache
 	// must answer ErrTagNotFound without a store call (under db.mu).
-	neg    map[string]time.Time
-	negHi  map[string]time.Time // the latest the deadline may be (see missed)
-	gen    *snowflake.Leased    // nil until a claim succeeded
-	owner  string
-	lastSF int64
+	neg   map[string]time.Time
+	negHi map[string]time.Time // the latest the deadline may be (see missed)
+	// inflight marks the operations (inflightKey) that had a store call
+	// parked when a caller was told their tag is unknown (see missed),
+	// under db.mu.
+	inflight map[string]bool
+	gen      *snowflake.Leased // nil until a claim succeeded
+	owner    string
+	lastSF   int64
 	// static: process 0 starts with a static worker ID, pinned; the
 	// unpin op turns it into a leased one and back.
 	static bool
@@ -102,7 +106,7 @@ func (w *world) boot(p *proc) error {
 	w.db.mu.Lock()
 	p.inc = w.incs
 	p.ranges = map[string][]segment.Range{}
-	p.neg, p.negHi = map[string]time.Time{}, map[string]time.Time{}
+	p.neg, p.negHi, p.inflight = map[string]time.Time{}, map[string]time.Time{}, map[string]bool{}
 	w.db.mu.Unlock()
 	p.last = map[string]int64{}
 	p.lastSF = 0

@@ -63,6 +63,8 @@ type Result struct {
 	Restores     int // the same history with its position back
 	LostCommits  int // commits the failovers and restores lost
 	Fences       int // fences the store performed (fence verdict Fence)
+	LostFences   int // fences that added the margins of fences the record had lost
+
 	// TraceHash is the FNV-1a hash of every trace line: two runs with the
 	// same hash took the same steps with the same outcomes.
 	TraceHash uint64
@@ -84,6 +86,7 @@ func (t *Result) Add(r Result) {
 	t.Restores += r.Restores
 	t.LostCommits += r.LostCommits
 	t.Fences += r.Fences
+	t.LostFences += r.LostFences
 }
 
 // Violation is a broken promise, with the seed and step that replay it.
@@ -141,7 +144,6 @@ func run(cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	w.db = newDB(w)
-	w.db.rows["edge"] = &row{maxID: edgeStart, step: 10}
 	for i := range cfg.Procs {
 		p := &proc{id: i, w: w, static: i == 0}
 		w.procs = append(w.procs, p)
