@@ -1,0 +1,79 @@
+package aesblocks
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"fmt"
+)
+
+// BlockSize is the AES block size in bytes.
+const BlockSize = 16
+
+// maxRounds is AES-256's, the most any key size takes.
+const maxRounds = 14
+
+// Block is AES under one key. It is safe for concurrent use.
+type Block struct {
+	// std is crypto/aes under the same key: every block goes through it
+	// when asm is false.
+	std    cipher.Block
+	asm    bool
+	rounds int
+	// enc is the expanded key, rounds+1 round keys of 16 bytes in the
+	// byte order of FIPS-197 (w[i] most significant byte first), which
+	// is the order AESENC takes them from memory.
+	enc [(maxRounds + 1) * BlockSize]byte
+}
+
+// New returns AES under key, 16, 24 or 32 bytes (AES-128, -192, -256).
+func New(key []byte) (*Block, error) {
+	return newBlock(key, useAsm())
+}
+
+// newBlock is New with the choice of path made by the caller, so that the
+// tests run both on one machine.
+func newBlock(key []byte, asm bool) (*Block, error) {
+	std, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("aesblocks: %w", err)
+	}
+	b := &Block{std: std, asm: asm, rounds: len(key)/4 + 6}
+	expandKey(b.enc[:(b.rounds+1)*BlockSize], key)
+	return b, nil
+}
+
+// Accelerated reports whether b encrypts several blocks per pass (AES-NI)
+// rather than one at a time through crypto/aes.
+func (b *Block) Accelerated() bool { return b.asm }
+
+// Encrypt encrypts the block src into dst, which may be the same slice.
+// Both must hold at least 16 bytes.
+func (b *Block) Encrypt(dst, src []byte) {
+	if len(src) < BlockSize || len(dst) < BlockSize {
+		panic("aesblocks: input not full block")
+	}
+	b.EncryptBlocks(dst[:BlockSize], src[:BlockSize])
+}
+
+// EncryptBlocks encrypts every 16-byte block of src independently (ECB)
+// into dst. len(src) must be a multiple of 16 and dst at least as long;
+// dst and src may be the same slice, but must not overlap otherwise.
+func (b *Block) EncryptBlocks(dst, src []byte) {
+	if len(src)%BlockSize != 0 {
+		panic("aesblocks: input not full blocks")
+	}
+	if len(dst) < len(src) {
+		panic("aesblocks: output smaller than input")
+	}
+	n := len(src) / BlockSize
+	if n == 0 {
+		return
+	}
+	if b.asm {
+		encryptBlocksAsm(b.rounds, &b.enc[0], &dst[0], &src[0], n)
+		return
+	}
+	for i := 0; i < len(src); i += BlockSize {
+		b.std.Encrypt(dst[i:i+BlockSize], src[i:i+BlockSize])
+	}
+}

@@ -1,0 +1,186 @@
+package aesblocks
+
+import (
+	"bytes"
+	"crypto/aes"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"testing"
+)
+
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// paths are the two ways a Block encrypts. Without AES-NI (or with the
+// purego tag) only crypto/aes's is run.
+func paths(t *testing.T) []bool {
+	t.Helper()
+	if useAsm() {
+		return []bool{true, false}
+	}
+	t.Log("no AES-NI assembly in this build or on this CPU: only the crypto/aes path is tested")
+	return []bool{false}
+}
+
+func name(asm bool) string {
+	if asm {
+		return "asm"
+	}
+	return "crypto-aes"
+}
+
+// TestFIPS197 checks the example vectors of FIPS-197 Appendix C, one per
+// key size, alone and as every block of a run long enough for both the
+// eight-block passes and the single-block tail.
+func TestFIPS197(t *testing.T) {
+	const pt = "00112233445566778899aabbccddeeff"
+	for _, tc := range []struct{ name, key, ct string }{
+		{"C.1/AES-128", "000102030405060708090a0b0c0d0e0f", "69c4e0d86a7b0430d8cdb78070b4c55a"},
+		{"C.2/AES-192", "000102030405060708090a0b0c0d0e0f1011121314151617", "dda97ca4864cdfe06eaf70a0ec0d7191"},
+		{"C.3/AES-256", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "8ea2b7ca516745bfeafc49904b496089"},
+	} {
+		for _, asm := range paths(t) {
+			t.Run(tc.name+"/"+name(asm), func(t *testing.T) {
+				b, err := newBlock(unhex(t, tc.key), asm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := unhex(t, tc.ct)
+				got := make([]byte, 16)
+				b.Encrypt(got, unhex(t, pt))
+				if !bytes.Equal(got, want) {
+					t.Fatalf("Encrypt = %x, want %x", got, want)
+				}
+				run := bytes.Repeat(unhex(t, pt), 11)
+				b.EncryptBlocks(run, run)
+				if !bytes.Equal(run, bytes.Repeat(want, 11)) {
+					t.Fatalf("EncryptBlocks of 11 equal blocks = %x, want %x each", run, want)
+				}
+			})
+		}
+	}
+}
+
+// TestKeyExpansion checks the last word of each key schedule of FIPS-197
+// Appendix A, and the first words, which are the key.
+func TestKeyExpansion(t *testing.T) {
+	for _, tc := range []struct {
+		name, key string
+		last      uint32
+	}{
+		{"A.1/AES-128", "2b7e151628aed2a6abf7158809cf4f3c", 0xb6630ca6},
+		{"A.2/AES-192", "8e73b0f7da0e6452c810f32b809079e562f8ead2522c6b7b", 0x01002202},
+		{"A.3/AES-256", "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4", 0x706c631e},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := unhex(t, tc.key)
+			b, err := New(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := (b.rounds + 1) * BlockSize
+			if got := binary.BigEndian.Uint32(b.enc[n-4:]); got != tc.last {
+				t.Errorf("last word = %08x, want %08x", got, tc.last)
+			}
+			if !bytes.Equal(b.enc[:len(key)], key) {
+				t.Errorf("schedule starts %x, want the key %x", b.enc[:len(key)], key)
+			}
+		})
+	}
+}
+
+// TestSbox checks the S-box against FIPS-197's own examples (§5.1.1:
+// {53} → {ed}; Figure 7's first entries) and that it is a permutation.
+func TestSbox(t *testing.T) {
+	for in, want := range map[byte]byte{0x00: 0x63, 0x01: 0x7c, 0x53: 0xed, 0xff: 0x16} {
+		if got := sbox(in); got != want {
+			t.Errorf("sbox(%02x) = %02x, want %02x", in, got, want)
+		}
+	}
+	var seen [256]bool
+	for i := range 256 {
+		s := sbox(byte(i))
+		if seen[s] {
+			t.Fatalf("sbox maps two bytes to %02x", s)
+		}
+		seen[s] = true
+	}
+}
+
+// TestMatchesCryptoAES encrypts random runs of random blocks under random
+// keys of every size, from none to a few passes of eight and a tail, in
+// place and not, and compares every block with crypto/aes.
+func TestMatchesCryptoAES(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, size := range []int{16, 24, 32} {
+		for _, asm := range paths(t) {
+			t.Run(name(asm)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
+				for range 200 {
+					key := make([]byte, size)
+					fill(rng, key)
+					b, err := newBlock(key, asm)
+					if err != nil {
+						t.Fatal(err)
+					}
+					std, _ := aes.NewCipher(key)
+					n := rng.IntN(40)
+					src := make([]byte, n*BlockSize)
+					fill(rng, src)
+					want := make([]byte, len(src))
+					for i := 0; i < len(src); i += BlockSize {
+						std.Encrypt(want[i:], src[i:])
+					}
+					dst := make([]byte, len(src)+BlockSize) // a longer dst is allowed, and its tail untouched
+					b.EncryptBlocks(dst, src)
+					if !bytes.Equal(dst[:len(src)], want) || !bytes.Equal(dst[len(src):], make([]byte, BlockSize)) {
+						t.Fatalf("key %x, %d blocks: EncryptBlocks differs from crypto/aes", key, n)
+					}
+					b.EncryptBlocks(src, src)
+					if !bytes.Equal(src, want) {
+						t.Fatalf("key %x, %d blocks: EncryptBlocks in place differs from crypto/aes", key, n)
+					}
+				}
+			})
+		}
+	}
+}
+
+func fill(rng *rand.Rand, b []byte) {
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+}
+
+func TestBadLengths(t *testing.T) {
+	b, err := New(make([]byte, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"partial block", func() { b.EncryptBlocks(make([]byte, 32), make([]byte, 17)) }},
+		{"short dst", func() { b.EncryptBlocks(make([]byte, 16), make([]byte, 32)) }},
+		{"short single block", func() { b.Encrypt(make([]byte, 16), make([]byte, 15)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			tc.f()
+		})
+	}
+	if _, err := New(make([]byte, 15)); err == nil {
+		t.Fatal("New with a 15-byte key: no error")
+	}
+}
