@@ -155,6 +155,61 @@ func TestUint_MatchesGeneral(t *testing.T) {
 	}
 }
 
+// TestUint_EncryptNMatchesEncrypt checks the grouped batch path against
+// Encrypt, one value at a time, for random values under keys of every
+// size, every width, tweaks of every padding, and batches from empty to
+// several groups with a partial one at the end.
+func TestUint_EncryptNMatchesEncrypt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, keyLen := range []int{16, 24, 32} {
+		key := make([]byte, keyLen)
+		for i := range key {
+			key[i] = byte(rng.Uint32())
+		}
+		c, err := ff1.New(key, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for bits := 20; bits <= 64; bits++ {
+			for tweakLen := range 17 { // every padding of Q, and one more block
+				tweak := make([]byte, tweakLen+rng.IntN(2)*16)
+				for i := range tweak {
+					tweak[i] = byte(rng.Uint32())
+				}
+				f, err := c.Uint(bits, tweak)
+				if err != nil {
+					t.Fatal(err)
+				}
+				xs := make([]uint64, rng.IntN(200))
+				for i := range xs {
+					xs[i] = rng.Uint64()
+					if bits < 64 {
+						xs[i] &= 1<<bits - 1
+					}
+				}
+				want := make([]uint64, len(xs))
+				for i, x := range xs {
+					if want[i], err = f.Encrypt(x); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := f.EncryptN(xs); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(xs, want) {
+					t.Fatalf("key %d bytes, %d bits, tweak %d bytes, %d values: EncryptN differs from Encrypt", keyLen, bits, len(tweak), len(xs))
+				}
+			}
+		}
+	}
+	c, _ := ff1.New(make([]byte, 16), 2)
+	f, _ := c.Uint(63, nil)
+	xs := []uint64{1, 2, 1 << 63}
+	if err := f.EncryptN(xs); !errors.Is(err, ff1.ErrNumeral) || !slices.Equal(xs, []uint64{1, 2, 1 << 63}) {
+		t.Fatalf("EncryptN with 2^63 in 63 bits: %v, %v; want ErrNumeral and the values unchanged", err, xs)
+	}
+}
+
 // TestPermutation_Exhaustive encrypts every value of small domains and
 // checks that each comes out exactly once and decrypts back.
 func TestPermutation_Exhaustive(t *testing.T) {

@@ -3,6 +3,7 @@ package aesblocks
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"encoding/binary"
 	"fmt"
 )
 
@@ -73,7 +74,41 @@ func (b *Block) EncryptBlocks(dst, src []byte) {
 		encryptBlocksAsm(b.rounds, &b.enc[0], &dst[0], &src[0], n)
 		return
 	}
+	// Through the cipher.Block interface a slice escapes; copying every
+	// block through one scratch block keeps the callers' buffers (FF1's
+	// are on the stack) from escaping on the fast path too.
+	tmp := new([BlockSize]byte)
 	for i := 0; i < len(src); i += BlockSize {
-		b.std.Encrypt(dst[i:i+BlockSize], src[i:i+BlockSize])
+		copy(tmp[:], src[i:i+BlockSize])
+		b.std.Encrypt(tmp[:], tmp[:])
+		copy(dst[i:i+BlockSize], tmp[:])
+	}
+}
+
+// EncryptHalves sets out[j], for every j of x, to the first 8 bytes of
+// the encryption of the block hi || lo⊕x[j], read and written as
+// big-endian uint64s. That is the shape of a round of FF1 in radix 2 on
+// at most 64 bits: hi and lo are the constant part of the round's PRF
+// input, x[j] a value's half, out[j] the round's y. Taking and returning
+// integers spares the caller packing blocks into bytes and back, which
+// costs more than the eight-block encryption itself. out must be at least
+// as long as x; they may be the same slice.
+func (b *Block) EncryptHalves(out []uint64, hi, lo uint64, x []uint64) {
+	if len(out) < len(x) {
+		panic("aesblocks: output smaller than input")
+	}
+	if len(x) == 0 {
+		return
+	}
+	if b.asm {
+		encryptHalvesAsm(b.rounds, &b.enc[0], &out[0], hi, lo, &x[0], len(x))
+		return
+	}
+	tmp := new([BlockSize]byte) // see EncryptBlocks
+	for j, v := range x {
+		binary.BigEndian.PutUint64(tmp[:8], hi)
+		binary.BigEndian.PutUint64(tmp[8:], lo^v)
+		b.std.Encrypt(tmp[:], tmp[:])
+		out[j] = binary.BigEndian.Uint64(tmp[:8])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -152,6 +153,51 @@ func TestMatchesCryptoAES(t *testing.T) {
 	}
 }
 
+// TestEncryptHalves compares EncryptHalves with crypto/aes on the blocks
+// it stands for, hi || lo⊕x[j], for random keys of every size and runs
+// of every length up to a few passes of eight.
+func TestEncryptHalves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, size := range []int{16, 24, 32} {
+		for _, asm := range paths(t) {
+			t.Run(name(asm)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
+				for range 200 {
+					key := make([]byte, size)
+					fill(rng, key)
+					b, err := newBlock(key, asm)
+					if err != nil {
+						t.Fatal(err)
+					}
+					std, _ := aes.NewCipher(key)
+					hi, lo := rng.Uint64(), rng.Uint64()
+					x := make([]uint64, rng.IntN(40))
+					for j := range x {
+						x[j] = rng.Uint64()
+					}
+					want := make([]uint64, len(x))
+					var blk [16]byte
+					for j, v := range x {
+						binary.BigEndian.PutUint64(blk[:8], hi)
+						binary.BigEndian.PutUint64(blk[8:], lo^v)
+						std.Encrypt(blk[:], blk[:])
+						want[j] = binary.BigEndian.Uint64(blk[:8])
+					}
+					out := make([]uint64, len(x)+1)
+					out[len(x)] = 42 // past len(x), untouched
+					b.EncryptHalves(out, hi, lo, x)
+					if !slices.Equal(out[:len(x)], want) || out[len(x)] != 42 {
+						t.Fatalf("key %x, %d values: EncryptHalves differs from crypto/aes", key, len(x))
+					}
+					b.EncryptHalves(x, hi, lo, x)
+					if !slices.Equal(x, want) {
+						t.Fatalf("key %x, %d values: EncryptHalves in place differs from crypto/aes", key, len(x))
+					}
+				}
+			})
+		}
+	}
+}
+
 func fill(rng *rand.Rand, b []byte) {
 	for i := range b {
 		b[i] = byte(rng.Uint32())
@@ -170,6 +216,7 @@ func TestBadLengths(t *testing.T) {
 		{"partial block", func() { b.EncryptBlocks(make([]byte, 32), make([]byte, 17)) }},
 		{"short dst", func() { b.EncryptBlocks(make([]byte, 16), make([]byte, 32)) }},
 		{"short single block", func() { b.Encrypt(make([]byte, 16), make([]byte, 15)) }},
+		{"short halves", func() { b.EncryptHalves(make([]uint64, 1), 0, 0, make([]uint64, 2)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

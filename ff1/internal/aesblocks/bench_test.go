@@ -27,5 +27,12 @@ func BenchmarkEncryptBlocks(b *testing.B) {
 				blk.EncryptBlocks(buf, buf)
 			}
 		})
+		x := make([]uint64, n)
+		b.Run("halves/"+strconv.Itoa(n), func(b *testing.B) {
+			blk, _ := New(key)
+			for b.Loop() {
+				blk.EncryptHalves(x, 1, 2, x)
+			}
+		})
 	}
 }

@@ -25,8 +25,12 @@ func expandKey(enc, key []byte) {
 }
 
 func subWord(w uint32) uint32 {
-	return uint32(sbox(byte(w>>24)))<<24 | uint32(sbox(byte(w>>16)))<<16 |
-		uint32(sbox(byte(w>>8)))<<8 | uint32(sbox(byte(w)))
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], w)
+	for i := range b {
+		b[i] = sbox(b[i])
+	}
+	return binary.BigEndian.Uint32(b[:])
 }
 
 // sbox is S-box of FIPS-197 §5.1.1: the multiplicative inverse in GF(2^8)
