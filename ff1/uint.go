@@ -104,9 +104,17 @@ const group = 64
 // EncryptN encrypts every value of xs in place, as Encrypt would, a group
 // of values per round. On an error, xs is unchanged.
 func (f *Uint) EncryptN(xs []uint64) error {
+	// One OR over the batch says whether any value is too wide; only
+	// then is the culprit looked for.
+	var all uint64
 	for _, x := range xs {
-		if err := f.check(x); err != nil {
-			return err
+		all |= x
+	}
+	if f.check(all) != nil {
+		for _, x := range xs {
+			if err := f.check(x); err != nil {
+				return err
+			}
 		}
 	}
 	for len(xs) > 0 {
