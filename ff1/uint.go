@@ -3,6 +3,8 @@ package ff1
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/idgen/idgen/ff1/internal/aesblocks"
 )
 
 // Uint is FF1 with radix 2 over the low Bits bits of a uint64, under one
@@ -45,15 +47,15 @@ func (c *Cipher) Uint(bits int, tweak []byte) (*Uint, error) {
 // Bits returns the width of the values f takes and returns.
 func (f *Uint) Bits() int { return f.bits }
 
-// round returns y of one round: the first 8 bytes of the PRF output (d is
-// 8 for every half of at most 32 bits, so no expansion is needed). The
-// round number sits b bytes from the end of the block and B in the last b
-// bytes, both inside lo since b is at most 4.
-func (f *Uint) round(i int, half uint64) uint64 {
-	in := [1]uint64{half}
-	var y [1]uint64
-	f.c.block.EncryptHalves(y[:], f.hi, f.tweakRound(i), in[:])
-	return y[0]
+// round returns (acc + y) mod 2^m, y being round i's output on half: the
+// first 8 bytes of the PRF output (d is 8 for every half of at most 32
+// bits, so no expansion is needed). The round number sits b bytes from the
+// end of the block and B in the last b bytes, both inside lo since b is at
+// most 4. 2^m divides 2^64, so the sum may wrap before the mask.
+func (f *Uint) round(i int, acc, half uint64) uint64 {
+	a, x := [1]uint64{acc}, [1]uint64{half}
+	f.c.block.EncryptAdd(a[:], mask(f.m(i)), f.hi, f.tweakRound(i), x[:])
+	return a[0]
 }
 
 // tweakRound is lo with round i's number in place; B, below 2^(8b), is
@@ -78,9 +80,7 @@ func (f *Uint) Encrypt(x uint64) (uint64, error) {
 	}
 	a, b := x>>f.v, x&mask(f.v)
 	for i := range rounds {
-		// (A + y) mod 2^m: 2^m divides 2^64, so wrapping is harmless.
-		c := (a + f.round(i, b)) & mask(f.m(i))
-		a, b = b, c
+		a, b = b, f.round(i, a, b)
 	}
 	return a<<f.v | b, nil
 }
@@ -96,9 +96,10 @@ func (f *Uint) m(i int) int {
 
 // group is how many values EncryptN takes through a round together: every
 // round of every value is one AES block, independent of the other
-// values', so a round of a group is one EncryptHalves call, eight blocks
-// in flight with AES-NI instead of one. 64 values keep the group's halves
-// (1.5 KiB) on the stack and the call small beside the work.
+// values', so a round of a group is one EncryptAdd call, sixteen blocks
+// in flight with VAES (eight with AES-NI) instead of one. 64 values keep
+// the group's halves (1 KiB) on the stack and the call small beside the
+// work.
 const group = 64
 
 // EncryptN encrypts every value of xs in place, as Encrypt would, a group
@@ -130,28 +131,22 @@ func (f *Uint) EncryptN(xs []uint64) error {
 // takes y is the other one each round, so after the ten rounds (an even
 // number) a and b are A and B again.
 func (f *Uint) encryptGroup(xs []uint64) {
-	var as, bs, ys [group]uint64
-	// A group rounded up to whole passes of eight: the values past xs are
-	// zeros, encrypted and thrown away, for free beside a pass of one.
-	n := min(group, (len(xs)+7)&^7)
-	a, b, y := as[:n], bs[:n], ys[:n]
+	var as, bs [group]uint64
+	// A group rounded up to whole passes of the assembly: the values past
+	// xs are zeros, encrypted and thrown away, nearly free beside a block
+	// that goes alone.
+	n := min(group, (len(xs)+aesblocks.Pass-1)/aesblocks.Pass*aesblocks.Pass)
+	a, b := as[:n], bs[:n]
+	v, mv, mu := f.v, mask(f.v), mask(f.u)
 	for j, x := range xs {
-		a[j], b[j] = x>>f.v, x&mask(f.v)
+		a[j], b[j] = x>>v, x&mv
 	}
-	mu, mv := mask(f.u), mask(f.v)
 	for i := 0; i < rounds; i += 2 {
-		// (A + y) mod 2^m: 2^m divides 2^64, so wrapping is harmless.
-		f.c.block.EncryptHalves(y, f.hi, f.tweakRound(i), b)
-		for j := range a {
-			a[j] = (a[j] + y[j]) & mu
-		}
-		f.c.block.EncryptHalves(y, f.hi, f.tweakRound(i+1), a)
-		for j := range b {
-			b[j] = (b[j] + y[j]) & mv
-		}
+		f.c.block.EncryptAdd(a, mu, f.hi, f.tweakRound(i), b)
+		f.c.block.EncryptAdd(b, mv, f.hi, f.tweakRound(i+1), a)
 	}
 	for j := range xs {
-		xs[j] = a[j]<<f.v | b[j]
+		xs[j] = a[j]<<v | b[j]
 	}
 }
 
@@ -162,7 +157,7 @@ func (f *Uint) Decrypt(x uint64) (uint64, error) {
 	}
 	a, b := x>>f.v, x&mask(f.v)
 	for i := rounds - 1; i >= 0; i-- {
-		c := (b - f.round(i, a)) & mask(f.m(i))
+		c := (b - f.round(i, 0, a)) & mask(f.m(i))
 		b, a = a, c
 	}
 	return a<<f.v | b, nil

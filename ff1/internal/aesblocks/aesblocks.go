@@ -10,6 +10,11 @@ import (
 // BlockSize is the AES block size in bytes.
 const BlockSize = 16
 
+// Pass is the most blocks a pass of the assembly takes (sixteen with
+// VAES, eight with AES-NI): a batch padded to a multiple of it is
+// encrypted in whole passes, with no block left to go alone.
+const Pass = 16
+
 // maxRounds is AES-256's, the most any key size takes.
 const maxRounds = 14
 
@@ -18,7 +23,8 @@ type Block struct {
 	// std is crypto/aes under the same key: every block goes through it
 	// when asm is false.
 	std    cipher.Block
-	asm    bool
+	asm    bool // AES-NI, eight blocks in flight
+	vaes   bool // and VAES on 256-bit registers for EncryptAdd, sixteen
 	rounds int
 	// enc is the expanded key, rounds+1 round keys of 16 bytes in the
 	// byte order of FIPS-197 (w[i] most significant byte first), which
@@ -28,17 +34,36 @@ type Block struct {
 
 // New returns AES under key, 16, 24 or 32 bytes (AES-128, -192, -256).
 func New(key []byte) (*Block, error) {
-	return newBlock(key, useAsm())
+	return newBlock(key, pathOf(useAsm(), useVAES()))
 }
 
-// newBlock is New with the choice of path made by the caller, so that the
-// tests run both on one machine.
-func newBlock(key []byte, asm bool) (*Block, error) {
+// path is how a Block encrypts.
+type path int
+
+const (
+	pathStd  path = iota // crypto/aes, a block at a time
+	pathAsm              // AES-NI
+	pathVAES             // AES-NI, and VAES for EncryptAdd
+)
+
+func pathOf(asm, vaes bool) path {
+	switch {
+	case vaes:
+		return pathVAES
+	case asm:
+		return pathAsm
+	}
+	return pathStd
+}
+
+// newBlock is New with the path chosen by the caller, so that the tests
+// run every path the machine has.
+func newBlock(key []byte, p path) (*Block, error) {
 	std, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, fmt.Errorf("aesblocks: %w", err)
 	}
-	b := &Block{std: std, asm: asm, rounds: len(key)/4 + 6}
+	b := &Block{std: std, asm: p >= pathAsm, vaes: p == pathVAES, rounds: len(key)/4 + 6}
 	expandKey(b.enc[:(b.rounds+1)*BlockSize], key)
 	return b, nil
 }
@@ -85,23 +110,29 @@ func (b *Block) EncryptBlocks(dst, src []byte) {
 	}
 }
 
-// EncryptHalves sets out[j], for every j of x, to the first 8 bytes of
-// the encryption of the block hi || lo⊕x[j], read and written as
-// big-endian uint64s. That is the shape of a round of FF1 in radix 2 on
-// at most 64 bits: hi and lo are the constant part of the round's PRF
-// input, x[j] a value's half, out[j] the round's y. Taking and returning
-// integers spares the caller packing blocks into bytes and back, which
-// costs more than the eight-block encryption itself. out must be at least
-// as long as x; they may be the same slice.
-func (b *Block) EncryptHalves(out []uint64, hi, lo uint64, x []uint64) {
-	if len(out) < len(x) {
-		panic("aesblocks: output smaller than input")
+// EncryptAdd sets acc[j], for every j of x, to (acc[j] + y) & mask,
+// where y is the first 8 bytes of the encryption of the block hi ||
+// lo⊕x[j], all read and written as big-endian uint64s. That is a round of
+// FF1 in radix 2 on at most 64 bits: hi and lo are the constant part of
+// the round's PRF input, x[j] the half that goes in, acc[j] the half that
+// takes the result, mask the width of that half. Taking integers and
+// adding into them spares the caller packing blocks into bytes and back,
+// which would cost more than the encryption itself. acc must be at least
+// as long as x, and either the same slice or not overlapping it.
+func (b *Block) EncryptAdd(acc []uint64, mask, hi, lo uint64, x []uint64) {
+	if len(acc) < len(x) {
+		panic("aesblocks: accumulators fewer than inputs")
+	}
+	if b.vaes && len(x) >= 16 {
+		n := len(x) &^ 15
+		encryptAddVAES(b.rounds, &b.enc[0], &acc[0], mask, hi, lo, &x[0], n)
+		acc, x = acc[n:], x[n:]
 	}
 	if len(x) == 0 {
 		return
 	}
 	if b.asm {
-		encryptHalvesAsm(b.rounds, &b.enc[0], &out[0], hi, lo, &x[0], len(x))
+		encryptAddAsm(b.rounds, &b.enc[0], &acc[0], mask, hi, lo, &x[0], len(x))
 		return
 	}
 	tmp := new([BlockSize]byte) // see EncryptBlocks
@@ -109,6 +140,6 @@ func (b *Block) EncryptHalves(out []uint64, hi, lo uint64, x []uint64) {
 		binary.BigEndian.PutUint64(tmp[:8], hi)
 		binary.BigEndian.PutUint64(tmp[8:], lo^v)
 		b.std.Encrypt(tmp[:], tmp[:])
-		out[j] = binary.BigEndian.Uint64(tmp[:8])
+		acc[j] = (acc[j] + binary.BigEndian.Uint64(tmp[:8])) & mask
 	}
 }

@@ -19,23 +19,25 @@ func unhex(t *testing.T, s string) []byte {
 	return b
 }
 
-// paths are the two ways a Block encrypts. Without AES-NI (or with the
-// purego tag) only crypto/aes's is run.
-func paths(t *testing.T) []bool {
+// paths are the ways a Block encrypts on this machine and build: always
+// crypto/aes's, then AES-NI and VAES where the CPU has them and the
+// purego tag is not set.
+func paths(t *testing.T) []path {
 	t.Helper()
+	ps := []path{pathStd}
 	if useAsm() {
-		return []bool{true, false}
+		ps = append(ps, pathAsm)
 	}
-	t.Log("no AES-NI assembly in this build or on this CPU: only the crypto/aes path is tested")
-	return []bool{false}
+	if useVAES() {
+		ps = append(ps, pathVAES)
+	}
+	if len(ps) < 3 {
+		t.Logf("paths tested here: %v (AES-NI and VAES assembly need the CPU and a build without purego)", ps)
+	}
+	return ps
 }
 
-func name(asm bool) string {
-	if asm {
-		return "asm"
-	}
-	return "crypto-aes"
-}
+func name(p path) string { return p.String() }
 
 // TestFIPS197 checks the example vectors of FIPS-197 Appendix C, one per
 // key size, alone and as every block of a run long enough for both the
@@ -47,9 +49,9 @@ func TestFIPS197(t *testing.T) {
 		{"C.2/AES-192", "000102030405060708090a0b0c0d0e0f1011121314151617", "dda97ca4864cdfe06eaf70a0ec0d7191"},
 		{"C.3/AES-256", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "8ea2b7ca516745bfeafc49904b496089"},
 	} {
-		for _, asm := range paths(t) {
-			t.Run(tc.name+"/"+name(asm), func(t *testing.T) {
-				b, err := newBlock(unhex(t, tc.key), asm)
+		for _, p := range paths(t) {
+			t.Run(tc.name+"/"+name(p), func(t *testing.T) {
+				b, err := newBlock(unhex(t, tc.key), p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -121,12 +123,12 @@ func TestSbox(t *testing.T) {
 func TestMatchesCryptoAES(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, size := range []int{16, 24, 32} {
-		for _, asm := range paths(t) {
-			t.Run(name(asm)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
+		for _, p := range paths(t) {
+			t.Run(name(p)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
 				for range 200 {
 					key := make([]byte, size)
 					fill(rng, key)
-					b, err := newBlock(key, asm)
+					b, err := newBlock(key, p)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -153,44 +155,42 @@ func TestMatchesCryptoAES(t *testing.T) {
 	}
 }
 
-// TestEncryptHalves compares EncryptHalves with crypto/aes on the blocks
-// it stands for, hi || lo⊕x[j], for random keys of every size and runs
-// of every length up to a few passes of eight.
-func TestEncryptHalves(t *testing.T) {
+// TestEncryptAdd compares EncryptAdd with crypto/aes on the blocks it
+// stands for, hi || lo⊕x[j], added into random accumulators under random
+// masks, for random keys of every size and runs of every length up to a
+// few passes of sixteen and eight.
+func TestEncryptAdd(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, size := range []int{16, 24, 32} {
-		for _, asm := range paths(t) {
-			t.Run(name(asm)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
+		for _, p := range paths(t) {
+			t.Run(name(p)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
 				for range 200 {
 					key := make([]byte, size)
 					fill(rng, key)
-					b, err := newBlock(key, asm)
+					b, err := newBlock(key, p)
 					if err != nil {
 						t.Fatal(err)
 					}
 					std, _ := aes.NewCipher(key)
 					hi, lo := rng.Uint64(), rng.Uint64()
-					x := make([]uint64, rng.IntN(40))
+					mask := uint64(1)<<(20+rng.IntN(44)) - 1
+					x := make([]uint64, rng.IntN(70))
+					acc := make([]uint64, len(x)+1)
 					for j := range x {
-						x[j] = rng.Uint64()
+						x[j], acc[j] = rng.Uint64(), rng.Uint64()
 					}
-					want := make([]uint64, len(x))
+					acc[len(x)] = 42 // past len(x), untouched
+					want := slices.Clone(acc)
 					var blk [16]byte
 					for j, v := range x {
 						binary.BigEndian.PutUint64(blk[:8], hi)
 						binary.BigEndian.PutUint64(blk[8:], lo^v)
 						std.Encrypt(blk[:], blk[:])
-						want[j] = binary.BigEndian.Uint64(blk[:8])
+						want[j] = (want[j] + binary.BigEndian.Uint64(blk[:8])) & mask
 					}
-					out := make([]uint64, len(x)+1)
-					out[len(x)] = 42 // past len(x), untouched
-					b.EncryptHalves(out, hi, lo, x)
-					if !slices.Equal(out[:len(x)], want) || out[len(x)] != 42 {
-						t.Fatalf("key %x, %d values: EncryptHalves differs from crypto/aes", key, len(x))
-					}
-					b.EncryptHalves(x, hi, lo, x)
-					if !slices.Equal(x, want) {
-						t.Fatalf("key %x, %d values: EncryptHalves in place differs from crypto/aes", key, len(x))
+					b.EncryptAdd(acc, mask, hi, lo, x)
+					if !slices.Equal(acc, want) {
+						t.Fatalf("key %x, %d values: EncryptAdd differs from crypto/aes", key, len(x))
 					}
 				}
 			})
@@ -216,7 +216,7 @@ func TestBadLengths(t *testing.T) {
 		{"partial block", func() { b.EncryptBlocks(make([]byte, 32), make([]byte, 17)) }},
 		{"short dst", func() { b.EncryptBlocks(make([]byte, 16), make([]byte, 32)) }},
 		{"short single block", func() { b.Encrypt(make([]byte, 16), make([]byte, 15)) }},
-		{"short halves", func() { b.EncryptHalves(make([]uint64, 1), 0, 0, make([]uint64, 2)) }},
+		{"short accumulators", func() { b.EncryptAdd(make([]uint64, 1), 0, 0, 0, make([]uint64, 2)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {
@@ -230,4 +230,8 @@ func TestBadLengths(t *testing.T) {
 	if _, err := New(make([]byte, 15)); err == nil {
 		t.Fatal("New with a 15-byte key: no error")
 	}
+}
+
+func (p path) String() string {
+	return [...]string{"crypto-aes", "aes-ni", "vaes"}[p]
 }

@@ -101,7 +101,7 @@ oneRound:
 done:
 	RET
 
-// Byte shuffles for encryptHalvesAsm (PSHUFB masks; 0x80 makes a zero
+// Byte shuffles for encryptAddAsm and encryptAddVAES (PSHUFB masks; 0x80 makes a zero
 // byte). inLo takes the low quadword of a register, byte-swapped, into the
 // high quadword, zeroing the low one; inHi does the same with the high
 // quadword. out byte-swaps both quadwords in place.
@@ -129,27 +129,34 @@ GLOBL out<>(SB), (NOPTR+RODATA), $16
 	PSHUFB X12, xb; \
 	PXOR   X9, xb
 
-// STOREPAIR writes the first 8 bytes of the blocks in xa and xb, each as
-// a big-endian value, to off(DI) and off+8(DI).
+// STOREPAIR takes the first 8 bytes of the blocks in xa and xb, each as
+// a big-endian value y, and sets the accumulators at off(DI) and
+// off+8(DI) to (acc + y) & mask, the mask in both quadwords of X14.
 #define STOREPAIR(xa, xb, off) \
 	PUNPCKLQDQ xb, xa; \
 	PSHUFB     X13, xa; \
+	MOVOU      off(DI), X10; \
+	PADDQ      X10, xa; \
+	PAND       X14, xa; \
 	MOVOU      xa, off(DI)
 
-// func encryptHalvesAsm(rounds int, xk *byte, out *uint64, hi, lo uint64, x *uint64, n int)
+// func encryptAddAsm(rounds int, xk *byte, acc *uint64, mask, hi, lo uint64, x *uint64, n int)
 //
 // The rounds are those of encryptBlocksAsm; only the way blocks come in
 // and go out differs: from and to integers, by shuffles inside the XMM
 // registers rather than through general registers, which would compete
-// with AESENC for its port.
-TEXT ·encryptHalvesAsm(SB), NOSPLIT, $0-56
+// with AESENC for its port, and added into the accumulators.
+TEXT ·encryptAddAsm(SB), NOSPLIT, $0-64
 	MOVQ   rounds+0(FP), CX
 	MOVQ   xk+8(FP), AX
-	MOVQ   out+16(FP), DI
-	MOVQ   x+40(FP), SI
-	MOVQ   n+48(FP), DX
-	MOVQ   hi+24(FP), R10
-	MOVQ   lo+32(FP), R9
+	MOVQ   acc+16(FP), DI
+	MOVQ   mask+24(FP), R11
+	MOVQ   x+48(FP), SI
+	MOVQ   n+56(FP), DX
+	MOVQ   hi+32(FP), R10
+	MOVQ   lo+40(FP), R9
+	MOVQ   R11, X14
+	PUNPCKLQDQ X14, X14
 	BSWAPQ R10
 	BSWAPQ R9
 	MOVQ   R10, X9
@@ -222,6 +229,9 @@ honeRound:
 	MOVUPS     (BX), X8
 	AESENCLAST X8, X0
 	PSHUFB     X13, X0
+	MOVQ       (DI), X10
+	PADDQ      X10, X0
+	PAND       X14, X0
 	MOVQ       X0, (DI)
 	ADDQ       $8, SI
 	ADDQ       $8, DI
@@ -229,4 +239,102 @@ honeRound:
 	JMP        hone
 
 hdone:
+	RET
+
+// VLOAD4 builds, from the four values at off(SI), the blocks BE(hi) ||
+// BE(lo^x) two to a register, in ya (values 0 and 1) and yb (2 and 3),
+// XORed with round key 0 as LOADPAIR does: VPERMQ puts each value in both
+// quadwords of its lane, and the lane-wise shuffle of Y11 (inLo in both
+// lanes) keeps it, byte-swapped, in the high one.
+#define VLOAD4(off, ya, yb) \
+	VMOVDQU off(SI), Y10; \
+	VPERMQ  $0x50, Y10, ya; \
+	VPERMQ  $0xfa, Y10, yb; \
+	VPSHUFB Y11, ya, ya; \
+	VPSHUFB Y11, yb, yb; \
+	VPXOR   Y9, ya, ya; \
+	VPXOR   Y9, yb, yb
+
+// VSTORE4 takes the first 8 bytes of the four blocks in ya and yb, each
+// as a big-endian value y, into the four accumulators at off(DI) as
+// STOREPAIR does: the low quadwords of the lanes are y0 y1 in ya and y2
+// y3 in yb; VPUNPCKLQDQ gives y0 y2 | y1 y3, VPERMQ puts them in order
+// and Y13 (out in both lanes) swaps their bytes.
+#define VSTORE4(ya, yb, off) \
+	VPUNPCKLQDQ yb, ya, ya; \
+	VPERMQ      $0xd8, ya, ya; \
+	VPSHUFB     Y13, ya, ya; \
+	VPADDQ      off(DI), ya, ya; \
+	VPAND       Y14, ya, ya; \
+	VMOVDQU     ya, off(DI)
+
+// func encryptAddVAES(rounds int, xk *byte, acc *uint64, mask, hi, lo uint64, x *uint64, n int)
+//
+// encryptAddAsm with VAES on 256-bit registers: two blocks per
+// instruction, sixteen in flight, for n a multiple of 16.
+TEXT ·encryptAddVAES(SB), NOSPLIT, $0-64
+	MOVQ        rounds+0(FP), CX
+	MOVQ        xk+8(FP), AX
+	MOVQ        acc+16(FP), DI
+	MOVQ        mask+24(FP), R11
+	MOVQ        x+48(FP), SI
+	MOVQ        n+56(FP), DX
+	MOVQ        hi+32(FP), R10
+	MOVQ        lo+40(FP), R9
+	VMOVQ       R11, X14
+	VPBROADCASTQ X14, Y14
+	BSWAPQ      R10
+	BSWAPQ      R9
+	VMOVQ       R10, X9
+	VMOVQ       R9, X10
+	VPUNPCKLQDQ X10, X9, X9
+	VPXOR       (AX), X9, X9
+	VINSERTI128 $1, X9, Y9, Y9
+	VBROADCASTI128 inLo<>(SB), Y11
+	VBROADCASTI128 out<>(SB), Y13
+
+vsixteen:
+	CMPQ DX, $16
+	JB   vdone
+	VLOAD4(0, Y0, Y1)
+	VLOAD4(32, Y2, Y3)
+	VLOAD4(64, Y4, Y5)
+	VLOAD4(96, Y6, Y7)
+	LEAQ 16(AX), BX
+	LEAQ -1(CX), R8
+
+vround:
+	VBROADCASTI128 (BX), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VAESENC        Y8, Y4, Y4
+	VAESENC        Y8, Y5, Y5
+	VAESENC        Y8, Y6, Y6
+	VAESENC        Y8, Y7, Y7
+	ADDQ           $16, BX
+	DECQ           R8
+	JNZ            vround
+
+	VBROADCASTI128 (BX), Y8
+	VAESENCLAST    Y8, Y0, Y0
+	VAESENCLAST    Y8, Y1, Y1
+	VAESENCLAST    Y8, Y2, Y2
+	VAESENCLAST    Y8, Y3, Y3
+	VAESENCLAST    Y8, Y4, Y4
+	VAESENCLAST    Y8, Y5, Y5
+	VAESENCLAST    Y8, Y6, Y6
+	VAESENCLAST    Y8, Y7, Y7
+	VSTORE4(Y0, Y1, 0)
+	VSTORE4(Y2, Y3, 32)
+	VSTORE4(Y4, Y5, 64)
+	VSTORE4(Y6, Y7, 96)
+	ADDQ           $128, SI
+	ADDQ           $128, DI
+	SUBQ           $16, DX
+	JMP            vsixteen
+
+vdone:
+	VZEROUPPER
 	RET

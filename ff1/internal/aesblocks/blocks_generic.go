@@ -4,12 +4,19 @@ package aesblocks
 
 func useAsm() bool { return false }
 
+func useVAES() bool { return false }
+
 // encryptBlocksAsm is never called where useAsm is false.
 func encryptBlocksAsm(int, *byte, *byte, *byte, int) {
 	panic("aesblocks: no assembly in this build")
 }
 
-// encryptHalvesAsm is never called where useAsm is false.
-func encryptHalvesAsm(int, *byte, *uint64, uint64, uint64, *uint64, int) {
+// encryptAddAsm is never called where useAsm is false.
+func encryptAddAsm(int, *byte, *uint64, uint64, uint64, uint64, *uint64, int) {
+	panic("aesblocks: no assembly in this build")
+}
+
+// encryptAddVAES is never called where useVAES is false.
+func encryptAddVAES(int, *byte, *uint64, uint64, uint64, uint64, *uint64, int) {
 	panic("aesblocks: no assembly in this build")
 }
