@@ -73,41 +73,24 @@ func newBlock(key []byte, p path) (*Block, error) {
 func (b *Block) Accelerated() bool { return b.asm }
 
 // Encrypt encrypts the block src into dst, which may be the same slice.
-// Both must hold at least 16 bytes.
+// Both must hold at least 16 bytes. It is one block at a time, as
+// crypto/aes is, for the parts of FF1 that chain blocks (the CBC-MAC of
+// a long tweak); what batches is EncryptAdd.
 func (b *Block) Encrypt(dst, src []byte) {
 	if len(src) < BlockSize || len(dst) < BlockSize {
 		panic("aesblocks: input not full block")
 	}
-	b.EncryptBlocks(dst[:BlockSize], src[:BlockSize])
-}
-
-// EncryptBlocks encrypts every 16-byte block of src independently (ECB)
-// into dst. len(src) must be a multiple of 16 and dst at least as long;
-// dst and src may be the same slice, but must not overlap otherwise.
-func (b *Block) EncryptBlocks(dst, src []byte) {
-	if len(src)%BlockSize != 0 {
-		panic("aesblocks: input not full blocks")
-	}
-	if len(dst) < len(src) {
-		panic("aesblocks: output smaller than input")
-	}
-	n := len(src) / BlockSize
-	if n == 0 {
-		return
-	}
 	if b.asm {
-		encryptBlocksAsm(b.rounds, &b.enc[0], &dst[0], &src[0], n)
+		encryptBlockAsm(b.rounds, &b.enc[0], &dst[0], &src[0])
 		return
 	}
-	// Through the cipher.Block interface a slice escapes; copying every
-	// block through one scratch block keeps the callers' buffers (FF1's
-	// are on the stack) from escaping on the fast path too.
+	// Through the cipher.Block interface a slice escapes; going through
+	// a scratch block keeps the callers' buffers (FF1's are on the stack)
+	// from escaping on the fast path too.
 	tmp := new([BlockSize]byte)
-	for i := 0; i < len(src); i += BlockSize {
-		copy(tmp[:], src[i:i+BlockSize])
-		b.std.Encrypt(tmp[:], tmp[:])
-		copy(dst[i:i+BlockSize], tmp[:])
-	}
+	copy(tmp[:], src[:BlockSize])
+	b.std.Encrypt(tmp[:], tmp[:])
+	copy(dst[:BlockSize], tmp[:])
 }
 
 // EncryptAdd sets acc[j], for every j of x, to (acc[j] + y) & mask,
@@ -135,7 +118,7 @@ func (b *Block) EncryptAdd(acc []uint64, mask, hi, lo uint64, x []uint64) {
 		encryptAddAsm(b.rounds, &b.enc[0], &acc[0], mask, hi, lo, &x[0], len(x))
 		return
 	}
-	tmp := new([BlockSize]byte) // see EncryptBlocks
+	tmp := new([BlockSize]byte) // see Encrypt
 	for j, v := range x {
 		binary.BigEndian.PutUint64(tmp[:8], hi)
 		binary.BigEndian.PutUint64(tmp[8:], lo^v)

@@ -3,6 +3,7 @@ package aesblocks
 import (
 	"bytes"
 	"crypto/aes"
+	"crypto/cipher"
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
@@ -40,8 +41,7 @@ func paths(t *testing.T) []path {
 func name(p path) string { return p.String() }
 
 // TestFIPS197 checks the example vectors of FIPS-197 Appendix C, one per
-// key size, alone and as every block of a run long enough for both the
-// eight-block passes and the single-block tail.
+// key size.
 func TestFIPS197(t *testing.T) {
 	const pt = "00112233445566778899aabbccddeeff"
 	for _, tc := range []struct{ name, key, ct string }{
@@ -61,10 +61,12 @@ func TestFIPS197(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Fatalf("Encrypt = %x, want %x", got, want)
 				}
-				run := bytes.Repeat(unhex(t, pt), 11)
-				b.EncryptBlocks(run, run)
-				if !bytes.Equal(run, bytes.Repeat(want, 11)) {
-					t.Fatalf("EncryptBlocks of 11 equal blocks = %x, want %x each", run, want)
+				b.Encrypt(got, unhex(t, pt)[:16])
+				b.Encrypt(got, got) // in place: the encryption of the ciphertext
+				std, _ := aes.NewCipher(unhex(t, tc.key))
+				std.Encrypt(want, want)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("Encrypt in place = %x, want %x", got, want)
 				}
 			})
 		}
@@ -117,11 +119,10 @@ func TestSbox(t *testing.T) {
 	}
 }
 
-// TestMatchesCryptoAES encrypts random runs of random blocks under random
-// keys of every size, from none to a few passes of eight and a tail, in
-// place and not, and compares every block with crypto/aes.
-func TestMatchesCryptoAES(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
+// eachRandomKey runs f on 200 random keys of every size, through every
+// path the machine has, beside crypto/aes under the same key.
+func eachRandomKey(t *testing.T, seed uint64, f func(t *testing.T, rng *rand.Rand, key []byte, b *Block, std cipher.Block)) {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
 	for _, size := range []int{16, 24, 32} {
 		for _, p := range paths(t) {
 			t.Run(name(p)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
@@ -133,26 +134,29 @@ func TestMatchesCryptoAES(t *testing.T) {
 						t.Fatal(err)
 					}
 					std, _ := aes.NewCipher(key)
-					n := rng.IntN(40)
-					src := make([]byte, n*BlockSize)
-					fill(rng, src)
-					want := make([]byte, len(src))
-					for i := 0; i < len(src); i += BlockSize {
-						std.Encrypt(want[i:], src[i:])
-					}
-					dst := make([]byte, len(src)+BlockSize) // a longer dst is allowed, and its tail untouched
-					b.EncryptBlocks(dst, src)
-					if !bytes.Equal(dst[:len(src)], want) || !bytes.Equal(dst[len(src):], make([]byte, BlockSize)) {
-						t.Fatalf("key %x, %d blocks: EncryptBlocks differs from crypto/aes", key, n)
-					}
-					b.EncryptBlocks(src, src)
-					if !bytes.Equal(src, want) {
-						t.Fatalf("key %x, %d blocks: EncryptBlocks in place differs from crypto/aes", key, n)
-					}
+					f(t, rng, key, b, std)
 				}
 			})
 		}
 	}
+}
+
+// TestMatchesCryptoAES encrypts random blocks under random keys of every
+// size, in place and not, and compares them with crypto/aes.
+func TestMatchesCryptoAES(t *testing.T) {
+	eachRandomKey(t, 1, func(t *testing.T, rng *rand.Rand, key []byte, b *Block, std cipher.Block) {
+		src, want, got := make([]byte, 16), make([]byte, 16), make([]byte, 16)
+		fill(rng, src)
+		std.Encrypt(want, src)
+		b.Encrypt(got, src)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("key %x, block %x: Encrypt = %x, crypto/aes %x", key, src, got, want)
+		}
+		b.Encrypt(src, src)
+		if !bytes.Equal(src, want) {
+			t.Fatalf("key %x: Encrypt in place = %x, crypto/aes %x", key, src, want)
+		}
+	})
 }
 
 // TestEncryptAdd compares EncryptAdd with crypto/aes on the blocks it
@@ -160,42 +164,28 @@ func TestMatchesCryptoAES(t *testing.T) {
 // masks, for random keys of every size and runs of every length up to a
 // few passes of sixteen and eight.
 func TestEncryptAdd(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, size := range []int{16, 24, 32} {
-		for _, p := range paths(t) {
-			t.Run(name(p)+"/"+map[int]string{16: "AES-128", 24: "AES-192", 32: "AES-256"}[size], func(t *testing.T) {
-				for range 200 {
-					key := make([]byte, size)
-					fill(rng, key)
-					b, err := newBlock(key, p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					std, _ := aes.NewCipher(key)
-					hi, lo := rng.Uint64(), rng.Uint64()
-					mask := uint64(1)<<(20+rng.IntN(44)) - 1
-					x := make([]uint64, rng.IntN(70))
-					acc := make([]uint64, len(x)+1)
-					for j := range x {
-						x[j], acc[j] = rng.Uint64(), rng.Uint64()
-					}
-					acc[len(x)] = 42 // past len(x), untouched
-					want := slices.Clone(acc)
-					var blk [16]byte
-					for j, v := range x {
-						binary.BigEndian.PutUint64(blk[:8], hi)
-						binary.BigEndian.PutUint64(blk[8:], lo^v)
-						std.Encrypt(blk[:], blk[:])
-						want[j] = (want[j] + binary.BigEndian.Uint64(blk[:8])) & mask
-					}
-					b.EncryptAdd(acc, mask, hi, lo, x)
-					if !slices.Equal(acc, want) {
-						t.Fatalf("key %x, %d values: EncryptAdd differs from crypto/aes", key, len(x))
-					}
-				}
-			})
+	eachRandomKey(t, 5, func(t *testing.T, rng *rand.Rand, key []byte, b *Block, std cipher.Block) {
+		hi, lo := rng.Uint64(), rng.Uint64()
+		mask := uint64(1)<<(20+rng.IntN(44)) - 1
+		x := make([]uint64, rng.IntN(70))
+		acc := make([]uint64, len(x)+1)
+		for j := range x {
+			x[j], acc[j] = rng.Uint64(), rng.Uint64()
 		}
-	}
+		acc[len(x)] = 42 // past len(x), untouched
+		want := slices.Clone(acc)
+		var blk [16]byte
+		for j, v := range x {
+			binary.BigEndian.PutUint64(blk[:8], hi)
+			binary.BigEndian.PutUint64(blk[8:], lo^v)
+			std.Encrypt(blk[:], blk[:])
+			want[j] = (want[j] + binary.BigEndian.Uint64(blk[:8])) & mask
+		}
+		b.EncryptAdd(acc, mask, hi, lo, x)
+		if !slices.Equal(acc, want) {
+			t.Fatalf("key %x, %d values: EncryptAdd differs from crypto/aes", key, len(x))
+		}
+	})
 }
 
 func fill(rng *rand.Rand, b []byte) {
@@ -213,9 +203,8 @@ func TestBadLengths(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"partial block", func() { b.EncryptBlocks(make([]byte, 32), make([]byte, 17)) }},
-		{"short dst", func() { b.EncryptBlocks(make([]byte, 16), make([]byte, 32)) }},
-		{"short single block", func() { b.Encrypt(make([]byte, 16), make([]byte, 15)) }},
+		{"short src", func() { b.Encrypt(make([]byte, 16), make([]byte, 15)) }},
+		{"short dst", func() { b.Encrypt(make([]byte, 15), make([]byte, 16)) }},
 		{"short accumulators", func() { b.EncryptAdd(make([]uint64, 1), 0, 0, 0, make([]uint64, 2)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,11 +13,11 @@ func useAsm() bool { return cpu.X86.HasAES && cpu.X86.HasSSSE3 }
 // take the AES-NI path, which is correct and half as fast.
 func useVAES() bool { return useAsm() && cpu.X86.HasAVX512VAES && cpu.X86.HasAVX2 }
 
-// encryptBlocksAsm encrypts n blocks from src into dst with the expanded
-// key xk of rounds rounds, eight blocks per pass and the rest one by one.
+// encryptBlockAsm encrypts the block at src into dst with the expanded
+// key xk of rounds rounds.
 //
 //go:noescape
-func encryptBlocksAsm(rounds int, xk *byte, dst, src *byte, n int)
+func encryptBlockAsm(rounds int, xk *byte, dst, src *byte)
 
 // encryptAddAsm is EncryptAdd over n values of x, eight per pass.
 //

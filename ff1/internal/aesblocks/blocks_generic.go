@@ -6,8 +6,8 @@ func useAsm() bool { return false }
 
 func useVAES() bool { return false }
 
-// encryptBlocksAsm is never called where useAsm is false.
-func encryptBlocksAsm(int, *byte, *byte, *byte, int) {
+// encryptBlockAsm is never called where useAsm is false.
+func encryptBlockAsm(int, *byte, *byte, *byte) {
 	panic("aesblocks: no assembly in this build")
 }
 
