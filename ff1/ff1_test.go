@@ -108,24 +108,32 @@ func valueOf(b []uint16) uint64 {
 	return x
 }
 
+// randomCipher is FF1 in radix 2 under a random key of keyLen bytes.
+func randomCipher(t *testing.T, rng *rand.Rand, keyLen int) *ff1.Cipher {
+	t.Helper()
+	c, err := ff1.New(randomBytes(rng, keyLen), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
 // TestUint_MatchesGeneral checks the radix-2 fast path against the general
 // algorithm for every width it takes and tweaks of every padding.
 func TestUint_MatchesGeneral(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, keyLen := range []int{16, 24, 32} {
-		key := make([]byte, keyLen)
-		for i := range key {
-			key[i] = byte(rng.Uint32())
-		}
-		c, err := ff1.New(key, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := randomCipher(t, rng, keyLen)
 		for bits := 20; bits <= 64; bits++ {
-			tweak := make([]byte, rng.IntN(40))
-			for i := range tweak {
-				tweak[i] = byte(rng.Uint32())
-			}
+			tweak := randomBytes(rng, rng.IntN(40))
 			f, err := c.Uint(bits, tweak)
 			if err != nil {
 				t.Fatal(err)
@@ -162,20 +170,10 @@ func TestUint_MatchesGeneral(t *testing.T) {
 func TestUint_EncryptNMatchesEncrypt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, keyLen := range []int{16, 24, 32} {
-		key := make([]byte, keyLen)
-		for i := range key {
-			key[i] = byte(rng.Uint32())
-		}
-		c, err := ff1.New(key, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := randomCipher(t, rng, keyLen)
 		for bits := 20; bits <= 64; bits++ {
 			for tweakLen := range 17 { // every padding of Q, and one more block
-				tweak := make([]byte, tweakLen+rng.IntN(2)*16)
-				for i := range tweak {
-					tweak[i] = byte(rng.Uint32())
-				}
+				tweak := randomBytes(rng, tweakLen+rng.IntN(2)*16)
 				f, err := c.Uint(bits, tweak)
 				if err != nil {
 					t.Fatal(err)

@@ -2,6 +2,18 @@
 
 #include "textflag.h"
 
+// AES8 applies one AES round instruction (AESENC or AESENCLAST) with the
+// round key in X8 to the eight blocks in X0 to X7.
+#define AES8(op) \
+	op X8, X0; op X8, X1; op X8, X2; op X8, X3; \
+	op X8, X4; op X8, X5; op X8, X6; op X8, X7
+
+// VAES8 is AES8 on Y0 to Y7, two blocks each, with the key in both lanes
+// of Y8.
+#define VAES8(op) \
+	op Y8, Y0, Y0; op Y8, Y1, Y1; op Y8, Y2, Y2; op Y8, Y3, Y3; \
+	op Y8, Y4, Y4; op Y8, Y5, Y5; op Y8, Y6, Y6; op Y8, Y7, Y7
+
 // func encryptBlockAsm(rounds int, xk *byte, dst, src *byte)
 //
 // Round key 0 is XORed in, rounds-1 AESENC follow, and AESENCLAST with
@@ -110,27 +122,13 @@ height:
 
 heightRound:
 	MOVUPS (BX), X8
-	AESENC X8, X0
-	AESENC X8, X1
-	AESENC X8, X2
-	AESENC X8, X3
-	AESENC X8, X4
-	AESENC X8, X5
-	AESENC X8, X6
-	AESENC X8, X7
+	AES8(AESENC)
 	ADDQ   $16, BX
 	DECQ   R8
 	JNZ    heightRound
 
 	MOVUPS     (BX), X8
-	AESENCLAST X8, X0
-	AESENCLAST X8, X1
-	AESENCLAST X8, X2
-	AESENCLAST X8, X3
-	AESENCLAST X8, X4
-	AESENCLAST X8, X5
-	AESENCLAST X8, X6
-	AESENCLAST X8, X7
+	AES8(AESENCLAST)
 	STOREPAIR(X0, X1, 0)
 	STOREPAIR(X2, X3, 16)
 	STOREPAIR(X4, X5, 32)
@@ -235,27 +233,13 @@ vsixteen:
 
 vround:
 	VBROADCASTI128 (BX), Y8
-	VAESENC        Y8, Y0, Y0
-	VAESENC        Y8, Y1, Y1
-	VAESENC        Y8, Y2, Y2
-	VAESENC        Y8, Y3, Y3
-	VAESENC        Y8, Y4, Y4
-	VAESENC        Y8, Y5, Y5
-	VAESENC        Y8, Y6, Y6
-	VAESENC        Y8, Y7, Y7
+	VAES8(VAESENC)
 	ADDQ           $16, BX
 	DECQ           R8
 	JNZ            vround
 
 	VBROADCASTI128 (BX), Y8
-	VAESENCLAST    Y8, Y0, Y0
-	VAESENCLAST    Y8, Y1, Y1
-	VAESENCLAST    Y8, Y2, Y2
-	VAESENCLAST    Y8, Y3, Y3
-	VAESENCLAST    Y8, Y4, Y4
-	VAESENCLAST    Y8, Y5, Y5
-	VAESENCLAST    Y8, Y6, Y6
-	VAESENCLAST    Y8, Y7, Y7
+	VAES8(VAESENCLAST)
 	VSTORE4(Y0, Y1, 0)
 	VSTORE4(Y2, Y3, 32)
 	VSTORE4(Y4, Y5, 64)
