@@ -19,6 +19,17 @@
 // the fast path idgen uses (Uint, radix 2 on a uint64, one AES call per
 // round) is checked against the general algorithm.
 //
+// # Batches
+//
+// One value's ten rounds are ten AES calls, each waiting for the one
+// before: about 20 ns each, nearly all of it the latency of the AES
+// instructions. The rounds of different values do not depend on each
+// other, so Uint.EncryptN takes 64 values through each round together,
+// sixteen AES blocks in flight (package internal/aesblocks: VAES or
+// AES-NI assembly on amd64, crypto/aes elsewhere), for about 25 ns a
+// value instead of about 300; it is checked against Encrypt, value by
+// value.
+//
 // # What it does not promise
 //
 // FF1's security rests on a domain of at least a million values (NIST's

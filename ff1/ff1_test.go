@@ -108,24 +108,32 @@ func valueOf(b []uint16) uint64 {
 	return x
 }
 
+// randomCipher is FF1 in radix 2 under a random key of keyLen bytes.
+func randomCipher(t *testing.T, rng *rand.Rand, keyLen int) *ff1.Cipher {
+	t.Helper()
+	c, err := ff1.New(randomBytes(rng, keyLen), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
 // TestUint_MatchesGeneral checks the radix-2 fast path against the general
 // algorithm for every width it takes and tweaks of every padding.
 func TestUint_MatchesGeneral(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, keyLen := range []int{16, 24, 32} {
-		key := make([]byte, keyLen)
-		for i := range key {
-			key[i] = byte(rng.Uint32())
-		}
-		c, err := ff1.New(key, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := randomCipher(t, rng, keyLen)
 		for bits := 20; bits <= 64; bits++ {
-			tweak := make([]byte, rng.IntN(40))
-			for i := range tweak {
-				tweak[i] = byte(rng.Uint32())
-			}
+			tweak := randomBytes(rng, rng.IntN(40))
 			f, err := c.Uint(bits, tweak)
 			if err != nil {
 				t.Fatal(err)
@@ -152,6 +160,53 @@ func TestUint_MatchesGeneral(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestUint_EncryptNMatchesEncrypt checks the grouped batch path against
+// Encrypt, one value at a time, for random values under keys of every
+// size, tweaks of every padding, and batches from empty to several groups
+// with a partial one at the end. The widths are the smallest, those where
+// B changes from 3 to 4 bytes and halves from even to odd, and idgen's
+// 63; TestUint_MatchesGeneral covers every width.
+func TestUint_EncryptNMatchesEncrypt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, keyLen := range []int{16, 24, 32} {
+		c := randomCipher(t, rng, keyLen)
+		for _, bits := range []int{20, 47, 48, 49, 63, 64} {
+			for tweakLen := range 17 { // every padding of Q, and one more block
+				tweak := randomBytes(rng, tweakLen+rng.IntN(2)*16)
+				f, err := c.Uint(bits, tweak)
+				if err != nil {
+					t.Fatal(err)
+				}
+				xs := make([]uint64, rng.IntN(200))
+				for i := range xs {
+					xs[i] = rng.Uint64()
+					if bits < 64 {
+						xs[i] &= 1<<bits - 1
+					}
+				}
+				want := make([]uint64, len(xs))
+				for i, x := range xs {
+					if want[i], err = f.Encrypt(x); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := f.EncryptN(xs); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(xs, want) {
+					t.Fatalf("key %d bytes, %d bits, tweak %d bytes, %d values: EncryptN differs from Encrypt", keyLen, bits, len(tweak), len(xs))
+				}
+			}
+		}
+	}
+	c, _ := ff1.New(make([]byte, 16), 2)
+	f, _ := c.Uint(63, nil)
+	xs := []uint64{1, 2, 1 << 63}
+	if err := f.EncryptN(xs); !errors.Is(err, ff1.ErrNumeral) || !slices.Equal(xs, []uint64{1, 2, 1 << 63}) {
+		t.Fatalf("EncryptN with 2^63 in 63 bits: %v, %v; want ErrNumeral and the values unchanged", err, xs)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/segment"
@@ -48,12 +49,37 @@ type RangeReserver interface {
 // What a tag is never changes, so the Generator asks tags once per tag,
 // after the tag's first ID: tags that do not exist cost no query, and
 // the answers held are bounded by the tags the allocator serves.
+//
+// Next on an opaque tag hands out IDs encoded ahead, Ahead at a time: one
+// FF1 encryption is ten AES calls, each waiting for the one before, while
+// a batch encrypts many values' rounds together for a tenth of the cost
+// per ID. The IDs encoded ahead and not handed out when the process stops
+// are a gap, which an opaque tag's IDs, in no order, never show.
 type Generator struct {
 	g    idgen.Generator
 	tags Tags
 	key  *Key // nil: opaque tags are refused
 
 	kinds sync.Map // tag → kind
+	ahead sync.Map // opaque tag → *ahead
+}
+
+// Ahead is how many IDs of an opaque tag Next encodes at a time: enough
+// that the batch's cost per ID (about 25 ns) is most of it, few enough
+// that a refill adds about 2 µs to the call that makes it.
+const Ahead = 64
+
+// ahead is an opaque tag's IDs encoded ahead. Taking one is an atomic
+// add; refilling takes mu, so that one caller refills and the others
+// wait for it rather than each taking a batch.
+type ahead struct {
+	mu  sync.Mutex
+	cur atomic.Pointer[encoded]
+}
+
+type encoded struct {
+	ids  []int64
+	next atomic.Int64
 }
 
 // kind is what a tag is to this Generator.
@@ -77,6 +103,9 @@ func (g *Generator) Next(ctx context.Context, tag string) (int64, error) {
 	if known && k.err != nil {
 		return 0, k.err
 	}
+	if known && k.opaque {
+		return g.nextAhead(ctx, tag)
+	}
 	id, err := g.g.Next(ctx, tag)
 	if err != nil {
 		return 0, err
@@ -93,6 +122,46 @@ func (g *Generator) Next(ctx context.Context, tag string) (int64, error) {
 		return id, nil
 	}
 	return g.key.Encode(tag, id)
+}
+
+// nextAhead hands out the next of tag's IDs encoded ahead, encoding
+// Ahead more when they run out.
+func (g *Generator) nextAhead(ctx context.Context, tag string) (int64, error) {
+	v, ok := g.ahead.Load(tag)
+	if !ok {
+		v, _ = g.ahead.LoadOrStore(tag, new(ahead))
+	}
+	a := v.(*ahead)
+	for {
+		if e := a.cur.Load(); e != nil {
+			if i := e.next.Add(1) - 1; i < int64(len(e.ids)) {
+				return e.ids[i], nil
+			}
+		}
+		if err := g.refill(ctx, tag, a); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// refill encodes Ahead more of tag's IDs into a, unless another caller
+// did while this one waited for the lock.
+func (g *Generator) refill(ctx context.Context, tag string, a *ahead) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e := a.cur.Load(); e != nil && e.next.Load() < int64(len(e.ids)) {
+		return nil
+	}
+	ids, err := g.g.NextN(ctx, tag, Ahead)
+	if err != nil {
+		return err
+	}
+	if err := g.key.EncodeN(tag, ids); err != nil {
+		return err
+	}
+	e := &encoded{ids: ids}
+	a.cur.Store(e)
+	return nil
 }
 
 // NextN implements idgen.Generator.

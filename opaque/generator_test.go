@@ -3,6 +3,7 @@ package opaque_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/idgen/idgen/opaque"
@@ -114,5 +115,67 @@ func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
 	}
 	if _, err := g.ReserveRange(ctx, "t", 5); !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("ReserveRange with a failing lookup = %v; want ErrUnavailable", err)
+	}
+}
+
+// TestGenerator_NextAhead takes an opaque tag's IDs from many goroutines
+// at once, one by one (encoded Ahead at a time) and in batches: every ID
+// is distinct and decodes to a counter, and the counters taken beyond
+// those handed out are fewer than one batch ahead.
+func TestGenerator_NextAhead(t *testing.T) {
+	ctx := context.Background()
+	key := testKey(t)
+	store := segmenttest.NewMemStore()
+	if err := store.CreateTag(ctx, segment.Tag{Name: "o", MaxID: 1, Step: 100, Opaque: key.Fingerprint()}); err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := segment.New(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = alloc.Close() }()
+	g := opaque.NewGenerator(alloc, store, key)
+	const workers, each = 8, 300
+	got := make([][]int64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				if i%50 == 49 {
+					ids, err := g.NextN(ctx, "o", 7)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[w] = append(got[w], ids...)
+					continue
+				}
+				id, err := g.Next(ctx, "o")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[w] = append(got[w], id)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	var maxCounter int64
+	for _, ids := range got {
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("ID %d handed out twice", id)
+			}
+			seen[id] = true
+			c, err := key.Decode("o", id)
+			if err != nil || c < 1 {
+				t.Fatalf("ID %d decodes to %d, %v", id, c, err)
+			}
+			maxCounter = max(maxCounter, c)
+		}
+	}
+	if handed := int64(len(seen)); maxCounter > handed+opaque.Ahead {
+		t.Errorf("%d IDs handed out, but counters up to %d taken: more than %d ahead", handed, maxCounter, opaque.Ahead)
 	}
 }
