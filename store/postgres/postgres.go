@@ -32,6 +32,7 @@ import (
 type Store struct {
 	seg    *sqlstore.Store
 	pool   *pgxpool.Pool
+	sqlDB  *sql.DB // database/sql's view of pool, opened once
 	leases *sqlstore.Leases
 	guard  *sqlstore.Guard
 	table  sqlstore.SequenceTable
@@ -168,7 +169,7 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{seg: sqlstore.NewGuarded(db, dialect.OnTable(t), g), pool: pool,
+	return &Store{seg: sqlstore.NewGuarded(db, dialect.OnTable(t), g), pool: pool, sqlDB: stdlib.OpenDBFromPool(pool),
 		leases: sqlstore.NewGuardedLeases(db, dialect, g), guard: g, table: t}, nil
 }
 
@@ -182,29 +183,29 @@ func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 // Migrate creates or upgrades the schema, holding a session advisory lock
 // so that instances starting together apply it once.
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
-	db := stdlib.OpenDBFromPool(s.pool)
-	defer func() { _ = db.Close() }() // a view of the pool, which stays open
 	if !s.table.Own() {
-		return migrations.UpShared(ctx, db, migrations.Postgres, logger)
+		return migrations.UpShared(ctx, s.sqlDB, migrations.Postgres, logger)
 	}
-	return migrations.Up(ctx, db, migrations.Postgres, logger)
+	return migrations.Up(ctx, s.sqlDB, migrations.Postgres, logger)
 }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
-// Close closes the pool.
+// Close closes the pool and its database/sql view.
 func (s *Store) Close() error {
 	s.idem.close()
+	err := s.sqlDB.Close() // the view's opener goroutine; the pool stays open
 	s.pool.Close()
-	return nil
+	return err
 }
 
 // Pool returns the underlying pool, for tests and tools.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// DB returns a database/sql view of the pool; close it after use.
-func (s *Store) DB() *sql.DB { return stdlib.OpenDBFromPool(s.pool) }
+// DB returns the database/sql view of the pool, for tests and tools. It
+// is the Store's own: Close closes it.
+func (s *Store) DB() *sql.DB { return s.sqlDB }
 
 // poolDB adapts a pgxpool to sqlstore.DB.
 type poolDB struct{ p *pgxpool.Pool }
