@@ -18,6 +18,6 @@
 // other process that the event has been dealt with.
 //
 // This package is the decision alone, in plain Go, with no SQL, so that
-// the simulator (internal/sim) and unit tests can drive it; package
-// internal/sqlstore runs it against the databases.
+// the simulator and unit tests can drive it; package store runs it
+// against the databases.
 package fence

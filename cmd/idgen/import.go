@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idgen/idgen"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store"
 )
 
 // sourceRow is one tag of another service's table, with the first ID that
@@ -113,7 +113,7 @@ idgen's naming rules refuse, or tinyid rows with a delta other than 1.`,
 			if err := checkRows(rows, margin); err != nil {
 				return err
 			}
-			if name, _ := cmd.Flags().GetString("sequence-table"); name != "" && name != sqlstore.IDSequence.Name {
+			if name, _ := cmd.Flags().GetString("sequence-table"); name != "" && name != store.IDSequence {
 				return errors.New("import writes idgen's own table; leave --sequence-table at id_sequence")
 			}
 			run := withStore
@@ -135,7 +135,7 @@ func readSource(ctx context.Context, dsn, query string, scan func(*sql.Rows) (so
 	if err := requireStoreFile(dsn); err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	st, err := openStore(ctx, dsn, sqlstore.IDSequence)
+	st, err := openStore(ctx, dsn, store.IDSequence)
 	if err != nil {
 		return nil, err
 	}

@@ -20,10 +20,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/spf13/cobra"
 
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store"
 )
 
 func newServe() *cobra.Command {
@@ -284,7 +284,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		}
 		log.Info("schema ready", "version", v)
 	}
-	if name, _ := cmd.Flags().GetString("sequence-table"); name == sqlstore.LeafAlloc.Name {
+	if name, _ := cmd.Flags().GetString("sequence-table"); name == store.LeafAlloc {
 		if err := checkSharedTable(ctx, st, log); err != nil {
 			return err
 		}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/sqlite"
@@ -145,18 +145,18 @@ func requireStoreFile(dsn string) error {
 }
 
 // openStore picks the backend from the DSN (see storeKind).
-func openStore(ctx context.Context, dsn string, table sqlstore.SequenceTable) (backend, error) {
+func openStore(ctx context.Context, dsn string, table string) (backend, error) {
 	kind, err := storeKind(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("--store: %w", err)
 	}
 	switch kind {
 	case kindSQLite:
-		return sqlite.OpenTable(ctx, strings.TrimPrefix(dsn, "file://"), table.Name)
+		return sqlite.OpenTable(ctx, strings.TrimPrefix(dsn, "file://"), table)
 	case kindPostgres:
-		return postgres.OpenTable(ctx, dsn, table.Name)
+		return postgres.OpenTable(ctx, dsn, table)
 	default:
-		return mysql.OpenTable(ctx, dsn, table.Name)
+		return mysql.OpenTable(ctx, dsn, table)
 	}
 }
 
@@ -164,9 +164,8 @@ func openStore(ctx context.Context, dsn string, table sqlstore.SequenceTable) (b
 // --sequence-table flags.
 func openFlagStore(ctx context.Context, cmd *cobra.Command) (backend, error) {
 	name, _ := cmd.Flags().GetString("sequence-table")
-	table, err := sqlstore.ParseSequenceTable(name)
-	if err != nil {
+	if err := store.CheckTable(name); err != nil {
 		return nil, fmt.Errorf("--sequence-table: %w", err)
 	}
-	return openStore(ctx, storeDSN(cmd), table)
+	return openStore(ctx, storeDSN(cmd), name)
 }

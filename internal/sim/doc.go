@@ -13,7 +13,7 @@
 // The code under test is the real segment and snowflake packages, and
 // the store's fencing decisions are the real package fence's: the fake
 // store calls fence.Decide, Memory.Observe and NewPlan as
-// internal/sqlstore's Guard does, and carries out the plan on its
+// store/internal/sqlstore's Guard does, and carries out the plan on its
 // tables. The faults include lossy failovers (a new server history that
 // lacks the last commits) and restores (the same history, its position
 // back), which only fencing keeps from handing out IDs twice.

@@ -1,6 +1,6 @@
 package mysql
 
-import "github.com/idgen/idgen/internal/sqlstore"
+import "github.com/idgen/idgen/store/internal/sqlstore"
 
 // UnfencedForTest is s's reservation without the identity check, what
 // every reservation was before fencing, for the benchmark beside it.

@@ -2,7 +2,7 @@ package mysql
 
 import (
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // INSERT IGNORE: ON DUPLICATE KEY UPDATE would report a matched row

@@ -10,7 +10,7 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/idgen/idgen/fence"
-	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // The server part of the identity columns, per kind of server. Every

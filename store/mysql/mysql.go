@@ -24,9 +24,9 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // Store is a segment store in MySQL. Leases returns the worker leases of

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // SKIP LOCKED lets two instances sweep at once without waiting for

@@ -22,9 +22,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idgen/idgen/fence"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // Store is a segment store in PostgreSQL. Leases returns the worker

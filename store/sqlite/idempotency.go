@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 var idemStatements = sqlstore.IdemStatements{

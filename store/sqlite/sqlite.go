@@ -23,9 +23,9 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idgen/idgen/fence"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // Store is a segment store in a SQLite file. Leases returns the worker
