@@ -82,7 +82,7 @@ func (c compatConfig) staticConfig(workerID int64) (snowflake.Config, error) {
 // logs every tag idgen refuses, with the rule it breaks: Leaf allows 128
 // characters of anything, idgen 64 of [A-Za-z0-9_.:-]. Those tags stay
 // Leaf's until renamed.
-func checkSharedTable(ctx context.Context, st backend, log *slog.Logger) error {
+func checkSharedTable(ctx context.Context, st *store.Store, log *slog.Logger) error {
 	tags, err := st.ListTags(ctx)
 	if err != nil {
 		name := store.LeafAlloc

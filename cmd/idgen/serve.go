@@ -378,7 +378,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 // of the load balancer during a database outage would throw away exactly
 // the ride-through that the buffers exist for, and a probe must not wait
 // on a hung database.
-func segmentReady(st backend, alloc *segment.Allocator) func(context.Context) error {
+func segmentReady(st *store.Store, alloc *segment.Allocator) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if alloc.Buffered() > 0 {
 			return nil

@@ -1,10 +1,14 @@
 package mysql
 
 import (
-	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
+// Every statement shares the Store's pool, and is durable when it
+// returns: InnoDB's log flush is a global setting
+// (innodb_flush_log_at_trx_commit), so the placeholder insert cannot
+// skip it as on PostgreSQL and SQLite.
+//
 // INSERT IGNORE: ON DUPLICATE KEY UPDATE would report a matched row
 // under clientFoundRows, which ParseDSN sets, and hide the conflict.
 var idemStatements = sqlstore.IdemStatements{
@@ -17,14 +21,4 @@ var idemStatements = sqlstore.IdemStatements{
 	Delete:   `DELETE FROM idempotency_key WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 0`,
 	Sweep:    `DELETE FROM idempotency_key WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
 	Count:    `SELECT scope, COUNT(*) FROM idempotency_key WHERE expires_at > ? GROUP BY scope`,
-}
-
-// Idempotency returns the store of idempotency keys (the
-// idempotency_key table of migration 9) in the same database, for
-// idempotency.New. It shares the Store's pool. Every statement is
-// durable when it returns: InnoDB's log flush is a global setting
-// (innodb_flush_log_at_trx_commit), so the placeholder insert cannot
-// skip it as on PostgreSQL and SQLite.
-func (s *Store) Idempotency() idempotency.Store {
-	return sqlstore.NewIdempotency(sqlstore.StdDB{DB: s.db}, nil, dialect, idemStatements)
 }

@@ -15,7 +15,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -25,21 +24,16 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/idgen/idgen/migrations"
-	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-// Store is a segment store in MySQL. Leases returns the worker leases of
-// snowflake mode in the same database.
-type Store struct {
-	seg    *sqlstore.Store
-	db     *sql.DB
-	leases *sqlstore.Leases
-	guard  *sqlstore.Guard
-	// noFence says why the store runs without fencing: a server that
-	// does not answer the identity query. Nil normally.
-	noFence error
-	table   sqlstore.SequenceTable
+// Store is the store over MySQL; see package store.
+type Store = store.Store
+
+func init() {
+	sqlstore.Register(sqlstore.Driver{Name: "mysql", Schemes: []string{"mysql"},
+		Check: func(dsn string) error { _, err := parseDSN(dsn); return err }, Open: open})
 }
 
 var dialect = sqlstore.Dialect{
@@ -104,17 +98,18 @@ func isRetryable(err error) bool {
 // checks the connection once; it does not create the schema (call
 // Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	return OpenTable(ctx, dsn, sqlstore.IDSequence.Name)
+	return OpenTable(ctx, dsn, store.IDSequence)
 }
 
-// OpenTable is Open with segments reserved from the named table:
-// "id_sequence", idgen's own, or "leaf_alloc", Meituan Leaf's, used as it
-// is (Migrate then leaves idgen's own sequence table out).
+// OpenTable is Open with segments reserved from the named table,
+// store.IDSequence or store.LeafAlloc (see store.Options).
 func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
-	t, err := sqlstore.ParseSequenceTable(table)
-	if err != nil {
-		return nil, err
-	}
+	return store.Open(ctx, dsn, store.Options{Driver: "mysql", Table: table})
+}
+
+// open connects database/sql's pool through failover, and tells the
+// server's kind for fencing.
+func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 	cfgs, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -141,22 +136,9 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 	if fenceErr == nil {
 		d.Identity = identity(kind)
 	}
-	sdb := sqlstore.StdDB{DB: db}
-	g, err := sqlstore.NewGuard(sdb, d, sqlstore.GuardOptions{})
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &Store{seg: sqlstore.NewGuarded(sdb, d.OnTable(t), g), db: db,
-		leases: sqlstore.NewGuardedLeases(sdb, d, g), guard: g, noFence: fenceErr, table: t}, nil
+	return &sqlstore.Conn{DB: sqlstore.StdDB{DB: db}, SQL: db, Dialect: d, Idem: idemStatements,
+		Migrations: migrations.MySQL, NoFence: fenceErr, Close: db.Close}, nil
 }
-
-// Leases returns the snowflake.LeaseStore of this database's worker_node
-// table, for snowflake.NewLeased. Claims lock rows with FOR UPDATE SKIP
-// LOCKED (MySQL 8.0+, MariaDB 10.6+), so instances starting together
-// never wait for each other. It shares the Store's pool; close the Store
-// after the Leased generators that use it.
-func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 
 // ParseDSN turns a mysql:// URL into the driver's configuration, for its
 // first host if it lists several (see Open). It always sets parseTime, so
@@ -271,21 +253,3 @@ func redacted(dsn string) string {
 	}
 	return u.Redacted()
 }
-
-// Migrate creates or upgrades the schema under goose's MySQL lock, so
-// that instances starting together apply it once.
-func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
-	if !s.table.Own() {
-		return migrations.UpShared(ctx, s.db, migrations.MySQL, logger)
-	}
-	return migrations.Up(ctx, s.db, migrations.MySQL, logger)
-}
-
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
-
-// Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
-
-// DB returns the underlying pool, for tests and tools.
-func (s *Store) DB() *sql.DB { return s.db }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idgen/idgen/internal/dbtest"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 	"github.com/idgen/idgen/store/storetest"
@@ -22,5 +24,10 @@ func BenchmarkReserve(b *testing.B) {
 	if _, err := s.Migrate(ctx, nil); err != nil {
 		b.Fatal(err)
 	}
-	storetest.BenchReserve(b, sqlstore.New(poolDB{s.pool}, dialect), s)
+	pool, err := pgxpool.New(ctx, srv.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	storetest.BenchReserve(b, sqlstore.New(poolDB{pool}, dialect), s)
 }

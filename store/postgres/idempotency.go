@@ -2,12 +2,10 @@ package postgres
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
@@ -26,46 +24,24 @@ var idemStatements = sqlstore.IdemStatements{
 	Count: `SELECT scope, COUNT(*) FROM idempotency_key WHERE expires_at > $1 GROUP BY scope`,
 }
 
-// Idempotency returns the store of idempotency keys (the
-// idempotency_key table of migration 9) in the same database, for
-// idempotency.New. Answers are recorded on the Store's pool; the other
-// statements run on a second pool with synchronous_commit off,
-// since losing them in a crash is harmless (see sqlstore.Idempotency).
-// On an engine that refuses the setting they share the Store's pool.
-// Close closes both.
-func (s *Store) Idempotency() idempotency.Store {
-	s.idem.once.Do(func() {
-		cfg := s.pool.Config()
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-		cfg.MinConns = 0 // MaxConns as the Store's: every keyed request starts here
-		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := p.Ping(ctx); err != nil {
-			p.Close()
-			return
-		}
-		s.idem.lazy = p
-	})
-	var lazy sqlstore.DB
-	if s.idem.lazy != nil {
-		lazy = poolDB{s.idem.lazy}
+// openIdem opens the second pool of the idempotency key store, with
+// synchronous_commit off: its statements' loss in a crash is harmless
+// (see store.Store.Idempotency). Answers are recorded on the Store's
+// pool. On an engine that refuses the setting both share the Store's
+// pool.
+func openIdem(pool *pgxpool.Pool) (durable, lazy sqlstore.DB, closeIdem func()) {
+	cfg := pool.Config()
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.MinConns = 0 // MaxConns as the Store's: every keyed request starts here
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, nil, nil
 	}
-	return sqlstore.NewIdempotency(poolDB{s.pool}, lazy, dialect, idemStatements)
-}
-
-// idemPools holds the lazy pool of Idempotency, opened on first use.
-type idemPools struct {
-	once sync.Once
-	lazy *pgxpool.Pool
-}
-
-func (p *idemPools) close() {
-	p.once.Do(func() {}) // none opened after Close
-	if p.lazy != nil {
-		p.lazy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		p.Close()
+		return nil, nil, nil
 	}
+	return poolDB{pool}, poolDB{p}, p.Close
 }

@@ -11,10 +11,9 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,20 +22,16 @@ import (
 
 	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/migrations"
-	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-// Store is a segment store in PostgreSQL. Leases returns the worker
-// leases of snowflake mode in the same database.
-type Store struct {
-	seg    *sqlstore.Store
-	pool   *pgxpool.Pool
-	sqlDB  *sql.DB // database/sql's view of pool, opened once
-	leases *sqlstore.Leases
-	guard  *sqlstore.Guard
-	table  sqlstore.SequenceTable
-	idem   idemPools // idempotency.go
+// Store is the store over PostgreSQL; see package store.
+type Store = store.Store
+
+func init() {
+	sqlstore.Register(sqlstore.Driver{Name: "postgres", Schemes: []string{"postgres", "postgresql"},
+		Bare: func(dsn string) (bool, error) { return isKeyValue(dsn), nil }, Check: check, Open: open})
 }
 
 var dialect = sqlstore.Dialect{
@@ -140,17 +135,33 @@ func connSystem(ctx context.Context, q sqlstore.Querier) (string, error) {
 // postgresql:// URL or a key=value string as pgx accepts. It checks the
 // connection once; it does not create the schema (call Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	return OpenTable(ctx, dsn, sqlstore.IDSequence.Name)
+	return OpenTable(ctx, dsn, store.IDSequence)
 }
 
-// OpenTable is Open with segments reserved from the named table:
-// "id_sequence", idgen's own, or "leaf_alloc", Meituan Leaf's, used as it
-// is (Migrate then leaves idgen's own sequence table out).
+// OpenTable is Open with segments reserved from the named table,
+// store.IDSequence or store.LeafAlloc (see store.Options).
 func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
-	t, err := sqlstore.ParseSequenceTable(table)
-	if err != nil {
-		return nil, err
-	}
+	return store.Open(ctx, dsn, store.Options{Driver: "postgres", Table: table})
+}
+
+// libpqKeys are the keywords that start PostgreSQL's key=value DSN form.
+var libpqKeys = map[string]bool{"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true,
+	"password": true, "passfile": true, "sslmode": true, "connect_timeout": true, "application_name": true,
+	"options": true, "service": true, "target_session_attrs": true, "sslrootcert": true, "sslcert": true, "sslkey": true}
+
+// isKeyValue reports whether dsn is in PostgreSQL's key=value form: its
+// first word is a libpq keyword followed by =.
+func isKeyValue(dsn string) bool {
+	key, _, ok := strings.Cut(strings.TrimSpace(dsn), "=")
+	return ok && libpqKeys[strings.TrimSpace(key)]
+}
+
+// check accepts every DSN: pgx parses it at Open.
+func check(string) error { return nil }
+
+// open connects the pool, and the database/sql view of it that
+// migrations and tools use, opened once and closed with it.
+func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
@@ -163,49 +174,15 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	db := poolDB{pool}
-	g, err := sqlstore.NewGuard(db, dialect, sqlstore.GuardOptions{})
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &Store{seg: sqlstore.NewGuarded(db, dialect.OnTable(t), g), pool: pool, sqlDB: stdlib.OpenDBFromPool(pool),
-		leases: sqlstore.NewGuardedLeases(db, dialect, g), guard: g, table: t}, nil
+	view := stdlib.OpenDBFromPool(pool)
+	return &sqlstore.Conn{DB: poolDB{pool}, SQL: view, Dialect: dialect, Idem: idemStatements,
+		Migrations: migrations.Postgres, OpenIdem: func() (sqlstore.DB, sqlstore.DB, func()) { return openIdem(pool) },
+		Close: func() error {
+			err := view.Close() // its opener goroutine; the pool stays open
+			pool.Close()
+			return err
+		}}, nil
 }
-
-// Leases returns the snowflake.LeaseStore of this database's worker_node
-// table, for snowflake.NewLeased. Claims lock rows with FOR UPDATE SKIP
-// LOCKED, so instances starting together never wait for each other. It
-// shares the Store's pool; close the Store after the Leased generators
-// that use it.
-func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
-
-// Migrate creates or upgrades the schema, holding a session advisory lock
-// so that instances starting together apply it once.
-func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
-	if !s.table.Own() {
-		return migrations.UpShared(ctx, s.sqlDB, migrations.Postgres, logger)
-	}
-	return migrations.Up(ctx, s.sqlDB, migrations.Postgres, logger)
-}
-
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
-
-// Close closes the pool and its database/sql view.
-func (s *Store) Close() error {
-	s.idem.close()
-	err := s.sqlDB.Close() // the view's opener goroutine; the pool stays open
-	s.pool.Close()
-	return err
-}
-
-// Pool returns the underlying pool, for tests and tools.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
-// DB returns the database/sql view of the pool, for tests and tools. It
-// is the Store's own: Close closes it.
-func (s *Store) DB() *sql.DB { return s.sqlDB }
 
 // poolDB adapts a pgxpool to sqlstore.DB.
 type poolDB struct{ p *pgxpool.Pool }

@@ -14,7 +14,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -24,20 +23,16 @@ import (
 
 	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/migrations"
-	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-// Store is a segment store in a SQLite file. Leases returns the worker
-// leases of snowflake mode in the same file.
-type Store struct {
-	seg    *sqlstore.Store
-	db     *sql.DB
-	leases *sqlstore.Leases
-	guard  *sqlstore.Guard
-	table  sqlstore.SequenceTable
-	path   string
-	idem   idemPool // idempotency.go
+// Store is the store in a SQLite file; see package store.
+type Store = store.Store
+
+func init() {
+	sqlstore.Register(sqlstore.Driver{Name: "sqlite", Schemes: []string{"sqlite", "file"}, Bare: bare,
+		Check: func(dsn string) error { _, err := Path(dsn); return err }, Open: open})
 }
 
 var dialect = sqlstore.Dialect{
@@ -109,20 +104,30 @@ var identity = sqlstore.IdentitySQL{
 
 // Open opens (creating if needed) the SQLite file named by dsn, which is
 // either a path or a URL of the form sqlite://PATH (sqlite://./idgen.db,
-// sqlite:///var/lib/idgen.db). It does not create the schema; call
-// Migrate.
+// sqlite:///var/lib/idgen.db) or file://PATH. It does not create the
+// schema; call Migrate.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	return OpenTable(ctx, dsn, sqlstore.IDSequence.Name)
+	return OpenTable(ctx, dsn, store.IDSequence)
 }
 
-// OpenTable is Open with segments reserved from the named table:
-// "id_sequence", idgen's own, or "leaf_alloc", Meituan Leaf's, used as it
-// is (Migrate then leaves idgen's own sequence table out).
+// OpenTable is Open with segments reserved from the named table,
+// store.IDSequence or store.LeafAlloc (see store.Options).
 func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
-	t, err := sqlstore.ParseSequenceTable(table)
-	if err != nil {
-		return nil, err
+	return store.Open(ctx, dsn, store.Options{Driver: "sqlite", Table: table})
+}
+
+// bare claims no DSN without a scheme, but refuses one that names an
+// in-memory database, which no backend can take.
+func bare(dsn string) (bool, error) {
+	if _, err := Path(dsn); errors.Is(err, ErrInMemory) {
+		return false, err
 	}
+	return false, nil
+}
+
+// open opens the file's pool, with the fence's memory in the sidecar
+// beside it.
+func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 	path, err := Path(dsn)
 	if err != nil {
 		return nil, err
@@ -133,21 +138,16 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 	}
 	// Path refused in-memory databases, so there is always a file for
 	// the sidecar to sit beside.
-	opts := sqlstore.GuardOptions{}
 	side := sidecar(path + ".fence")
-	if opts.Memory, err = side.load(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	opts.Persist = side.save
-	sdb := sqlstore.StdDB{DB: db}
-	g, err := sqlstore.NewGuard(sdb, dialect, opts)
+	mem, err := side.load()
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	return &Store{seg: sqlstore.NewGuarded(sdb, dialect.OnTable(t), g), db: db,
-		leases: sqlstore.NewGuardedLeases(sdb, dialect, g), guard: g, table: t, path: path}, nil
+	return &sqlstore.Conn{DB: sqlstore.StdDB{DB: db}, SQL: db, Dialect: dialect, Idem: idemStatements,
+		Migrations: migrations.SQLite, Guard: sqlstore.GuardOptions{Memory: mem, Persist: side.save},
+		OpenIdem: func() (sqlstore.DB, sqlstore.DB, func()) { return openIdem(path) },
+		Close:    func() error { return closeFile(db) }}, nil
 }
 
 // openFile opens the pool of the file at path with the given
@@ -177,11 +177,6 @@ func openFile(ctx context.Context, path, synchronous string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Leases returns the snowflake.LeaseStore of this file's worker_node
-// table, for snowflake.NewLeased. It shares the Store's pool; close the
-// Store after the Leased generators that use it.
-func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
-
 // ErrInMemory is returned for a DSN of an in-memory database. Its state
 // dies with the connection, and every connection of the pool gets an
 // empty one of its own: reservations would be forgotten, and the same
@@ -189,11 +184,11 @@ func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 // connections. A store must outlive the process.
 var ErrInMemory = errors.New("sqlite: an in-memory database is lost with its connection and the process, so IDs would repeat: use a file, such as sqlite://./idgen.db (in tests, a file in t.TempDir())")
 
-// Path returns the file path of a sqlite DSN. It refuses in-memory
-// databases (":memory:", "file::memory:", "mode=memory", "vfs=memdb")
-// with ErrInMemory.
+// Path returns the file path of a sqlite DSN: a path, sqlite://PATH or
+// file://PATH. It refuses in-memory databases (":memory:",
+// "file::memory:", "mode=memory", "vfs=memdb") with ErrInMemory.
 func Path(dsn string) (string, error) {
-	path := strings.TrimPrefix(dsn, "sqlite://")
+	path := strings.TrimPrefix(strings.TrimPrefix(dsn, "file://"), "sqlite://")
 	path, query, _ := strings.Cut(path, "?")
 	if inMemory(path, query) {
 		return "", ErrInMemory
@@ -215,34 +210,19 @@ func inMemory(path, query string) bool {
 	return q.Get("mode") == "memory" || q.Get("vfs") == "memdb"
 }
 
-// Migrate creates or upgrades the schema.
-func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
-	if !s.table.Own() {
-		return migrations.UpShared(ctx, s.db, migrations.SQLite, logger)
-	}
-	return migrations.Up(ctx, s.db, migrations.SQLite, logger)
-}
-
-// Ping checks that the file can be read.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
-
 // closeWait bounds how long Close waits for connections still in use.
 const closeWait = 5 * time.Second
 
-// Close closes the file. database/sql closes a connection that is still
+// closeFile closes the file's pool. database/sql closes a connection that is still
 // in use (a transaction a cancelled context is rolling back) only when it
 // is released, after DB.Close has returned, so Close waits for that, up
 // to closeWait: the last connection to close checkpoints the WAL into the
-// file and removes it, and a copy of the file taken after Close is then
-// the whole database.
-func (s *Store) Close() error {
-	s.idem.close()
-	err := s.db.Close()
-	for deadline := time.Now().Add(closeWait); s.db.Stats().OpenConnections > 0 && time.Now().Before(deadline); {
+// file and removes it, and a copy of the file taken after the Store's
+// Close is then the whole database.
+func closeFile(db *sql.DB) error {
+	err := db.Close()
+	for deadline := time.Now().Add(closeWait); db.Stats().OpenConnections > 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return err
 }
-
-// DB returns the underlying pool, for tests and tools.
-func (s *Store) DB() *sql.DB { return s.db }
