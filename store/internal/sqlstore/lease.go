@@ -22,14 +22,6 @@ const (
 	// INT column, and a layout cannot use more than 27 worker bits anyway
 	// (New requires 35 time bits).
 	maxWorkerID = 1<<30 - 1
-
-	// retries is how often a reservation or a claim is retried after a
-	// deadlock or serialization failure (Dialect.IsRetryable). On MariaDB,
-	// claims that create rows at the same time deadlock now and then
-	// (INSERT IGNORE of the same keys), and on Galera reservations from
-	// two nodes abort each other. Retries wait backoff(n), 0.6 s on
-	// average over all 20.
-	retries = 20
 )
 
 var _ snowflake.StaticLeaseStore = (*Leases)(nil)
@@ -152,17 +144,6 @@ func (s *Leases) claimRange(ctx context.Context, owner string, now time.Time, tt
 		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
 	}
 	return lease, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // claimFree takes the lowest free existing row, if there is one.
