@@ -74,11 +74,13 @@ func CheckDSN(dsn string) error {
 // the idempotency keys in one SQL database. It is safe for concurrent
 // use.
 type Store struct {
-	conn   *sqlstore.Conn
-	own    bool // the sequence table is idgen's own
-	seg    *sqlstore.Store
-	leases *sqlstore.Leases
-	guard  *sqlstore.Guard
+	conn    *sqlstore.Conn
+	d       sqlstore.Dialect
+	idemSQL sqlstore.IdemStatements
+	own     bool // the sequence table is idgen's own
+	seg     *sqlstore.Store
+	leases  *sqlstore.Leases
+	guard   *sqlstore.Guard
 
 	idemOnce  sync.Once
 	idem      *sqlstore.Idempotency
@@ -111,13 +113,31 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := sqlstore.NewGuard(c.DB, c.Dialect, c.Guard)
+	s, err := build(c, t)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	return &Store{conn: c, own: t.Own(), seg: sqlstore.NewGuarded(c.DB, c.Dialect.OnTable(t), g),
-		leases: sqlstore.NewGuardedLeases(c.DB, c.Dialect, g), guard: g}, nil
+	return s, nil
+}
+
+// build renders the SQL of c's database, with segments in t, and puts
+// the store together over it.
+func build(c *sqlstore.Conn, t sqlstore.SequenceTable) (*Store, error) {
+	d, err := sqlstore.NewDialect(c.Spelling, t)
+	if err != nil {
+		return nil, err
+	}
+	idem, err := sqlstore.NewIdemStatements(c.Spelling)
+	if err != nil {
+		return nil, err
+	}
+	g, err := sqlstore.NewGuard(c.DB, d, c.Guard)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{conn: c, d: d, idemSQL: idem, own: t.Own(), seg: sqlstore.NewGuarded(c.DB, d, g),
+		leases: sqlstore.NewGuardedLeases(c.DB, d, g), guard: g}, nil
 }
 
 // Migrate creates or upgrades the schema, under a lock (PostgreSQL's
@@ -170,11 +190,11 @@ func (s *Store) Idempotency() idempotency.Store {
 				durable, lazy, s.idemClose = d, l, closeIdem
 			}
 		}
-		s.idem = sqlstore.NewIdempotency(durable, lazy, s.conn.Dialect, s.conn.Idem)
+		s.idem = sqlstore.NewIdempotency(durable, lazy, s.d, s.idemSQL)
 	})
 	if s.idem == nil {
 		// Called after Close: every statement fails on the closed pool.
-		return sqlstore.NewIdempotency(s.conn.DB, nil, s.conn.Dialect, s.conn.Idem)
+		return sqlstore.NewIdempotency(s.conn.DB, nil, s.d, s.idemSQL)
 	}
 	return s.idem
 }

@@ -36,48 +36,21 @@ func init() {
 		Check: func(dsn string) error { _, err := parseDSN(dsn); return err }, Open: open})
 }
 
-var dialect = sqlstore.Dialect{
-	LockRow:      `SELECT max_id, step FROM id_sequence WHERE biz_tag = ? FOR UPDATE`,
-	Advance:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
-	Insert:       `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
-	Release:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ? AND max_id = ?`,
-	List:         `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
-	SetStep:      `UPDATE id_sequence SET step = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
-	OpaqueInsert: `INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`,
-	OpaqueSelect: `SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM id_sequence WHERE biz_tag = ?`,
-	OpaqueList:   `SELECT biz_tag, key_fingerprint FROM tag_opaque`,
+// spelling is MySQL's way of writing idgen's SQL. SKIP LOCKED needs
+// MySQL 8.0 or MariaDB 10.6.
+var spelling = sqlstore.Spelling{
+	ForUpdate: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED",
+	Now: "CURRENT_TIMESTAMP(3)", Greatest: "GREATEST", Int: "SIGNED",
+	// INSERT IGNORE: ON DUPLICATE KEY UPDATE would report a matched row
+	// under clientFoundRows, which ParseDSN sets, and hide the conflict.
+	InsertIgnore: true,
+	IdemSweep:    `DELETE FROM idempotency_key WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
 	NoRows:       sql.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var me *driver.MySQLError
 		return errors.As(err, &me) && me.Number == 1062
 	},
-
-	// SKIP LOCKED needs MySQL 8.0 or MariaDB 10.6.
-	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-	WorkerTake:      `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE worker_id = ?`,
-	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ? FOR UPDATE`,
-	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`,
-	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS SIGNED) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
-		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
-	WorkerSeed: `INSERT IGNORE INTO worker_node (worker_id) VALUES %s`,
-	WorkerRenew: `UPDATE worker_node SET lease_expires_at = GREATEST(lease_expires_at, ?), last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
-		WHERE worker_id = ? AND owner = ? AND lease_expires_at > ?`,
-	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
-		WHERE worker_id = ? AND owner = ?`,
-	WorkerList:  `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
 	IsRetryable: isRetryable,
-
-	// snowflake_layout, and worker_node for Relayout.
-	LayoutAnchor: `INSERT IGNORE INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits) VALUES (?, 0, ?, ?, ?, ?)`,
-	LayoutLock:   `SELECT ordinal FROM snowflake_layout WHERE lease_table = ? AND ordinal = 0 FOR UPDATE`,
-	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal FOR UPDATE`,
-	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
-	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = ?, time_bits = ?, worker_bits = ?, sequence_bits = ?, worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE lease_table = ? AND ordinal = ?`,
-	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id FOR UPDATE`,
-	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = GREATEST(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = CURRENT_TIMESTAMP(3) WHERE owner <> ''`,
-	WorkerLatest: `SELECT COALESCE(MAX(GREATEST(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
 }
 
 // isRetryable reports the errors after which InnoDB has rolled the
@@ -127,16 +100,16 @@ func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: connect to %s: %w", hostList(cfgs), err)
 	}
-	d := dialect
+	sp := spelling
 	kind, fenceErr, err := serverKind(ctx, db)
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: identify the server at %s: %w", hostList(cfgs), err)
 	}
 	if fenceErr == nil {
-		d.Identity = identity(kind)
+		sp.Identity = identity(kind)
 	}
-	return &sqlstore.Conn{DB: sqlstore.StdDB{DB: db}, SQL: db, Dialect: d, Idem: idemStatements,
+	return &sqlstore.Conn{DB: sqlstore.StdDB{DB: db}, SQL: db, Spelling: sp,
 		Migrations: migrations.MySQL, NoFence: fenceErr, Close: db.Close}, nil
 }
 

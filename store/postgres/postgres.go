@@ -34,74 +34,37 @@ func init() {
 		Bare: func(dsn string) (bool, error) { return isKeyValue(dsn), nil }, Check: check, Open: open})
 }
 
-var dialect = sqlstore.Dialect{
-	LockRow:      `SELECT max_id, step FROM id_sequence WHERE biz_tag = $1 FOR UPDATE`,
-	Advance:      `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2`,
-	Insert:       `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES ($1, $2, $3, $4)`,
-	Release:      `UPDATE id_sequence SET max_id = $1, updated_at = now() WHERE biz_tag = $2 AND max_id = $3`,
-	List:         `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
-	SetStep:      `UPDATE id_sequence SET step = $1, updated_at = now() WHERE biz_tag = $2`,
-	OpaqueInsert: `INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES ($1, $2)`,
-	OpaqueSelect: `SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = $1), '') FROM id_sequence WHERE biz_tag = $2`,
-	OpaqueList:   `SELECT biz_tag, key_fingerprint FROM tag_opaque`,
-	NoRows:       pgx.ErrNoRows,
+// spelling is PostgreSQL's way of writing idgen's SQL.
+var spelling = sqlstore.Spelling{
+	Numbered: true, ForUpdate: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED",
+	Now: "now()", Greatest: "GREATEST", Int: "INTEGER",
+	// SKIP LOCKED lets two instances sweep at once without waiting for
+	// each other's batches.
+	IdemSweep: `DELETE FROM idempotency_key WHERE (scope, idem_key) IN
+		(SELECT scope, idem_key FROM idempotency_key WHERE expires_at <= ? LIMIT ? FOR UPDATE SKIP LOCKED)`,
+	NoRows: pgx.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505"
 	},
-
-	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id >= $1 AND worker_id <= $2 AND (owner = '' OR lease_expires_at <= $3) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-	WorkerTake:      `UPDATE worker_node SET owner = $1, lease_expires_at = $2, last_timestamp = $3, pinned = $4, updated_at = now() WHERE worker_id = $5`,
-	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = $1 FOR UPDATE`,
-	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = $1`,
-	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST($1 AS INTEGER) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= $2 AND worker_id < $3) c
-		WHERE c.w <= $4 AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
-	WorkerSeed: `INSERT INTO worker_node (worker_id) VALUES %s ON CONFLICT (worker_id) DO NOTHING`,
-	WorkerRenew: `UPDATE worker_node SET lease_expires_at = GREATEST(lease_expires_at, $1), last_timestamp = GREATEST(last_timestamp, $2), updated_at = now()
-		WHERE worker_id = $3 AND owner = $4 AND lease_expires_at > $5`,
-	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = GREATEST(last_timestamp, $1), updated_at = now()
-		WHERE worker_id = $2 AND owner = $3`,
-	WorkerList: `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
 	IsRetryable: func(err error) bool {
 		var pe *pgconn.PgError
 		// deadlock_detected, serialization_failure
 		return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 	},
-
-	// snowflake_layout, and worker_node for Relayout.
-	LayoutAnchor: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits) VALUES ($1, 0, $2, $3, $4, $5) ON CONFLICT (lease_table, ordinal) DO NOTHING`,
-	LayoutLock:   `SELECT ordinal FROM snowflake_layout WHERE lease_table = $1 AND ordinal = 0 FOR UPDATE`,
-	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = $1 ORDER BY ordinal FOR UPDATE`,
-	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = $1 ORDER BY ordinal`,
-	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = $1, time_bits = $2, worker_bits = $3, sequence_bits = $4, worker_from = $5, worker_to = $6, not_before = $7, retired_at = $8, updated_at = now() WHERE lease_table = $9 AND ordinal = $10`,
-	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id FOR UPDATE`,
-	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = GREATEST(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = now() WHERE owner <> ''`,
-	WorkerLatest: `SELECT COALESCE(MAX(GREATEST(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
-	Identity:     &identity,
-}
-
-// identity is the store's history on PostgreSQL: the cluster's
-// system_identifier, the same on a primary and its physical replicas
-// (read once per connection, see connSystem); the
-// timeline, which a promotion or a point-in-time recovery moves on; and
-// the WAL position, which only a restore takes back. Every function here
-// is executable by any role: no superuser, no pg_monitor.
-var identity = sqlstore.IdentitySQL{
-	Kind:       fence.Postgres,
-	Server:     `'', substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), pg_current_wal_lsn()::text, ''`,
-	ConnSystem: connSystem,
-	Lock:       `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
-	Tables: `SELECT c.relname::text FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relname IN ('id_sequence', 'leaf_alloc')
+	// The store's history on PostgreSQL: the cluster's
+	// system_identifier, the same on a primary and its physical replicas
+	// (read once per connection, see connSystem); the timeline, which a
+	// promotion or a point-in-time recovery moves on; and the WAL
+	// position, which only a restore takes back. Every function here is
+	// executable by any role: no superuser, no pg_monitor.
+	Identity: &sqlstore.ServerIdentity{
+		Kind:       fence.Postgres,
+		Server:     `'', substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), pg_current_wal_lsn()::text, ''`,
+		ConnSystem: connSystem,
+		Tables: `SELECT c.relname::text FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relname IN ('id_sequence', 'leaf_alloc')
 		AND pg_table_is_visible(c.oid) ORDER BY 1`,
-	Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= $1 THEN max_id + $2 ELSE 9223372036854775807 END, updated_at = now()`,
-	CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > $1`,
-	Hold: `UPDATE worker_node SET lease_expires_at = $1, updated_at = now()
-		WHERE owner <> '' AND lease_expires_at > $2 AND lease_expires_at < $3`,
-	Floor: `UPDATE worker_node SET last_timestamp = $1, updated_at = now() WHERE last_timestamp < $2`,
-	Write: `UPDATE idgen_fence SET backend = $1, system_id = $2, timeline = $3, log_position = $4, generation = $5,
-		fence_until = $6, fences = fences + $7, fenced_at = GREATEST(fenced_at, $8), recorded_at = now() WHERE id = 1`,
+	},
 }
 
 // systemKey is where a connection keeps its server's system_identifier.
@@ -175,7 +138,7 @@ func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 		return nil, fmt.Errorf("postgres: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
 	view := stdlib.OpenDBFromPool(pool)
-	return &sqlstore.Conn{DB: poolDB{pool}, SQL: view, Dialect: dialect, Idem: idemStatements,
+	return &sqlstore.Conn{DB: poolDB{pool}, SQL: view, Spelling: spelling,
 		Migrations: migrations.Postgres, OpenIdem: func() (sqlstore.DB, sqlstore.DB, func()) { return openIdem(pool) },
 		Close: func() error {
 			err := view.Close() // its opener goroutine; the pool stays open

@@ -8,18 +8,6 @@ import (
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-var idemStatements = sqlstore.IdemStatements{
-	Insert: `INSERT INTO idempotency_key (scope, idem_key, fingerprint, owner, body, locked_until, expires_at)
-		VALUES (?, ?, ?, ?, '', ?, ?) ON CONFLICT (scope, idem_key) DO NOTHING`,
-	Get: `SELECT fingerprint, owner, status, content_type, body, locked_until, expires_at FROM idempotency_key WHERE scope = ? AND idem_key = ?`,
-	TakeOver: `UPDATE idempotency_key SET fingerprint = ?, owner = ?, status = 0, content_type = '', body = '', locked_until = ?, expires_at = ?
-		WHERE scope = ? AND idem_key = ? AND owner = ? AND (expires_at <= ? OR (status = 0 AND locked_until <= ?))`,
-	Complete: `UPDATE idempotency_key SET status = ?, content_type = ?, body = ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 0`,
-	Delete:   `DELETE FROM idempotency_key WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 0`,
-	Sweep:    `DELETE FROM idempotency_key WHERE rowid IN (SELECT rowid FROM idempotency_key WHERE expires_at <= ? LIMIT ?)`,
-	Count:    `SELECT scope, COUNT(*) FROM idempotency_key WHERE expires_at > ? GROUP BY scope`,
-}
-
 // openIdem opens the two pools of the idempotency key store, with one
 // connection each, so that keyed requests queue for SQLite's one write
 // lock in Go, in order, rather than poll for it against each other

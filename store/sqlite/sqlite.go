@@ -35,71 +35,29 @@ func init() {
 		Check: func(dsn string) error { _, err := Path(dsn); return err }, Open: open})
 }
 
-var dialect = sqlstore.Dialect{
-	LockRow:      `SELECT max_id, step FROM id_sequence WHERE biz_tag = ?`,
-	Advance:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE biz_tag = ?`,
-	Insert:       `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
-	Release:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id = ?`,
-	List:         `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
-	SetStep:      `UPDATE id_sequence SET step = ?, updated_at = CURRENT_TIMESTAMP WHERE biz_tag = ?`,
-	OpaqueInsert: `INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`,
-	OpaqueSelect: `SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM id_sequence WHERE biz_tag = ?`,
-	OpaqueList:   `SELECT biz_tag, key_fingerprint FROM tag_opaque`,
-	NoRows:       sql.ErrNoRows,
+// spelling is SQLite's way of writing idgen's SQL. It has no FOR
+// UPDATE: every transaction starts with BEGIN IMMEDIATE, whose write
+// lock serialises reservations and claims.
+var spelling = sqlstore.Spelling{
+	Now: "CURRENT_TIMESTAMP", Greatest: "MAX", Int: "INTEGER",
+	IdemSweep: `DELETE FROM idempotency_key WHERE rowid IN (SELECT rowid FROM idempotency_key WHERE expires_at <= ? LIMIT ?)`,
+	NoRows:    sql.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var se *sqlite.Error
 		return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
 	},
-
-	// No FOR UPDATE: the transaction's BEGIN IMMEDIATE holds the write
-	// lock, so claims run one at a time.
-	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1`,
-	WorkerTake:      `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = CURRENT_TIMESTAMP WHERE worker_id = ?`,
-	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ?`,
-	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`,
-	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS INTEGER) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
-		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
-	WorkerSeed: `INSERT INTO worker_node (worker_id) VALUES %s ON CONFLICT (worker_id) DO NOTHING`,
-	WorkerRenew: `UPDATE worker_node SET lease_expires_at = MAX(lease_expires_at, ?), last_timestamp = MAX(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP
-		WHERE worker_id = ? AND owner = ? AND lease_expires_at > ?`,
-	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = MAX(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP
-		WHERE worker_id = ? AND owner = ?`,
-	WorkerList: `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
-
-	// snowflake_layout, and worker_node for Relayout; no FOR UPDATE here
-	// either, BEGIN IMMEDIATE serialises.
-	LayoutAnchor: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits) VALUES (?, 0, ?, ?, ?, ?) ON CONFLICT (lease_table, ordinal) DO NOTHING`,
-	LayoutLock:   `SELECT ordinal FROM snowflake_layout WHERE lease_table = ? AND ordinal = 0`,
-	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
-	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
-	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = ?, time_bits = ?, worker_bits = ?, sequence_bits = ?, worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = CURRENT_TIMESTAMP WHERE lease_table = ? AND ordinal = ?`,
-	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id`,
-	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = MAX(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = CURRENT_TIMESTAMP WHERE owner <> ''`,
-	WorkerLatest: `SELECT COALESCE(MAX(MAX(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
-	Identity:     &identity,
-}
-
-// identity is the store's history in a SQLite file, which has no server
-// to ask: the random store_id the file got at its first migration, and
-// its ticks, moved up by every checked transaction (Tick). A process
-// remembers the highest ticks it saw, and so does the sidecar file (see
-// sidecar), so a file put back from an older copy is found.
-var identity = sqlstore.IdentitySQL{
-	Kind: fence.SQLite,
-	Server: `COALESCE((SELECT store_id FROM idgen_fence WHERE id = 1), ''), '',
+	// The identity of a file, which has no server to ask: the random
+	// store_id the file got at its first migration, and its ticks, moved
+	// up by every checked transaction (Tick). A process remembers the
+	// highest ticks it saw, and so does the sidecar file (see sidecar),
+	// so a file put back from an older copy is found.
+	Identity: &sqlstore.ServerIdentity{
+		Kind: fence.SQLite,
+		Server: `COALESCE((SELECT store_id FROM idgen_fence WHERE id = 1), ''), '',
 		CAST(COALESCE((SELECT ticks FROM idgen_fence WHERE id = 1), 0) AS TEXT), ''`,
-	Tick:      `UPDATE idgen_fence SET ticks = ticks + 1 WHERE id = 1`,
-	Lock:      `SELECT generation FROM idgen_fence WHERE id = 1`, // under BEGIN IMMEDIATE's write lock
-	Tables:    `SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
-	Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, updated_at = CURRENT_TIMESTAMP`,
-	CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`,
-	Hold: `UPDATE worker_node SET lease_expires_at = ?, updated_at = CURRENT_TIMESTAMP
-		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`,
-	Floor: `UPDATE worker_node SET last_timestamp = ?, updated_at = CURRENT_TIMESTAMP WHERE last_timestamp < ?`,
-	Write: `UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
-		fence_until = ?, fences = fences + ?, fenced_at = MAX(fenced_at, ?), recorded_at = CURRENT_TIMESTAMP WHERE id = 1`,
+		Tick:   `UPDATE idgen_fence SET ticks = ticks + 1 WHERE id = 1`,
+		Tables: `SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
+	},
 }
 
 // Open opens (creating if needed) the SQLite file named by dsn, which is
@@ -144,7 +102,7 @@ func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	return &sqlstore.Conn{DB: sqlstore.StdDB{DB: db}, SQL: db, Dialect: dialect, Idem: idemStatements,
+	return &sqlstore.Conn{DB: sqlstore.StdDB{DB: db}, SQL: db, Spelling: spelling,
 		Migrations: migrations.SQLite, Guard: sqlstore.GuardOptions{Memory: mem, Persist: side.save},
 		OpenIdem: func() (sqlstore.DB, sqlstore.DB, func()) { return openIdem(path) },
 		Close:    func() error { return closeFile(db) }}, nil

@@ -20,10 +20,8 @@ type Conn struct {
 	// SQL is the same database through database/sql, for migrations,
 	// tools and tests. It is the Conn's own: Close closes it.
 	SQL *sql.DB
-	// Dialect is the database's SQL on idgen's own sequence table.
-	Dialect Dialect
-	// Idem is the database's idempotency_key statements.
-	Idem IdemStatements
+	// Spelling is how the database writes idgen's SQL (see NewDialect).
+	Spelling Spelling
 	// Migrations names the database's migration files.
 	Migrations migrations.Dialect
 	// Guard is what the store knows of its history at start, and where
