@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,16 +25,11 @@ func newSnowflake() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				p := &printer{w: w}
-				p.printf("LAYOUT\tWORKER IDS\tSTATE\n")
+				p := newTable(cmd.OutOrStdout(), "LAYOUT\tWORKER IDS\tSTATE")
 				for _, r := range recs {
 					p.printf("%s\t%s\t%s\n", r.Layout, orNone(r.Workers.String()), state(r))
 				}
-				if p.err != nil {
-					return p.err
-				}
-				return w.Flush()
+				return p.end()
 			})
 		},
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,16 +64,11 @@ func newTag() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				p := &printer{w: w}
-				p.printf("TAG\tNEXT FREE ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION\n")
+				p := newTable(cmd.OutOrStdout(), "TAG\tNEXT FREE ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION")
 				for _, t := range tags {
 					p.printf("%s\t%d\t%d\t%s\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdatedAt.UTC().Format(time.RFC3339), opaqueColumn(t), t.Description)
 				}
-				if p.err != nil {
-					return p.err
-				}
-				return w.Flush()
+				return p.end()
 			})
 		},
 	}

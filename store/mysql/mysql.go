@@ -28,14 +28,6 @@ import (
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-// Store is the store over MySQL; see package store.
-type Store = store.Store
-
-func init() {
-	sqlstore.Register(sqlstore.Driver{Name: "mysql", Schemes: []string{"mysql"},
-		Check: func(dsn string) error { _, err := parseDSN(dsn); return err }, Open: open})
-}
-
 // spelling is MySQL's way of writing idgen's SQL. SKIP LOCKED needs
 // MySQL 8.0 or MariaDB 10.6.
 var spelling = sqlstore.Spelling{
@@ -63,6 +55,9 @@ func isRetryable(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
+// Store is the store over MySQL; see package store.
+type Store = store.Store
+
 // Open connects to the database named by dsn: mysql://user:pass@host:3306/db
 // with optional driver parameters in the query string. The host part may
 // list several servers, mysql://user:pass@h1:3306,h2:3306/db, for a
@@ -78,6 +73,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // store.IDSequence or store.LeafAlloc (see store.Options).
 func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 	return store.Open(ctx, dsn, store.Options{Driver: "mysql", Table: table})
+}
+
+func init() {
+	sqlstore.Register(sqlstore.Driver{Name: "mysql", Schemes: []string{"mysql"},
+		Check: func(dsn string) error { _, err := parseDSN(dsn); return err }, Open: open})
 }
 
 // open connects database/sql's pool through failover, and tells the

@@ -26,14 +26,6 @@ import (
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-// Store is the store over PostgreSQL; see package store.
-type Store = store.Store
-
-func init() {
-	sqlstore.Register(sqlstore.Driver{Name: "postgres", Schemes: []string{"postgres", "postgresql"},
-		Bare: func(dsn string) (bool, error) { return isKeyValue(dsn), nil }, Check: check, Open: open})
-}
-
 // spelling is PostgreSQL's way of writing idgen's SQL.
 var spelling = sqlstore.Spelling{
 	Numbered: true, ForUpdate: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED",
@@ -79,7 +71,7 @@ const systemKey = "idgen.system_identifier"
 func connSystem(ctx context.Context, q sqlstore.Querier) (string, error) {
 	var data map[string]any
 	if t, ok := q.(txQ); ok {
-		data = t.tx.Conn().PgConn().CustomData()
+		data = t.q.Conn().PgConn().CustomData()
 		if id, ok := data[systemKey].(string); ok {
 			return id, nil
 		}
@@ -93,6 +85,9 @@ func connSystem(ctx context.Context, q sqlstore.Querier) (string, error) {
 	}
 	return id, nil
 }
+
+// Store is the store over PostgreSQL; see package store.
+type Store = store.Store
 
 // Open connects to the database named by dsn, a postgres:// or
 // postgresql:// URL or a key=value string as pgx accepts. It checks the
@@ -122,6 +117,11 @@ func isKeyValue(dsn string) bool {
 // check accepts every DSN: pgx parses it at Open.
 func check(string) error { return nil }
 
+func init() {
+	sqlstore.Register(sqlstore.Driver{Name: "postgres", Schemes: []string{"postgres", "postgresql"},
+		Bare: func(dsn string) (bool, error) { return isKeyValue(dsn), nil }, Check: check, Open: open})
+}
+
 // open connects the pool, and the database/sql view of it that
 // migrations and tools use, opened once and closed with it.
 func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
@@ -147,39 +147,35 @@ func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 		}}, nil
 }
 
-// poolDB adapts a pgxpool to sqlstore.DB.
-type poolDB struct{ p *pgxpool.Pool }
+// pgxQ adapts a pgxpool (poolDB) or a transaction (txQ), which share
+// these methods, to sqlstore.DB.
+type pgxQ[T interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}] struct{ q T }
 
-func (d poolDB) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
-	return d.p.QueryRow(ctx, q, args...)
+type (
+	poolDB = pgxQ[*pgxpool.Pool]
+	txQ    = pgxQ[pgx.Tx]
+)
+
+func (d pgxQ[T]) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	return d.q.QueryRow(ctx, q, args...)
 }
 
-func (d poolDB) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	return d.p.Query(ctx, q, args...) //nolint:sqlclosecheck // the caller closes the rows
+func (d pgxQ[T]) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	return d.q.Query(ctx, q, args...) //nolint:sqlclosecheck // the caller closes the rows
 }
 
-func (d poolDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := d.p.Exec(ctx, q, args...)
+func (d pgxQ[T]) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := d.q.Exec(ctx, q, args...)
 	return tag.RowsAffected(), err
 }
 
 // InTx runs fn in a transaction; pgx.BeginFunc rolls back on any error,
 // including a cancelled context.
-func (d poolDB) InTx(ctx context.Context, fn func(q sqlstore.Querier) error) error {
-	return pgx.BeginFunc(ctx, d.p, func(tx pgx.Tx) error { return fn(txQ{tx}) })
-}
-
-type txQ struct{ tx pgx.Tx }
-
-func (t txQ) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
-	return t.tx.QueryRow(ctx, q, args...)
-}
-
-func (t txQ) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	return t.tx.Query(ctx, q, args...) //nolint:sqlclosecheck // the caller closes the rows
-}
-
-func (t txQ) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, q, args...)
-	return tag.RowsAffected(), err
+func (d pgxQ[T]) InTx(ctx context.Context, fn func(q sqlstore.Querier) error) error {
+	return pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error { return fn(txQ{tx}) })
 }

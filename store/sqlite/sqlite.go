@@ -27,14 +27,6 @@ import (
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-// Store is the store in a SQLite file; see package store.
-type Store = store.Store
-
-func init() {
-	sqlstore.Register(sqlstore.Driver{Name: "sqlite", Schemes: []string{"sqlite", "file"}, Bare: bare,
-		Check: func(dsn string) error { _, err := Path(dsn); return err }, Open: open})
-}
-
 // spelling is SQLite's way of writing idgen's SQL. It has no FOR
 // UPDATE: every transaction starts with BEGIN IMMEDIATE, whose write
 // lock serialises reservations and claims.
@@ -60,6 +52,9 @@ var spelling = sqlstore.Spelling{
 	},
 }
 
+// Store is the store in a SQLite file; see package store.
+type Store = store.Store
+
 // Open opens (creating if needed) the SQLite file named by dsn, which is
 // either a path or a URL of the form sqlite://PATH (sqlite://./idgen.db,
 // sqlite:///var/lib/idgen.db) or file://PATH. It does not create the
@@ -81,6 +76,11 @@ func bare(dsn string) (bool, error) {
 		return false, err
 	}
 	return false, nil
+}
+
+func init() {
+	sqlstore.Register(sqlstore.Driver{Name: "sqlite", Schemes: []string{"sqlite", "file"}, Bare: bare,
+		Check: func(dsn string) error { _, err := Path(dsn); return err }, Open: open})
 }
 
 // open opens the file's pool, with the fence's memory in the sidecar

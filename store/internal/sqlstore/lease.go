@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idgen/idgen/fence"
@@ -214,8 +212,7 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	// another node may write too. Lock order: the fence row (inTx),
 	// record 0 (admitLayout), then the worker row.
 	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
-		// Literal integer written by the store: nothing to escape.
-		if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
+		if _, err := s.db.Exec(ctx, s.d.seedWorkers(workerID, workerID)); err != nil {
 			return err
 		}
 		return s.inTx(ctx, func(q Querier, fenced int64) error {
@@ -269,18 +266,7 @@ func (s *Leases) seed(ctx context.Context, minID, maxID int64) (bool, error) {
 	if lo < minID || lo > maxID {
 		return false, nil
 	}
-	hi := min(lo+seedBatch-1, maxID)
-	var b strings.Builder
-	for id := lo; id <= hi; id++ {
-		if id > lo {
-			b.WriteByte(',')
-		}
-		b.WriteByte('(')
-		b.WriteString(strconv.FormatInt(id, 10))
-		b.WriteByte(')')
-	}
-	// Literal integers the store wrote itself: nothing to escape.
-	_, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, b.String()))
+	_, err := s.db.Exec(ctx, s.d.seedWorkers(lo, min(lo+seedBatch-1, maxID)))
 	return err == nil, err
 }
 

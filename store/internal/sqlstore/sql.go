@@ -220,3 +220,16 @@ func number(q string) string {
 	}
 	return b.String()
 }
+
+// seedWorkers is d.WorkerSeed for the worker IDs from lo to hi: literal
+// integers the store writes itself, so there is nothing to escape.
+func (d Dialect) seedWorkers(lo, hi int64) string {
+	var b strings.Builder
+	for id := lo; id <= hi; id++ {
+		if id > lo {
+			b.WriteByte(',')
+		}
+		b.WriteString("(" + strconv.FormatInt(id, 10) + ")")
+	}
+	return fmt.Sprintf(d.WorkerSeed, b.String())
+}
