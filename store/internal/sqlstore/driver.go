@@ -126,5 +126,11 @@ func Lookup(dsn string) (Driver, error) {
 			return d, nil
 		}
 	}
+	if pkg, ok := backends[scheme]; ok {
+		return Driver{}, fmt.Errorf("no driver for %s:// is registered: import github.com/idgen/idgen/store/%s", scheme, pkg)
+	}
 	return Driver{}, fmt.Errorf("unsupported store %q: %s", scheme+"://", Help)
 }
+
+// backends names the package of each scheme idgen has a backend for.
+var backends = map[string]string{"sqlite": "sqlite", "file": "sqlite", "postgres": "postgres", "postgresql": "postgres", "mysql": "mysql"}
