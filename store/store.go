@@ -28,8 +28,8 @@ import (
 // used as it is, so that Leaf's servers and idgen can serve the same
 // tags from one table while callers move.
 const (
-	IDSequence = sqlstore.IDSequenceName
-	LeafAlloc  = sqlstore.LeafAllocName
+	IDSequence = "id_sequence"
+	LeafAlloc  = "leaf_alloc"
 )
 
 // CheckTable returns an error unless name is a known sequence table;

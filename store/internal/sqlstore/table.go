@@ -18,14 +18,8 @@ type SequenceTable struct {
 // reserved yet, and a reservation moves it up by at least step under the
 // row lock.
 var (
-	IDSequence = SequenceTable{Name: IDSequenceName, UpdatedColumn: "updated_at"}
-	LeafAlloc  = SequenceTable{Name: LeafAllocName, UpdatedColumn: "update_time"}
-)
-
-// The names of the known sequence tables, which package store exports.
-const (
-	IDSequenceName = "id_sequence"
-	LeafAllocName  = "leaf_alloc"
+	IDSequence = SequenceTable{Name: "id_sequence", UpdatedColumn: "updated_at"}
+	LeafAlloc  = SequenceTable{Name: "leaf_alloc", UpdatedColumn: "update_time"}
 )
 
 // ParseSequenceTable returns the known table called name.
