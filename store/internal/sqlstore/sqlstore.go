@@ -1,8 +1,11 @@
-// Package sqlstore implements segment.Store (Store) and
-// snowflake.LeaseStore (Leases) once for every SQL backend. The backends
-// differ only in their driver, their placeholders and their row-lock
-// syntax; those come in through the DB interface and a Dialect, so the
-// reservation and lease logic, the part that must be right, exists once.
+// Package sqlstore is the engine of package store: segment.Store (Store),
+// snowflake.LeaseStore (Leases), fencing (Guard) and idempotency keys,
+// implemented once for every SQL backend. The backends differ only in
+// their driver, their placeholders and a few words of syntax; those come
+// in through the DB interface and a Spelling, from which NewDialect
+// renders idgen's SQL (sql.go), so the reservation and lease logic, the
+// part that must be right, and the SQL itself exist once. A backend
+// registers a Driver, which package store opens by DSN scheme.
 package sqlstore
 
 import (
@@ -45,8 +48,9 @@ type DB interface {
 	InTx(ctx context.Context, fn func(q Querier) error) error
 }
 
-// Dialect is the SQL text of one database. Placeholders are in the
-// database's own style; argument order is given next to each statement.
+// Dialect is the SQL text of one database, as NewDialect renders it.
+// Placeholders are in the database's own style; argument order is given
+// next to each statement.
 type Dialect struct {
 	// LockRow selects max_id, step of a tag under a row lock. Args: tag.
 	LockRow string
