@@ -22,6 +22,6 @@
 // what they added (Plan.Lost).
 //
 // This package is the decision alone, in plain Go, with no SQL, so that
-// the simulator (internal/sim) and unit tests can drive it; package
-// internal/sqlstore runs it against the databases.
+// the simulator and unit tests can drive it; package store runs it
+// against the databases.
 package fence

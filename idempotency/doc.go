@@ -21,8 +21,8 @@
 // tag cap) allocated nothing, so replaying it would only keep a caller
 // from succeeding after the cause is fixed.
 //
-// Keeper runs the protocol over a Store: internal/sqlstore for the SQL
-// backends, Memory for tests and single-process use. It also sweeps
+// Keeper runs the protocol over a Store: package store's Idempotency for
+// the SQL backends, Memory for tests and single-process use. It also sweeps
 // expired keys in bounded batches and enforces a per-scope cap on live
 // keys from counts refreshed at each sweep, so that the cap costs a map
 // lookup per request rather than a COUNT.

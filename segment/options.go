@@ -69,8 +69,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Now is the clock for step, backoff and negative-cache decisions.
-	// Nil means time.Now; tests and the simulator (internal/sim) replace
-	// it to drive those decisions on a clock of their own.
+	// Nil means time.Now; tests and simulations replace it to drive
+	// those decisions on a clock of their own.
 	Now func() time.Time
 }
 

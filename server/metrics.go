@@ -213,7 +213,7 @@ func (m *Metrics) SegmentLoaded(tag string, size int64, latency time.Duration, e
 }
 
 // StoreRetried counts a store transaction run again after a retryable
-// error; it fits sqlstore.RetryObserver.
+// error, by operation; it fits the stores' ObserveRetries.
 func (m *Metrics) StoreRetried(op string) { m.retries.WithLabelValues(op).Inc() }
 
 // StoreFenced counts a fence this instance performed; it fits the

@@ -41,7 +41,7 @@ type Lease struct {
 
 // LeaseStore hands out worker IDs so that no two live processes share one.
 // It is declared here, where it is used, and implemented over the database
-// in package internal/sqlstore (for store/sqlite, store/postgres and
+// by package store (Store.Leases, for store/sqlite, store/postgres and
 // store/mysql); snowflaketest.MemLeaseStore is an in-memory one.
 //
 // Time comes from the caller, never from the store: every method that

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/idgen/idgen"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 )
 
 // compatConfig is what serve needs to take over from Leaf, tinyid or a
@@ -82,12 +82,12 @@ func (c compatConfig) staticConfig(workerID int64) (snowflake.Config, error) {
 // logs every tag idgen refuses, with the rule it breaks: Leaf allows 128
 // characters of anything, idgen 64 of [A-Za-z0-9_.:-]. Those tags stay
 // Leaf's until renamed.
-func checkSharedTable(ctx context.Context, st backend, log *slog.Logger) error {
+func checkSharedTable(ctx context.Context, st *store.Store, log *slog.Logger) error {
 	tags, err := st.ListTags(ctx)
 	if err != nil {
-		name := sqlstore.LeafAlloc.Name
+		name := store.LeafAlloc
 		return fmt.Errorf("--sequence-table %s: cannot read table %s in --store; create it with Leaf's DDL, or leave --sequence-table at %s: %w",
-			name, name, sqlstore.IDSequence.Name, err)
+			name, name, store.IDSequence, err)
 	}
 	for _, t := range tags {
 		if err := idgen.CheckTag(t.Name); err != nil {

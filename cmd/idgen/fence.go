@@ -8,6 +8,7 @@ import (
 
 	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store"
 )
 
 // startFencing configures the store's fencing from the flags, counts its
@@ -15,7 +16,7 @@ import (
 // reserved or claimed, so that the log says at start what the store is,
 // and a failover or restore that happened while the instance was down is
 // fenced before it serves.
-func startFencing(ctx context.Context, st backend, c serveConfig, log *slog.Logger, m *server.Metrics) error {
+func startFencing(ctx context.Context, st *store.Store, c serveConfig, log *slog.Logger, m *server.Metrics) error {
 	cfg := fence.Config{Margin: c.fenceMargin, RangeCap: max(c.maxStep, c.maxRange), LeaseTTL: c.leaseTTL}
 	if err := st.ConfigureFence(cfg, log); err != nil {
 		return fmt.Errorf("--fence-margin: %w", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store"
 )
 
 func idempotencyFlags(f *pflag.FlagSet) {
@@ -61,7 +62,7 @@ func idempotencyConfig(cmd *cobra.Command) (cfg idempotency.Config, ok bool, err
 
 // startKeeper returns the key keeper over st's table, sweeping, or nil
 // when keys are off. Close it before the store.
-func startKeeper(st backend, cfg idempotency.Config, on bool, m *server.Metrics, log *slog.Logger) (*idempotency.Keeper, error) {
+func startKeeper(st *store.Store, cfg idempotency.Config, on bool, m *server.Metrics, log *slog.Logger) (*idempotency.Keeper, error) {
 	if !on {
 		return nil, nil
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idgen/idgen"
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store"
 )
 
 // sourceRow is one tag of another service's table, with the first ID that
@@ -113,14 +113,14 @@ idgen's naming rules refuse, or tinyid rows with a delta other than 1.`,
 			if err := checkRows(rows, margin); err != nil {
 				return err
 			}
-			if name, _ := cmd.Flags().GetString("sequence-table"); name != "" && name != sqlstore.IDSequence.Name {
+			if name, _ := cmd.Flags().GetString("sequence-table"); name != "" && name != store.IDSequence {
 				return errors.New("import writes idgen's own table; leave --sequence-table at id_sequence")
 			}
 			run := withStore
 			if dry {
 				run = withExistingStore // a dry run creates nothing, not even the store
 			}
-			return run(cmd, func(st backend) error {
+			return run(cmd, func(st *store.Store) error {
 				return importRows(ctx, cmd.OutOrStdout(), st, rows, margin, dry)
 			})
 		},
@@ -135,17 +135,13 @@ func readSource(ctx context.Context, dsn, query string, scan func(*sql.Rows) (so
 	if err := requireStoreFile(dsn); err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	st, err := openStore(ctx, dsn, sqlstore.IDSequence)
+	st, err := openStore(ctx, dsn, store.IDSequence)
 	if err != nil {
 		return nil, err
 	}
 	// Read only: a failed close loses nothing.
 	defer func() { _ = st.Close() }()
-	pool, ok := st.(interface{ DB() *sql.DB })
-	if !ok {
-		return nil, fmt.Errorf("cannot query %s", redact(dsn))
-	}
-	r, err := pool.DB().QueryContext(ctx, query)
+	r, err := st.DB().QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +195,7 @@ func (r sourceRow) tag(margin int64) segment.Tag {
 
 // importRows imports rows in one transaction, or, with dry, prints what
 // it would do.
-func importRows(ctx context.Context, w io.Writer, st backend, rows []sourceRow, margin int64, dry bool) error {
+func importRows(ctx context.Context, w io.Writer, st *store.Store, rows []sourceRow, margin int64, dry bool) error {
 	if dry {
 		return planImport(ctx, w, st, rows, margin)
 	}
@@ -226,7 +222,7 @@ func importRows(ctx context.Context, w io.Writer, st backend, rows []sourceRow, 
 }
 
 // planImport prints what importRows would do, changing nothing.
-func planImport(ctx context.Context, w io.Writer, st backend, rows []sourceRow, margin int64) error {
+func planImport(ctx context.Context, w io.Writer, st *store.Store, rows []sourceRow, margin int64) error {
 	out := &printer{w: w}
 	tags, err := st.ListTags(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"text/tabwriter"
 )
 
 // closeStore closes st when a command ends and reports a failed close,
@@ -25,4 +26,25 @@ func (p *printer) printf(format string, a ...any) {
 	if p.err == nil {
 		_, p.err = fmt.Fprintf(p.w, format, a...)
 	}
+}
+
+// table is a printer of aligned columns; end writes them out.
+type table struct {
+	printer
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, header string) *table {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	t := &table{printer: printer{w: tw}, tw: tw}
+	t.printf("%s\n", header)
+	return t
+}
+
+// end flushes the table, or returns the first write error.
+func (t *table) end() error {
+	if t.err != nil {
+		return t.err
+	}
+	return t.tw.Flush()
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"net/url"
 	"regexp"
+	"strings"
+
+	"github.com/idgen/idgen/store"
 )
 
 // rePassword finds the password of PostgreSQL's key=value DSN form,
@@ -12,7 +15,7 @@ var rePassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 // redact hides the password of a DSN before it is logged, whether in the
 // user info, in a password query parameter, or in the key=value form.
 func redact(dsn string) string {
-	if isKeyValueDSN(dsn) {
+	if d, err := store.Driver(dsn); err == nil && d == "postgres" && !strings.Contains(dsn, "://") {
 		return rePassword.ReplaceAllString(dsn, "${1}xxxxx")
 	}
 	u, err := url.Parse(dsn)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 )
 
 func newSnowflake() *cobra.Command {
@@ -20,21 +20,16 @@ func newSnowflake() *cobra.Command {
 		Short: "List the snowflake layouts the store's worker IDs have issued IDs in",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd, func(st backend) error {
+			return withStore(cmd, func(st *store.Store) error {
 				recs, err := st.Leases().Layouts(cmd.Context())
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				p := &printer{w: w}
-				p.printf("LAYOUT\tWORKER IDS\tSTATE\n")
+				p := newTable(cmd.OutOrStdout(), "LAYOUT\tWORKER IDS\tSTATE")
 				for _, r := range recs {
 					p.printf("%s\t%s\t%s\n", r.Layout, orNone(r.Workers.String()), state(r))
 				}
-				if p.err != nil {
-					return p.err
-				}
-				return w.Flush()
+				return p.end()
 			})
 		},
 	}
@@ -65,7 +60,7 @@ and names the latest epoch that would start at once.`,
 			if maxWait < 0 {
 				return fmt.Errorf("--max-wait must not be negative, got %v", maxWait)
 			}
-			return withStore(cmd, func(st backend) error {
+			return withStore(cmd, func(st *store.Store) error {
 				now := time.Now()
 				rec, err := st.Leases().Relayout(cmd.Context(), to, now, maxWait)
 				if err != nil {
@@ -110,7 +105,7 @@ func state(r snowflake.LayoutRecord) string {
 // layoutRefusal explains a claim refused for its layout: what is recorded,
 // and the safe ways to change, with a worker range of the new layout whose
 // IDs cannot meet the recorded ones if there is one.
-func layoutRefusal(ctx context.Context, st backend, c serveConfig, err error) error {
+func layoutRefusal(ctx context.Context, st *store.Store, c serveConfig, err error) error {
 	if !errors.Is(err, snowflake.ErrLayoutMismatch) {
 		return err
 	}

@@ -20,10 +20,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/spf13/cobra"
 
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store"
 )
 
 func newServe() *cobra.Command {
@@ -284,7 +284,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		}
 		log.Info("schema ready", "version", v)
 	}
-	if name, _ := cmd.Flags().GetString("sequence-table"); name == sqlstore.LeafAlloc.Name {
+	if name, _ := cmd.Flags().GetString("sequence-table"); name == store.LeafAlloc {
 		if err := checkSharedTable(ctx, st, log); err != nil {
 			return err
 		}
@@ -378,7 +378,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 // of the load balancer during a database outage would throw away exactly
 // the ride-through that the buffers exist for, and a probe must not wait
 // on a hung database.
-func segmentReady(st backend, alloc *segment.Allocator) func(context.Context) error {
+func segmentReady(st *store.Store, alloc *segment.Allocator) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if alloc.Buffered() > 0 {
 			return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 )
 
 // snowflakeMode is the snowflake generator of a serve process, with its
@@ -22,7 +23,7 @@ type snowflakeMode struct {
 	mode   string
 }
 
-func startSnowflake(ctx context.Context, st backend, c serveConfig, log *slog.Logger) (*snowflakeMode, error) {
+func startSnowflake(ctx context.Context, st *store.Store, c serveConfig, log *slog.Logger) (*snowflakeMode, error) {
 	cfg := snowflake.LeasedConfig{Generator: c.compat.layout.Config(), WorkerRange: c.compat.workers, TTL: c.leaseTTL, Logger: log}
 	source := "lease"
 	if c.workerID >= 0 {

@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store"
 )
 
 func newTag() *cobra.Command {
@@ -38,7 +38,7 @@ func newTag() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withStore(cmd, func(st backend) error {
+			return withStore(cmd, func(st *store.Store) error {
 				err := st.CreateTag(cmd.Context(), t)
 				if err != nil {
 					return err
@@ -59,21 +59,16 @@ func newTag() *cobra.Command {
 		Short: "List tags",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withExistingStore(cmd, func(st backend) error {
+			return withExistingStore(cmd, func(st *store.Store) error {
 				tags, err := st.ListTags(cmd.Context())
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				p := &printer{w: w}
-				p.printf("TAG\tNEXT FREE ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION\n")
+				p := newTable(cmd.OutOrStdout(), "TAG\tNEXT FREE ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION")
 				for _, t := range tags {
 					p.printf("%s\t%d\t%d\t%s\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdatedAt.UTC().Format(time.RFC3339), opaqueColumn(t), t.Description)
 				}
-				if p.err != nil {
-					return p.err
-				}
-				return w.Flush()
+				return p.end()
 			})
 		},
 	}
@@ -92,7 +87,7 @@ func newTag() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%w: %w", segment.ErrInvalidStep, err)
 			}
-			return withExistingStore(cmd, func(st backend) error {
+			return withExistingStore(cmd, func(st *store.Store) error {
 				if err := st.SetStep(cmd.Context(), args[0], n); err != nil {
 					return tagNotFound(args[0], err)
 				}
@@ -156,7 +151,7 @@ func isDigits(s string) bool {
 // withExistingStore is withStore for the commands that read or change
 // what a store holds: they refuse a SQLite file that does not exist
 // instead of creating an empty one.
-func withExistingStore(cmd *cobra.Command, fn func(st backend) error) error {
+func withExistingStore(cmd *cobra.Command, fn func(st *store.Store) error) error {
 	if err := requireStoreFile(storeDSN(cmd)); err != nil {
 		return err
 	}
@@ -164,7 +159,7 @@ func withExistingStore(cmd *cobra.Command, fn func(st backend) error) error {
 }
 
 // withStore opens and migrates the store, runs fn, and closes the store.
-func withStore(cmd *cobra.Command, fn func(st backend) error) (err error) {
+func withStore(cmd *cobra.Command, fn func(st *store.Store) error) (err error) {
 	ctx := cmd.Context()
 	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
@@ -202,7 +197,7 @@ docs/deploy.md for how large --by must be.`,
 			case by < 0 || to < 0:
 				return errors.New("--by and --to must be at least 1: max_id only moves up")
 			}
-			return withExistingStore(cmd, func(st backend) error {
+			return withExistingStore(cmd, func(st *store.Store) error {
 				ctx := cmd.Context()
 				if all {
 					tags, err := st.ListTags(ctx)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/mysql"
+	mysqldrv "github.com/go-sql-driver/mysql"
 )
 
 // isolate creates a schema (PostgreSQL) or a database (MySQL) of its own
@@ -90,14 +92,39 @@ func withPostgresParam(dsn, key, value string) (string, error) {
 	return u.String(), nil
 }
 
-// sqlDSN turns idgen's DSN of kind k into the database/sql driver's.
+// sqlDSN turns idgen's DSN of kind k into the database/sql driver's,
+// for the connection that creates and drops the test's database: a
+// mysql://user:pass@host:port/db URL, whose first host it takes, its tls
+// parameter as the driver names it and every other query parameter a
+// session variable, as store/mysql reads it. (This package is below the
+// stores, which test with it, so it reads the URL itself.)
 func sqlDSN(k Kind, dsn string) (string, error) {
 	if k.Name != MySQL.Name {
 		return dsn, nil
 	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "", err
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "mysql" || u.Host == "" {
+		return "", errors.New("want a mysql://user:pass@host:3306/db URL")
+	}
+	q := u.Query()
+	if q.Has("tls-ca") {
+		return "", errors.New("tls-ca is not supported here: trust the CA system-wide and use tls=true")
+	}
+	cfg := mysqldrv.NewConfig()
+	cfg.Net, cfg.Addr = "tcp", strings.Split(u.Host, ",")[0]
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		cfg.Addr = net.JoinHostPort(strings.Trim(cfg.Addr, "[]"), "3306")
+	}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	cfg.TLSConfig = q.Get("tls")
+	q.Del("tls")
+	for key := range q {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params[key] = q.Get(key)
 	}
 	return cfg.FormatDSN(), nil
 }

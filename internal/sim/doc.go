@@ -13,7 +13,7 @@
 // The code under test is the real segment and snowflake packages, and
 // the store's fencing decisions are the real package fence's: the fake
 // store calls fence.Decide, Memory.Observe and NewPlan as
-// internal/sqlstore's Guard does, and carries out the plan on its
+// store/internal/sqlstore's Guard does, and carries out the plan on its
 // tables, and starts tags it creates at the record's floor
 // (fence.Start), as the store does. The faults include lossy failovers (a
 // new server history that lacks the last commits, among them, now and

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/mysql"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 // BenchmarkReserve: a reservation with the identity check (fenced) beside

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/mysql"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestIdempotency_Conformance(t *testing.T) {

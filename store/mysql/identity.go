@@ -10,7 +10,7 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/idgen/idgen/fence"
-	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // The server part of the identity columns, per kind of server. Every
@@ -38,20 +38,12 @@ var serverColumns = map[fence.Kind]string{
 		CONCAT(@@hostname, ':', @@port)`,
 }
 
-// identity returns the fencing statements for a server of kind k.
-func identity(k fence.Kind) *sqlstore.IdentitySQL {
-	return &sqlstore.IdentitySQL{
-		Kind:      k,
-		Server:    serverColumns[k],
-		Lock:      `SELECT generation FROM idgen_fence WHERE id = 1 FOR UPDATE`,
-		Tables:    `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
-		Bump:      `UPDATE id_sequence SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, updated_at = CURRENT_TIMESTAMP(3)`,
-		CountLive: `SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`,
-		Hold: `UPDATE worker_node SET lease_expires_at = ?, updated_at = CURRENT_TIMESTAMP(3)
-		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`,
-		Floor: `UPDATE worker_node SET last_timestamp = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE last_timestamp < ?`,
-		Write: `UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
-		fence_until = ?, fences = fences + ?, fenced_at = GREATEST(fenced_at, ?) WHERE id = 1`,
+// identity returns the server's part of fencing for a server of kind k.
+func identity(k fence.Kind) *sqlstore.ServerIdentity {
+	return &sqlstore.ServerIdentity{
+		Kind:   k,
+		Server: serverColumns[k],
+		Tables: `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ('id_sequence', 'leaf_alloc') ORDER BY 1`,
 	}
 }
 

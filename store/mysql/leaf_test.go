@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/mysql"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestStore_SharedLeafAlloc(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -24,66 +23,26 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/idgen/idgen/internal/sqlstore"
 	"github.com/idgen/idgen/migrations"
-	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
-// Store is a segment store in MySQL. Leases returns the worker leases of
-// snowflake mode in the same database.
-type Store struct {
-	seg    *sqlstore.Store
-	db     *sql.DB
-	leases *sqlstore.Leases
-	guard  *sqlstore.Guard
-	// noFence says why the store runs without fencing: a server that
-	// does not answer the identity query. Nil normally.
-	noFence error
-	table   sqlstore.SequenceTable
-}
-
-var dialect = sqlstore.Dialect{
-	LockRow:      `SELECT max_id, step FROM id_sequence WHERE biz_tag = ? FOR UPDATE`,
-	Advance:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
-	Insert:       `INSERT INTO id_sequence (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
-	Release:      `UPDATE id_sequence SET max_id = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ? AND max_id = ?`,
-	List:         `SELECT biz_tag, max_id, step, description, updated_at FROM id_sequence ORDER BY biz_tag`,
-	SetStep:      `UPDATE id_sequence SET step = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE biz_tag = ?`,
-	OpaqueInsert: `INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`,
-	OpaqueSelect: `SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM id_sequence WHERE biz_tag = ?`,
-	OpaqueList:   `SELECT biz_tag, key_fingerprint FROM tag_opaque`,
+// spelling is MySQL's way of writing idgen's SQL. SKIP LOCKED needs
+// MySQL 8.0 or MariaDB 10.6.
+var spelling = sqlstore.Spelling{
+	ForUpdate: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED",
+	Now: "CURRENT_TIMESTAMP(3)", Greatest: "GREATEST", Int: "SIGNED",
+	// INSERT IGNORE: ON DUPLICATE KEY UPDATE would report a matched row
+	// under clientFoundRows, which ParseDSN sets, and hide the conflict.
+	InsertIgnore: true,
+	IdemSweep:    `DELETE FROM idempotency_key WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
 	NoRows:       sql.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var me *driver.MySQLError
 		return errors.As(err, &me) && me.Number == 1062
 	},
-
-	// SKIP LOCKED needs MySQL 8.0 or MariaDB 10.6.
-	WorkerSelectFree: `SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-	WorkerTake:      `UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE worker_id = ?`,
-	WorkerSelectOne: `SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ? FOR UPDATE`,
-	WorkerUnpin:     `UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`,
-	WorkerLowestMissing: `SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS SIGNED) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
-		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`,
-	WorkerSeed: `INSERT IGNORE INTO worker_node (worker_id) VALUES %s`,
-	WorkerRenew: `UPDATE worker_node SET lease_expires_at = GREATEST(lease_expires_at, ?), last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
-		WHERE worker_id = ? AND owner = ? AND lease_expires_at > ?`,
-	WorkerRelease: `UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = GREATEST(last_timestamp, ?), updated_at = CURRENT_TIMESTAMP(3)
-		WHERE worker_id = ? AND owner = ?`,
-	WorkerList:  `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`,
 	IsRetryable: isRetryable,
-
-	// snowflake_layout, and worker_node for Relayout.
-	LayoutAnchor: `INSERT IGNORE INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits) VALUES (?, 0, ?, ?, ?, ?)`,
-	LayoutLock:   `SELECT ordinal FROM snowflake_layout WHERE lease_table = ? AND ordinal = 0 FOR UPDATE`,
-	LayoutSelect: `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal FOR UPDATE`,
-	LayoutList:   `SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`,
-	LayoutInsert: `INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	LayoutUpdate: `UPDATE snowflake_layout SET epoch_ms = ?, time_bits = ?, worker_bits = ?, sequence_bits = ?, worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = CURRENT_TIMESTAMP(3) WHERE lease_table = ? AND ordinal = ?`,
-	WorkerHeld:   `SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id FOR UPDATE`,
-	WorkerDisown: `UPDATE worker_node SET owner = '', last_timestamp = GREATEST(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = CURRENT_TIMESTAMP(3) WHERE owner <> ''`,
-	WorkerLatest: `SELECT COALESCE(MAX(GREATEST(last_timestamp, lease_expires_at)), 0) FROM worker_node`,
 }
 
 // isRetryable reports the errors after which InnoDB has rolled the
@@ -96,6 +55,9 @@ func isRetryable(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
+// Store is the store over MySQL; see package store.
+type Store = store.Store
+
 // Open connects to the database named by dsn: mysql://user:pass@host:3306/db
 // with optional driver parameters in the query string. The host part may
 // list several servers, mysql://user:pass@h1:3306,h2:3306/db, for a
@@ -104,17 +66,23 @@ func isRetryable(err error) bool {
 // checks the connection once; it does not create the schema (call
 // Migrate).
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	return OpenTable(ctx, dsn, sqlstore.IDSequence.Name)
+	return OpenTable(ctx, dsn, store.IDSequence)
 }
 
-// OpenTable is Open with segments reserved from the named table:
-// "id_sequence", idgen's own, or "leaf_alloc", Meituan Leaf's, used as it
-// is (Migrate then leaves idgen's own sequence table out).
+// OpenTable is Open with segments reserved from the named table,
+// store.IDSequence or store.LeafAlloc (see store.Options).
 func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
-	t, err := sqlstore.ParseSequenceTable(table)
-	if err != nil {
-		return nil, err
-	}
+	return store.Open(ctx, dsn, store.Options{Driver: "mysql", Table: table})
+}
+
+func init() {
+	sqlstore.Register(sqlstore.Driver{Name: "mysql", Schemes: []string{"mysql"},
+		Check: func(dsn string) error { _, err := parseDSN(dsn); return err }, Open: open})
+}
+
+// open connects database/sql's pool through failover, and tells the
+// server's kind for fencing.
+func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 	cfgs, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -132,31 +100,18 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: connect to %s: %w", hostList(cfgs), err)
 	}
-	d := dialect
+	sp := spelling
 	kind, fenceErr, err := serverKind(ctx, db)
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: identify the server at %s: %w", hostList(cfgs), err)
 	}
 	if fenceErr == nil {
-		d.Identity = identity(kind)
+		sp.Identity = identity(kind)
 	}
-	sdb := sqlstore.StdDB{DB: db}
-	g, err := sqlstore.NewGuard(sdb, d, sqlstore.GuardOptions{})
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &Store{seg: sqlstore.NewGuarded(sdb, d.OnTable(t), g), db: db,
-		leases: sqlstore.NewGuardedLeases(sdb, d, g), guard: g, noFence: fenceErr, table: t}, nil
+	return &sqlstore.Conn{DB: sqlstore.StdDB{DB: db}, SQL: db, Spelling: sp,
+		Migrations: migrations.MySQL, NoFence: fenceErr, Close: db.Close}, nil
 }
-
-// Leases returns the snowflake.LeaseStore of this database's worker_node
-// table, for snowflake.NewLeased. Claims lock rows with FOR UPDATE SKIP
-// LOCKED (MySQL 8.0+, MariaDB 10.6+), so instances starting together
-// never wait for each other. It shares the Store's pool; close the Store
-// after the Leased generators that use it.
-func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 
 // ParseDSN turns a mysql:// URL into the driver's configuration, for its
 // first host if it lists several (see Open). It always sets parseTime, so
@@ -271,21 +226,3 @@ func redacted(dsn string) string {
 	}
 	return u.Redacted()
 }
-
-// Migrate creates or upgrades the schema under goose's MySQL lock, so
-// that instances starting together apply it once.
-func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
-	if !s.table.Own() {
-		return migrations.UpShared(ctx, s.db, migrations.MySQL, logger)
-	}
-	return migrations.Up(ctx, s.db, migrations.MySQL, logger)
-}
-
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
-
-// Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
-
-// DB returns the underlying pool, for tests and tools.
-func (s *Store) DB() *sql.DB { return s.db }

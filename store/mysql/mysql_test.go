@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store/mysql"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestStore_Integration(t *testing.T) {

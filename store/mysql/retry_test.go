@@ -25,7 +25,7 @@ func TestIsRetryable(t *testing.T) {
 		{"other", errors.New("boom"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := dialect.IsRetryable(tc.err); got != tc.want {
+			if got := spelling.IsRetryable(tc.err); got != tc.want {
 				t.Errorf("IsRetryable(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})

@@ -4,9 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/sqlstore"
-	"github.com/idgen/idgen/internal/storetest"
+	"github.com/idgen/idgen/store/internal/sqlstore"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 // BenchmarkReserve: a reservation with the identity check (fenced) beside
@@ -22,5 +24,16 @@ func BenchmarkReserve(b *testing.B) {
 	if _, err := s.Migrate(ctx, nil); err != nil {
 		b.Fatal(err)
 	}
-	storetest.BenchReserve(b, sqlstore.New(poolDB{s.pool}, dialect), s)
+	pool, err := pgxpool.New(ctx, srv.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	sp := spelling
+	sp.Identity = nil
+	d, err := sqlstore.NewDialect(sp, sqlstore.IDSequence)
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchReserve(b, sqlstore.New(poolDB{pool}, d), s)
 }

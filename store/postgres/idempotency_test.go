@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/postgres"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestIdempotency_Conformance(t *testing.T) {
@@ -24,7 +24,7 @@ func BenchmarkIdempotency(b *testing.B) {
 func idemFloor(st *postgres.Store) func(ctx context.Context, key string) error {
 	now := time.Now().UnixMilli()
 	return func(ctx context.Context, key string) error {
-		_, err := st.Pool().Exec(ctx, `INSERT INTO idempotency_key (scope, idem_key, fingerprint, owner, body, locked_until, expires_at) VALUES ($1, $2, 'f', 'o', '', $3, $4) ON CONFLICT (scope, idem_key) DO NOTHING`, "floor", key, now, now+3_600_000)
+		_, err := st.DB().ExecContext(ctx, `INSERT INTO idempotency_key (scope, idem_key, fingerprint, owner, body, locked_until, expires_at) VALUES ($1, $2, 'f', 'o', '', $3, $4) ON CONFLICT (scope, idem_key) DO NOTHING`, "floor", key, now, now+3_600_000)
 		return err
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/postgres"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestStore_SharedLeafAlloc(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/internal/dbtest"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/postgres"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestStore_Integration(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/fence"
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/sqlite"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestStore_Fencing(t *testing.T) {

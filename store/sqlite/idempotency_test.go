@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/store/sqlite"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func TestIdempotency_Conformance(t *testing.T) {

@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 	"github.com/idgen/idgen/store/sqlite"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 // Each open is another pool on one file, as another `idgen serve` on the

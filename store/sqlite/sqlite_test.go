@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idgen/idgen/internal/storetest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/sqlite"
+	"github.com/idgen/idgen/store/storetest"
 )
 
 func open(t testing.TB, path string) *sqlite.Store {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -16,14 +15,6 @@ import (
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 )
-
-// Fenced is the fencing API every store offers (package fence).
-type Fenced interface {
-	ConfigureFence(c fence.Config, log *slog.Logger) error
-	ObserveFences(f func(fence.Event))
-	CheckIdentity(ctx context.Context) error
-	Identity(ctx context.Context) (fence.Identity, fence.Record, error)
-}
 
 // FenceMargin and FenceTTL are what Fencing configures its stores with.
 const (
@@ -59,7 +50,7 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	cfg := fence.Config{Margin: FenceMargin, LeaseTTL: FenceTTL}
 	newProc := func() *fenceProc {
 		p := &fenceProc{s: open(t)}
-		f := p.s.(Fenced)
+		f := p.s
 		if err := f.ConfigureFence(cfg, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +88,7 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rec0, err := a.s.(Fenced).Identity(ctx)
+	_, rec0, err := a.s.Identity(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

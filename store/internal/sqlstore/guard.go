@@ -17,8 +17,8 @@ import (
 // IdentitySQL is the fencing part of a Dialect (see package fence): how
 // to read the server's identity and the store's record of it, and how to
 // fence. Its statements name the idgen_fence table (migration 00005),
-// whose one row has id 1, and are left alone by OnTable except Bump,
-// which the Guard rewrites for each sequence table the store has.
+// whose one row has id 1, except Bump, which runs on each sequence table
+// the store has. NewDialect renders it from a ServerIdentity.
 type IdentitySQL struct {
 	Kind fence.Kind
 	// Server is a select list of four text expressions, without NULLs:
@@ -45,10 +45,11 @@ type IdentitySQL struct {
 	// Tables returns the names of the sequence tables that exist, of
 	// id_sequence and leaf_alloc.
 	Tables string
-	// Bump adds a margin to every row's max_id of id_sequence, and sets a
-	// row it would carry past the int64 limit to the limit: exhausted, so
-	// that it refuses rather than repeats. Args: limit, margin.
-	Bump string
+	// Bump, by sequence table, adds a margin to every row's max_id, and
+	// sets a row it would carry past the int64 limit to the limit:
+	// exhausted, so that it refuses rather than repeats. Args: limit,
+	// margin.
+	Bump map[string]string
 	// CountLive counts worker leases with an owner and an expiry after
 	// the argument.
 	CountLive string
@@ -408,7 +409,7 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return nil, nil, err
 	}
 	for _, t := range tables {
-		if _, err := q.Exec(ctx, rewrite(g.id.Bump, t), int64(math.MaxInt64)-p.Margin, p.Margin); err != nil {
+		if _, err := q.Exec(ctx, g.id.Bump[t.Name], int64(math.MaxInt64)-p.Margin, p.Margin); err != nil {
 			return nil, nil, fmt.Errorf("move %s up: %w", t.Name, err)
 		}
 		ev.Tables = append(ev.Tables, t.Name)

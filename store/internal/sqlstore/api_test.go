@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen/idgen/internal/sqlstore"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/sqlite"

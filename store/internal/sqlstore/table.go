@@ -1,11 +1,6 @@
 package sqlstore
 
-import (
-	"fmt"
-	"reflect"
-	"regexp"
-	"strings"
-)
+import "fmt"
 
 // SequenceTable names the table a Store reserves segments from and the
 // column that records its last change. idgen's own is IDSequence; LeafAlloc
@@ -41,38 +36,3 @@ func ParseSequenceTable(name string) (SequenceTable, error) {
 
 // Own reports whether t is idgen's own table, the one its migrations create.
 func (t SequenceTable) Own() bool { return t == IDSequence || t == SequenceTable{} }
-
-var (
-	reTable   = regexp.MustCompile(`\bid_sequence\b`)
-	reUpdated = regexp.MustCompile(`\bupdated_at\b`)
-	reDescSel = regexp.MustCompile(`\bstep, description,`)
-)
-
-// OnTable returns d with its segment statements, every string field but
-// the Worker ones, rewritten to run on t instead of id_sequence, so that
-// statements added later follow too. description may be NULL in tables
-// idgen did not create (Leaf's is), so List reads it as an empty string.
-func (d Dialect) OnTable(t SequenceTable) Dialect {
-	if t.Own() {
-		return d
-	}
-	v := reflect.ValueOf(&d).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		if f.Kind() != reflect.String || strings.HasPrefix(v.Type().Field(i).Name, "Worker") {
-			continue
-		}
-		f.SetString(rewrite(f.String(), t))
-	}
-	d.List = reDescSel.ReplaceAllLiteralString(d.List, "step, COALESCE(description, ''),")
-	return d
-}
-
-// rewrite returns statement q, written for id_sequence, for table t.
-func rewrite(q string, t SequenceTable) string {
-	if t.Own() {
-		return q
-	}
-	q = reTable.ReplaceAllLiteralString(q, t.Name)
-	return reUpdated.ReplaceAllLiteralString(q, t.UpdatedColumn)
-}

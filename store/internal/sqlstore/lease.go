@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idgen/idgen/fence"
@@ -22,14 +20,6 @@ const (
 	// INT column, and a layout cannot use more than 27 worker bits anyway
 	// (New requires 35 time bits).
 	maxWorkerID = 1<<30 - 1
-
-	// retries is how often a reservation or a claim is retried after a
-	// deadlock or serialization failure (Dialect.IsRetryable). On MariaDB,
-	// claims that create rows at the same time deadlock now and then
-	// (INSERT IGNORE of the same keys), and on Galera reservations from
-	// two nodes abort each other. Retries wait backoff(n), 0.6 s on
-	// average over all 20.
-	retries = 20
 )
 
 var _ snowflake.StaticLeaseStore = (*Leases)(nil)
@@ -154,17 +144,6 @@ func (s *Leases) claimRange(ctx context.Context, owner string, now time.Time, tt
 	return lease, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // claimFree takes the lowest free existing row, if there is one.
 func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64, layout *snowflake.Layout) (snowflake.Lease, bool, error) {
 	var lease snowflake.Lease
@@ -233,8 +212,7 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	// another node may write too. Lock order: the fence row (inTx),
 	// record 0 (admitLayout), then the worker row.
 	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
-		// Literal integer written by the store: nothing to escape.
-		if _, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, "("+strconv.FormatInt(workerID, 10)+")")); err != nil {
+		if _, err := s.db.Exec(ctx, s.d.seedWorkers(workerID, workerID)); err != nil {
 			return err
 		}
 		return s.inTx(ctx, func(q Querier, fenced int64) error {
@@ -288,18 +266,7 @@ func (s *Leases) seed(ctx context.Context, minID, maxID int64) (bool, error) {
 	if lo < minID || lo > maxID {
 		return false, nil
 	}
-	hi := min(lo+seedBatch-1, maxID)
-	var b strings.Builder
-	for id := lo; id <= hi; id++ {
-		if id > lo {
-			b.WriteByte(',')
-		}
-		b.WriteByte('(')
-		b.WriteString(strconv.FormatInt(id, 10))
-		b.WriteByte(')')
-	}
-	// Literal integers the store wrote itself: nothing to escape.
-	_, err := s.db.Exec(ctx, fmt.Sprintf(s.d.WorkerSeed, b.String()))
+	_, err := s.db.Exec(ctx, s.d.seedWorkers(lo, min(lo+seedBatch-1, maxID)))
 	return err == nil, err
 }
 

@@ -1,8 +1,11 @@
-// Package sqlstore implements segment.Store (Store) and
-// snowflake.LeaseStore (Leases) once for every SQL backend. The backends
-// differ only in their driver, their placeholders and their row-lock
-// syntax; those come in through the DB interface and a Dialect, so the
-// reservation and lease logic, the part that must be right, exists once.
+// Package sqlstore is the engine of package store: segment.Store (Store),
+// snowflake.LeaseStore (Leases), fencing (Guard) and idempotency keys,
+// implemented once for every SQL backend. The backends differ only in
+// their driver, their placeholders and a few words of syntax; those come
+// in through the DB interface and a Spelling, from which NewDialect
+// renders idgen's SQL (sql.go), so the reservation and lease logic, the
+// part that must be right, and the SQL itself exist once. A backend
+// registers a Driver, which package store opens by DSN scheme.
 package sqlstore
 
 import (
@@ -10,9 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/idgen/idgen/fence"
@@ -47,8 +48,9 @@ type DB interface {
 	InTx(ctx context.Context, fn func(q Querier) error) error
 }
 
-// Dialect is the SQL text of one database. Placeholders are in the
-// database's own style; argument order is given next to each statement.
+// Dialect is the SQL text of one database, as NewDialect renders it.
+// Placeholders are in the database's own style; argument order is given
+// next to each statement.
 type Dialect struct {
 	// LockRow selects max_id, step of a tag under a row lock. Args: tag.
 	LockRow string
@@ -159,55 +161,6 @@ type Dialect struct {
 	// (see Guard). Nil turns fencing off.
 	Identity *IdentitySQL
 }
-
-// RetryObserver is told of each retry after a retryable error, with the
-// operation: "reserve" or "claim". It must not block.
-type RetryObserver func(op string)
-
-// retryHook holds an optional RetryObserver, set once the metrics exist
-// and read by every call.
-type retryHook struct{ f atomic.Pointer[RetryObserver] }
-
-// ObserveRetries makes f count this store's retries.
-func (h *retryHook) ObserveRetries(f RetryObserver) { h.f.Store(&f) }
-
-func (h *retryHook) retried(op string) {
-	if f := h.f.Load(); f != nil && *f != nil {
-		(*f)(op)
-	}
-}
-
-// retry runs fn until it succeeds, fails with an error the dialect does
-// not call retryable, or has been retried retries times, waiting
-// backoff(n) before the nth retry.
-func retry(ctx context.Context, d Dialect, h *retryHook, op string, fn func() error) error {
-	for failures := 0; ; {
-		err := fn()
-		if err == nil || d.IsRetryable == nil || !d.IsRetryable(err) {
-			return err
-		}
-		if failures++; failures > retries {
-			return fmt.Errorf("%w (still after %d retries)", err, retries)
-		}
-		h.retried(op)
-		if serr := sleep(ctx, backoff(failures)); serr != nil {
-			return err
-		}
-	}
-}
-
-// backoff is the wait before the nth retry: random, so that transactions
-// that collided do not collide again, up to a bound that doubles from
-// 2 ms to 64 ms. On a three-node Galera cluster whose nodes all reserve
-// one row a hundred times a second, 10 retries with waits growing
-// linearly from 2 ms ran out for one reservation in thirty.
-func backoff(n int) time.Duration {
-	bound := retryBase << min(n-1, 5)
-	return rand.N(bound) + 1
-}
-
-// retryBase is the bound of the first retry's wait; see backoff.
-const retryBase = 2 * time.Millisecond
 
 // Store is a segment.Store over any SQL backend.
 type Store struct {

@@ -7,10 +7,8 @@ package storetest
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,17 +20,11 @@ import (
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/snowflake/snowflaketest"
+	"github.com/idgen/idgen/store"
 )
 
-// Store is what the suite needs from a backend.
-type Store interface {
-	segment.Store
-	segmenttest.Admin
-	Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
-	Leases() snowflake.LeaseTable
-	DB() *sql.DB
-	Close() error
-}
+// Store is the one store type, which every backend's Open returns.
+type Store = *store.Store
 
 // Backend opens a store of one kind.
 type Backend struct {

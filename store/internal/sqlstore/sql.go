@@ -1,0 +1,235 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/idgen/idgen/fence"
+)
+
+// Spelling is what one database writes its own way in idgen's SQL. Every
+// statement is written once, below, as a template over a Spelling and a
+// sequence table, and rendered once when a store opens (NewDialect).
+type Spelling struct {
+	// Numbered makes placeholders $1, $2, … (PostgreSQL); otherwise ?.
+	Numbered bool
+	// ForUpdate is the suffix of a locking read: " FOR UPDATE", or ""
+	// where every transaction holds the write lock from its start
+	// (SQLite's BEGIN IMMEDIATE).
+	ForUpdate string
+	// SkipLocked is the suffix of the free-worker read: " FOR UPDATE SKIP
+	// LOCKED" (MySQL 8.0+, MariaDB 10.6+, PostgreSQL), or "".
+	SkipLocked string
+	// Now is the current time, for updated_at: now(), CURRENT_TIMESTAMP.
+	Now string
+	// Greatest is the function of the larger of two values: GREATEST, or
+	// SQLite's two-argument MAX.
+	Greatest string
+	// Int is the integer type of a CAST: INTEGER, SIGNED.
+	Int string
+	// InsertIgnore writes insert-if-absent as INSERT IGNORE (MySQL)
+	// rather than INSERT … ON CONFLICT (…) DO NOTHING.
+	InsertIgnore bool
+	// IdemSweep deletes up to limit idempotency keys expired at now, with
+	// ? placeholders. Args: now, limit.
+	IdemSweep string
+
+	// NoRows, IsDuplicate and IsRetryable are as in Dialect.
+	NoRows      error
+	IsDuplicate func(error) bool
+	IsRetryable func(error) bool
+
+	// Identity, if set, is the server's part of fencing; the store's
+	// part, the idgen_fence statements, is rendered beside it. Nil turns
+	// fencing off.
+	Identity *ServerIdentity
+}
+
+// ServerIdentity is how a database names its server and history, the
+// part of IdentitySQL each backend writes itself (see IdentitySQL for
+// the fields).
+type ServerIdentity struct {
+	Kind       fence.Kind
+	Server     string
+	ConnSystem func(ctx context.Context, q Querier) (string, error)
+	Tick       string
+	Tables     string
+}
+
+// NewDialect renders idgen's SQL, every statement written once here as
+// a template, for the database sp spells and segments in table t. In a
+// template, {{.T}} is the sequence table and {{.U}} its updated column,
+// {{.D}} its description as read (Leaf's may be NULL), and {{ins}} …
+// {{conflict "cols"}} is insert-if-absent.
+func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
+	r := renderer{sp: sp, t: t}
+	d := Dialect{
+		LockRow:      r.sql(`SELECT max_id, step FROM {{.T}} WHERE biz_tag = ?{{.ForUpdate}}`),
+		Advance:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
+		Insert:       r.sql(`INSERT INTO {{.T}} (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`),
+		Release:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id = ?`),
+		List:         r.sql(`SELECT biz_tag, max_id, step, {{.D}}, {{.U}} FROM {{.T}} ORDER BY biz_tag`),
+		SetStep:      r.sql(`UPDATE {{.T}} SET step = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
+		OpaqueInsert: r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
+		OpaqueSelect: r.sql(`SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM {{.T}} WHERE biz_tag = ?`),
+		OpaqueList:   r.sql(`SELECT biz_tag, key_fingerprint FROM tag_opaque`),
+
+		WorkerSelectFree: r.sql(`SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
+		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1{{.SkipLocked}}`),
+		WorkerTake:      r.sql(`UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = {{.Now}} WHERE worker_id = ?`),
+		WorkerSelectOne: r.sql(`SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ?{{.ForUpdate}}`),
+		WorkerUnpin:     r.sql(`UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`),
+		WorkerLowestMissing: r.sql(`SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS {{.Int}}) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
+		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`),
+		WorkerSeed: r.sql(`{{ins}} INTO worker_node (worker_id) VALUES %s{{conflict "worker_id"}}`),
+		WorkerRenew: r.sql(`UPDATE worker_node SET lease_expires_at = {{.Greatest}}(lease_expires_at, ?), last_timestamp = {{.Greatest}}(last_timestamp, ?), updated_at = {{.Now}}
+		WHERE worker_id = ? AND owner = ? AND lease_expires_at > ?`),
+		WorkerRelease: r.sql(`UPDATE worker_node SET owner = '', lease_expires_at = 0, last_timestamp = {{.Greatest}}(last_timestamp, ?), updated_at = {{.Now}}
+		WHERE worker_id = ? AND owner = ?`),
+		WorkerList: r.sql(`SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`),
+
+		LayoutAnchor: r.sql(`{{ins}} INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits) VALUES (?, 0, ?, ?, ?, ?){{conflict "lease_table, ordinal"}}`),
+		LayoutLock:   r.sql(`SELECT ordinal FROM snowflake_layout WHERE lease_table = ? AND ordinal = 0{{.ForUpdate}}`),
+		LayoutSelect: r.sql(`SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal{{.ForUpdate}}`),
+		LayoutList:   r.sql(`SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`),
+		LayoutInsert: r.sql(`INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		LayoutUpdate: r.sql(`UPDATE snowflake_layout SET epoch_ms = ?, time_bits = ?, worker_bits = ?, sequence_bits = ?, worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = {{.Now}} WHERE lease_table = ? AND ordinal = ?`),
+		WorkerHeld:   r.sql(`SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id{{.ForUpdate}}`),
+		WorkerDisown: r.sql(`UPDATE worker_node SET owner = '', last_timestamp = {{.Greatest}}(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = {{.Now}} WHERE owner <> ''`),
+		WorkerLatest: r.sql(`SELECT COALESCE(MAX({{.Greatest}}(last_timestamp, lease_expires_at)), 0) FROM worker_node`),
+
+		NoRows:      sp.NoRows,
+		IsDuplicate: sp.IsDuplicate,
+		IsRetryable: sp.IsRetryable,
+	}
+	if sp.Identity != nil {
+		d.Identity = r.identity()
+	}
+	return d, r.err
+}
+
+// identity renders the idgen_fence statements beside the server's part.
+func (r *renderer) identity() *IdentitySQL {
+	id := r.sp.Identity
+	bump := map[string]string{}
+	for _, t := range []SequenceTable{IDSequence, LeafAlloc} {
+		on := &renderer{sp: r.sp, t: t}
+		bump[t.Name] = on.sql(`UPDATE {{.T}} SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, {{.U}} = {{.Now}}`)
+		r.err = cmp.Or(r.err, on.err)
+	}
+	return &IdentitySQL{
+		Kind: id.Kind, Server: id.Server, ConnSystem: id.ConnSystem, Tick: id.Tick, Tables: id.Tables, Bump: bump,
+		Lock:      r.sql(`SELECT generation FROM idgen_fence WHERE id = 1{{.ForUpdate}}`),
+		CountLive: r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
+		Hold: r.sql(`UPDATE worker_node SET lease_expires_at = ?, updated_at = {{.Now}}
+		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`),
+		Floor: r.sql(`UPDATE worker_node SET last_timestamp = ?, updated_at = {{.Now}} WHERE last_timestamp < ?`),
+		Write: r.sql(`UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
+		fence_until = ?, fences = fences + ?, fenced_at = {{.Greatest}}(fenced_at, ?), recorded_at = {{.Now}} WHERE id = 1`),
+	}
+}
+
+// NewIdemStatements renders the idempotency_key statements for sp.
+func NewIdemStatements(sp Spelling) (IdemStatements, error) {
+	r := renderer{sp: sp, t: IDSequence}
+	s := IdemStatements{
+		Insert: r.sql(`{{ins}} INTO idempotency_key (scope, idem_key, fingerprint, owner, body, locked_until, expires_at)
+		VALUES (?, ?, ?, ?, '', ?, ?){{conflict "scope, idem_key"}}`),
+		Get: r.sql(`SELECT fingerprint, owner, status, content_type, body, locked_until, expires_at FROM idempotency_key WHERE scope = ? AND idem_key = ?`),
+		TakeOver: r.sql(`UPDATE idempotency_key SET fingerprint = ?, owner = ?, status = 0, content_type = '', body = '', locked_until = ?, expires_at = ?
+		WHERE scope = ? AND idem_key = ? AND owner = ? AND (expires_at <= ? OR (status = 0 AND locked_until <= ?))`),
+		Complete: r.sql(`UPDATE idempotency_key SET status = ?, content_type = ?, body = ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 0`),
+		Delete:   r.sql(`DELETE FROM idempotency_key WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 0`),
+		Sweep:    r.sql(sp.IdemSweep),
+		Count:    r.sql(`SELECT scope, COUNT(*) FROM idempotency_key WHERE expires_at > ? GROUP BY scope`),
+	}
+	return s, r.err
+}
+
+// renderer renders statements for one Spelling and table, keeping the
+// first error.
+type renderer struct {
+	sp  Spelling
+	t   SequenceTable
+	err error
+}
+
+// sql renders one statement.
+func (r *renderer) sql(text string) string {
+	q, err := r.execute(text)
+	r.err = cmp.Or(r.err, err)
+	return q
+}
+
+// sqlData is what a template sees.
+type sqlData struct {
+	Spelling
+	T, U, D string
+}
+
+func (r *renderer) execute(text string) (string, error) {
+	sp := r.sp
+	funcs := template.FuncMap{
+		"ins": func() string {
+			if sp.InsertIgnore {
+				return "INSERT IGNORE"
+			}
+			return "INSERT"
+		},
+		"conflict": func(cols string) string {
+			if sp.InsertIgnore {
+				return ""
+			}
+			return " ON CONFLICT (" + cols + ") DO NOTHING"
+		},
+	}
+	tm, err := template.New("sql").Funcs(funcs).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return "", fmt.Errorf("sqlstore: %w", err)
+	}
+	data := sqlData{Spelling: sp, T: r.t.Name, U: r.t.UpdatedColumn, D: "description"}
+	if !r.t.Own() {
+		data.D = "COALESCE(description, '')"
+	}
+	var b strings.Builder
+	if err := tm.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("sqlstore: %w", err)
+	}
+	if !sp.Numbered {
+		return b.String(), nil
+	}
+	return number(b.String()), nil
+}
+
+// number rewrites the ? placeholders of q as $1, $2, …; idgen's
+// statements have no ? anywhere else.
+func number(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c != '?' {
+			b.WriteRune(c)
+			continue
+		}
+		n++
+		b.WriteString("$" + strconv.Itoa(n))
+	}
+	return b.String()
+}
+
+// seedWorkers is d.WorkerSeed for the worker IDs from lo to hi: literal
+// integers the store writes itself, so there is nothing to escape.
+func (d Dialect) seedWorkers(lo, hi int64) string {
+	var b strings.Builder
+	for id := lo; id <= hi; id++ {
+		if id > lo {
+			b.WriteByte(',')
+		}
+		b.WriteString("(" + strconv.FormatInt(id, 10) + ")")
+	}
+	return fmt.Sprintf(d.WorkerSeed, b.String())
+}

@@ -1,0 +1,289 @@
+// Package store is idgen's SQL store, written once over every SQL
+// backend: the segment table (segment.Store and its admin), the worker
+// leases of snowflake mode, fencing against a changed history (package
+// fence) and the idempotency keys, all in one database.
+//
+// Open picks the backend from the DSN's scheme, as database/sql picks a
+// driver by name: store/sqlite, store/postgres and store/mysql register
+// theirs when imported. Each also has an Open of its own, for a program
+// that wants one backend.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"sync"
+
+	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/migrations"
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/internal/sqlstore"
+)
+
+// The sequence tables a store can reserve segments from. IDSequence is
+// idgen's own, which its migrations create; LeafAlloc is Meituan Leaf's,
+// used as it is, so that Leaf's servers and idgen can serve the same
+// tags from one table while callers move.
+const (
+	IDSequence = "id_sequence"
+	LeafAlloc  = "leaf_alloc"
+)
+
+// CheckTable returns an error unless name is a known sequence table;
+// "" means IDSequence.
+func CheckTable(name string) error {
+	_, err := sqlstore.ParseSequenceTable(name)
+	return err
+}
+
+// Options configures Open.
+type Options struct {
+	// Driver names the backend: "sqlite", "postgres" or "mysql". Empty,
+	// Open takes it from the DSN (see Driver).
+	Driver string
+	// Table is the sequence table segments are reserved from:
+	// IDSequence (also when empty) or LeafAlloc, with which Migrate
+	// leaves idgen's own sequence table out.
+	Table string
+}
+
+// Driver returns the name of the backend a DSN names, without
+// connecting: by its scheme (sqlite://, file://, postgres://,
+// postgresql://, mysql://), or PostgreSQL's key=value form. The backend's
+// package must be imported. Anything else is refused rather than taken
+// for a SQLite path, so that a mistyped DSN does not create a file named
+// after it.
+func Driver(dsn string) (string, error) {
+	d, err := sqlstore.Lookup(dsn)
+	return d.Name, err
+}
+
+// CheckDSN checks a DSN without connecting.
+func CheckDSN(dsn string) error {
+	d, err := sqlstore.Lookup(dsn)
+	if err != nil {
+		return err
+	}
+	return d.Check(dsn)
+}
+
+// Store is a segment store, the worker lease table of snowflake mode and
+// the idempotency keys in one SQL database. It is safe for concurrent
+// use.
+type Store struct {
+	conn    *sqlstore.Conn
+	d       sqlstore.Dialect
+	idemSQL sqlstore.IdemStatements
+	own     bool // the sequence table is idgen's own
+	seg     *sqlstore.Store
+	leases  *sqlstore.Leases
+	guard   *sqlstore.Guard
+
+	idemOnce  sync.Once
+	idem      *sqlstore.Idempotency
+	idemClose func()
+}
+
+var (
+	_ segment.Store    = (*Store)(nil)
+	_ segment.Releaser = (*Store)(nil)
+	_ segment.Raiser   = (*Store)(nil)
+)
+
+// Open connects to the database dsn names and checks the connection
+// once. It does not create the schema; call Migrate.
+func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
+	t, err := sqlstore.ParseSequenceTable(o.Table)
+	if err != nil {
+		return nil, err
+	}
+	var d sqlstore.Driver
+	if o.Driver != "" {
+		d, err = sqlstore.Named(o.Driver)
+	} else {
+		d, err = sqlstore.Lookup(dsn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	s, err := build(c, t)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// build renders the SQL of c's database, with segments in t, and puts
+// the store together over it.
+func build(c *sqlstore.Conn, t sqlstore.SequenceTable) (*Store, error) {
+	d, err := sqlstore.NewDialect(c.Spelling, t)
+	if err != nil {
+		return nil, err
+	}
+	idem, err := sqlstore.NewIdemStatements(c.Spelling)
+	if err != nil {
+		return nil, err
+	}
+	g, err := sqlstore.NewGuard(c.DB, d, c.Guard)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{conn: c, d: d, idemSQL: idem, own: t.Own(), seg: sqlstore.NewGuarded(c.DB, d, g),
+		leases: sqlstore.NewGuardedLeases(c.DB, d, g), guard: g}, nil
+}
+
+// Migrate creates or upgrades the schema, under a lock (PostgreSQL's
+// session advisory lock, goose's lock table on MySQL, SQLite's write
+// lock), so that instances starting together apply it once.
+func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	if !s.own {
+		return migrations.UpShared(ctx, s.conn.SQL, s.conn.Migrations, logger)
+	}
+	return migrations.Up(ctx, s.conn.SQL, s.conn.Migrations, logger)
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.conn.SQL.PingContext(ctx) }
+
+// Close closes the store's pools, those of Idempotency and DB's too.
+func (s *Store) Close() error {
+	s.idemOnce.Do(func() {}) // none opened after Close
+	if s.idemClose != nil {
+		s.idemClose()
+	}
+	return s.conn.Close()
+}
+
+// DB returns the database/sql pool of the store, for tests and tools. It
+// is the Store's own: Close closes it.
+func (s *Store) DB() *sql.DB { return s.conn.SQL }
+
+// Leases returns the snowflake.LeaseStore of the database's worker_node
+// table, for snowflake.NewLeased. Claims lock rows with FOR UPDATE SKIP
+// LOCKED (SQLite's one writer serialises them instead), so instances
+// starting together never wait for each other. It shares the Store's
+// pool; close the Store after the Leased generators that use it.
+func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
+
+// Idempotency returns the store of idempotency keys (the idempotency_key
+// table of migration 9) in the same database, for idempotency.New. Where
+// the database allows it, only the answers are written durably, and the
+// other statements on a pool of their own whose commits may return
+// before they reach the disk, since losing them in a crash is harmless:
+// PostgreSQL's synchronous_commit off, SQLite's synchronous NORMAL (with
+// both on one connection each, so keyed requests queue for SQLite's one
+// write lock in order). MySQL's log flush is a global setting, so there
+// every statement is durable. Close closes its pools.
+func (s *Store) Idempotency() idempotency.Store {
+	s.idemOnce.Do(func() {
+		durable, lazy := s.conn.DB, sqlstore.DB(nil)
+		if s.conn.OpenIdem != nil {
+			if d, l, closeIdem := s.conn.OpenIdem(); d != nil {
+				durable, lazy, s.idemClose = d, l, closeIdem
+			}
+		}
+		s.idem = sqlstore.NewIdempotency(durable, lazy, s.d, s.idemSQL)
+	})
+	if s.idem == nil {
+		// Called after Close: every statement fails on the closed pool.
+		return sqlstore.NewIdempotency(s.conn.DB, nil, s.d, s.idemSQL)
+	}
+	return s.idem
+}
+
+// Reserve implements segment.Store: it advances the tag's max_id by step
+// in one transaction and returns the range it covered.
+func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	return s.seg.Reserve(ctx, tag, step)
+}
+
+// Raise implements segment.Raiser: it moves the tag's max_id up to to,
+// never down, and reports whether it moved.
+func (s *Store) Raise(ctx context.Context, tag string, to int64) (bool, error) {
+	return s.seg.Raise(ctx, tag, to)
+}
+
+// Bump moves the tag's max_id up by n, skipping n IDs, and returns the new
+// max_id: the repair after a restore or a failover that lost commits.
+func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
+	return s.seg.Bump(ctx, tag, n)
+}
+
+// CreateTag implements segment.Store.
+func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error { return s.seg.CreateTag(ctx, t) }
+
+// Release implements segment.Releaser: it hands the unused end of a range
+// back, if no one reserved after it.
+func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
+	return s.seg.Release(ctx, tag, from, to)
+}
+
+// ListTags returns every tag, ordered by name.
+func (s *Store) ListTags(ctx context.Context) ([]segment.Tag, error) { return s.seg.ListTags(ctx) }
+
+// TagOpaque returns the fingerprint of the key the tag was created
+// under, "" for a plain tag, or an error wrapping segment.ErrTagNotFound;
+// it implements opaque.Tags.
+func (s *Store) TagOpaque(ctx context.Context, tag string) (string, error) {
+	return s.seg.TagOpaque(ctx, tag)
+}
+
+// SetStep changes a tag's configured step; allocators pick it up at their
+// next reservation.
+func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
+	return s.seg.SetStep(ctx, tag, step)
+}
+
+// Import creates every tag that has no row and raises every other to at
+// least its MaxID, never lowering one, in one transaction: all or
+// nothing, as `idgen import` promises. before[i] is tags[i]'s max_id
+// before, or -1 when Import created it.
+func (s *Store) Import(ctx context.Context, tags []segment.Tag) (before []int64, err error) {
+	return s.seg.Import(ctx, tags)
+}
+
+// ObserveRetries makes f count the transactions this store ran again
+// after a deadlock or a serialization failure, by operation: "reserve",
+// "raise", "bump", "import", "claim" or "fence". f must not block.
+func (s *Store) ObserveRetries(f func(op string)) {
+	s.seg.ObserveRetries(f)
+	s.leases.ObserveRetries(f)
+	s.guard.ObserveRetries(f)
+}
+
+// ConfigureFence sets how the store fences when its history changes (a
+// failover, a restore; see package fence) and where it logs the fence.
+// Call it before the first reservation or claim.
+func (s *Store) ConfigureFence(c fence.Config, log *slog.Logger) error {
+	return s.guard.Configure(c, log)
+}
+
+// ObserveFences makes f hear of every fence this process performs. f
+// must not block.
+func (s *Store) ObserveFences(f func(fence.Event)) { s.guard.ObserveFences(f) }
+
+// CheckIdentity reads the server's identity and the store's record of it
+// now, recording or fencing as a reservation would: what an instance
+// does at start. On a server that refuses the identity query (an engine
+// that speaks the MySQL protocol only) it returns an error wrapping
+// fence.ErrUnsupported, and the store runs without fencing.
+func (s *Store) CheckIdentity(ctx context.Context) error {
+	if s.conn.NoFence != nil {
+		return s.conn.NoFence
+	}
+	return s.guard.Check(ctx)
+}
+
+// Identity returns the server's identity and the store's record of it,
+// without checking them.
+func (s *Store) Identity(ctx context.Context) (fence.Identity, fence.Record, error) {
+	return s.guard.Read(ctx)
+}
