@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/internal/unixmilli"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -21,21 +22,7 @@ type leaseTable struct{ db *db }
 
 // lease is a row as a snowflake.Lease.
 func (wk worker) lease(id int64) snowflake.Lease {
-	return snowflake.Lease{WorkerID: id, Owner: wk.owner, ExpiresAt: fromMillis(wk.expires), LastTimestamp: fromMillis(wk.last)}
-}
-
-func fromMillis(ms int64) time.Time {
-	if ms <= 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
-
-func millis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
+	return snowflake.Lease{WorkerID: id, Owner: wk.owner, ExpiresAt: unixmilli.To(wk.expires), LastTimestamp: unixmilli.To(wk.last)}
 }
 
 // claim takes the lowest free worker ID of from..to-1 for p (mu held).
@@ -90,13 +77,13 @@ func (t *leaseTable) renew(p *proc, lease snowflake.Lease, now, last time.Time, 
 		return snowflake.Lease{}, t.observer(p, cur, rec), fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
 	wk.expires = max(wk.expires, now.UnixMilli()+ttl.Milliseconds())
-	wk.last = max(wk.last, millis(last))
+	wk.last = max(wk.last, unixmilli.From(last))
 	t.db.workers[lease.WorkerID] = wk
 	t.db.commit()
 	// The holder's deadline must not pass the stored expiry, and it only
 	// learns a later one if it asked for it.
 	out := wk.lease(lease.WorkerID)
-	out.ExpiresAt = fromMillis(max(millis(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
+	out.ExpiresAt = unixmilli.To(max(unixmilli.From(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
 	return out, t.observer(p, cur, rec), nil
 }
 
@@ -105,7 +92,7 @@ func (t *leaseTable) release(lease snowflake.Lease, last time.Time) error {
 	if !ok || lease.Owner == "" || wk.owner != lease.Owner {
 		return fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
-	t.db.workers[lease.WorkerID] = worker{last: max(wk.last, millis(last)), pinned: wk.pinned}
+	t.db.workers[lease.WorkerID] = worker{last: max(wk.last, unixmilli.From(last)), pinned: wk.pinned}
 	t.db.commit()
 	return nil
 }

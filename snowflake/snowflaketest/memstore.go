@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idgen/idgen/internal/unixmilli"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -123,7 +124,7 @@ func (m *MemLeaseStore) admitLayout(layout *snowflake.Layout, workers snowflake.
 	} else {
 		m.layouts[at] = rec
 	}
-	return millis(rec.NotBefore), nil
+	return unixmilli.From(rec.NotBefore), nil
 }
 
 // Layouts implements snowflake.LeaseTable.
@@ -150,7 +151,7 @@ func (m *MemLeaseStore) Relayout(ctx context.Context, to snowflake.Layout, now t
 		}
 		latest = max(latest, r.last, r.expires)
 	}
-	planned, err := snowflake.PlanRelayout(m.layouts, fromMillis(latest), to, now, maxWait)
+	planned, err := snowflake.PlanRelayout(m.layouts, unixmilli.To(latest), to, now, maxWait)
 	if err != nil {
 		return snowflake.LayoutRecord{}, err
 	}
@@ -176,12 +177,12 @@ func (m *MemLeaseStore) Renew(ctx context.Context, lease snowflake.Lease, now, l
 		return snowflake.Lease{}, fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
 	r.expires = max(r.expires, now.UnixMilli()+ttl.Milliseconds())
-	r.last = max(r.last, millis(lastTimestamp))
+	r.last = max(r.last, unixmilli.From(lastTimestamp))
 	m.rows[lease.WorkerID] = r
 	// Not r.lease: the holder's deadline must not pass the stored expiry,
 	// and it only learns the later one if it asked for it.
 	out := r.lease(lease.WorkerID)
-	out.ExpiresAt = fromMillis(max(millis(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
+	out.ExpiresAt = unixmilli.To(max(unixmilli.From(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
 	return out, nil
 }
 
@@ -244,7 +245,7 @@ func (m *MemLeaseStore) Release(ctx context.Context, lease snowflake.Lease, last
 	if !ok || lease.Owner == "" || r.owner != lease.Owner {
 		return fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
-	m.rows[lease.WorkerID] = memRow{last: max(r.last, millis(lastTimestamp)), pinned: r.pinned}
+	m.rows[lease.WorkerID] = memRow{last: max(r.last, unixmilli.From(lastTimestamp)), pinned: r.pinned}
 	return nil
 }
 
@@ -265,23 +266,5 @@ func (m *MemLeaseStore) Workers(ctx context.Context) ([]snowflake.Lease, error) 
 }
 
 func (r memRow) lease(id int64) snowflake.Lease {
-	return snowflake.Lease{WorkerID: id, Owner: r.owner, ExpiresAt: fromMillis(r.expires), LastTimestamp: fromMillis(r.last)}
-}
-
-// millis returns t as Unix milliseconds, the zero Time as 0: the encoding
-// of the lease table's times.
-func millis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// fromMillis is the inverse of millis: 0 (or less) is the zero Time, any
-// other value a UTC time.
-func fromMillis(ms int64) time.Time {
-	if ms <= 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
+	return snowflake.Lease{WorkerID: id, Owner: r.owner, ExpiresAt: unixmilli.To(r.expires), LastTimestamp: unixmilli.To(r.last)}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/internal/unixmilli"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -180,7 +181,7 @@ func (s *Leases) takeFree(ctx context.Context, q Querier, owner string, nowMs in
 	if n != 1 {
 		return fmt.Errorf("worker %d changed under its row lock (%d rows updated)", id, n)
 	}
-	*lease = snowflake.Lease{WorkerID: id, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
+	*lease = snowflake.Lease{WorkerID: id, Owner: owner, ExpiresAt: unixmilli.To(newExpiry), LastTimestamp: unixmilli.To(floor)}
 	*found = true
 	return nil
 }
@@ -237,14 +238,14 @@ func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, worker
 	}
 	if holder != "" && holder != owner && expires > nowMs {
 		return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
-			snowflake.ErrNoFreeWorker, workerID, holder, fromMillis(expires).Format(time.RFC3339Nano))
+			snowflake.ErrNoFreeWorker, workerID, holder, unixmilli.To(expires).Format(time.RFC3339Nano))
 	}
 	floor := max(last, expires, fenced)
 	newExpiry := nowMs + ttl.Milliseconds()
 	if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
 		return err
 	}
-	*lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: fromMillis(newExpiry), LastTimestamp: fromMillis(floor)}
+	*lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: unixmilli.To(newExpiry), LastTimestamp: unixmilli.To(floor)}
 	return nil
 }
 
@@ -280,11 +281,11 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	var n int64
 	var err error
 	if s.g == nil {
-		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, unixmilli.From(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 	} else {
 		err = s.inTx(ctx, func(q Querier, _ int64) error {
 			var err error
-			n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, millis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+			n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, unixmilli.From(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 			return err
 		})
 	}
@@ -297,9 +298,9 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	// The store kept the later of the two expiries; the holder's deadline
 	// must not pass what the store holds, so it takes the later only if
 	// it is the new one.
-	lease.ExpiresAt = maxTime(lease.ExpiresAt, fromMillis(newExpiry))
+	lease.ExpiresAt = maxTime(lease.ExpiresAt, unixmilli.To(newExpiry))
 	if lastTimestamp.After(lease.LastTimestamp) {
-		lease.LastTimestamp = fromMillis(millis(lastTimestamp))
+		lease.LastTimestamp = unixmilli.To(unixmilli.From(lastTimestamp))
 	}
 	return lease, nil
 }
@@ -310,7 +311,7 @@ func (s *Leases) Release(ctx context.Context, lease snowflake.Lease, lastTimesta
 	if lease.Owner == "" {
 		return errLost(lease)
 	}
-	n, err := s.db.Exec(ctx, s.d.WorkerRelease, millis(lastTimestamp), lease.WorkerID, lease.Owner)
+	n, err := s.db.Exec(ctx, s.d.WorkerRelease, unixmilli.From(lastTimestamp), lease.WorkerID, lease.Owner)
 	if err != nil {
 		return fmt.Errorf("store: release the lease on worker %d: %w", lease.WorkerID, err)
 	}
@@ -336,7 +337,7 @@ func (s *Leases) Workers(ctx context.Context) ([]snowflake.Lease, error) {
 		if err := rows.Scan(&l.WorkerID, &l.Owner, &expires, &last); err != nil {
 			return nil, fmt.Errorf("store: list worker leases: %w", err)
 		}
-		l.ExpiresAt, l.LastTimestamp = fromMillis(expires), fromMillis(last)
+		l.ExpiresAt, l.LastTimestamp = unixmilli.To(expires), unixmilli.To(last)
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
@@ -354,20 +355,4 @@ func maxTime(a, b time.Time) time.Time {
 
 func errLost(l snowflake.Lease) error {
 	return fmt.Errorf("%w: worker %d is not held by %q any more (expired, taken over or released)", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)
-}
-
-// millis encodes t for the table: Unix milliseconds, the zero Time as 0.
-func millis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// fromMillis decodes a time from the table: 0 is the zero Time.
-func fromMillis(ms int64) time.Time {
-	if ms <= 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
 }
