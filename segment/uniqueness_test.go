@@ -162,9 +162,9 @@ func TestCheckTag(t *testing.T) {
 		{"bad name", segment.Tag{Name: "a b", MaxID: 1, Step: 1}, segment.ErrInvalidTag},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := segment.CheckTag(tc.tag)
+			err := tc.tag.Validate()
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-				t.Fatalf("CheckTag(%+v) = %v, want %v", tc.tag, err, tc.want)
+				t.Fatalf("Validate(%+v) = %v, want %v", tc.tag, err, tc.want)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -213,8 +214,8 @@ func (s *Server) patchTag(c *gin.Context) {
 		return
 	}
 	tag := c.Param("tag")
-	if !segment.ValidTag(tag) {
-		s.writeError(c, segment.ErrInvalidTag)
+	if err := idgen.CheckTag(tag); err != nil {
+		s.writeError(c, err)
 		return
 	}
 	ctx, cancel := adminCtx(c)

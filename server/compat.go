@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/idgen/idgen"
 )
 
 // Compat switches on the HTTP APIs of other ID services beside idgen's
@@ -59,8 +57,8 @@ const tinyidMaxBatch = 100000
 
 func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
 	if c.Leaf {
-		e.GET("/api/segment/get/:tag", plainText, s.requireTagToken, s.leafID(ModeSegment))
-		e.GET("/api/snowflake/get/:tag", plainText, s.requireTagToken, s.leafID(ModeSnowflake))
+		e.GET("/api/segment/get/:tag", plainText, s.requireTag, s.leafID(ModeSegment))
+		e.GET("/api/snowflake/get/:tag", plainText, s.requireTag, s.leafID(ModeSnowflake))
 		e.GET("/decodeSnowflakeId", plainText, s.leafDecode)
 	}
 	if c.TinyID {
@@ -84,10 +82,6 @@ func (s *Server) leafID(mode string) gin.HandlerFunc {
 			return
 		}
 		tag := c.Param("tag")
-		if err := idgen.CheckTag(tag); err != nil {
-			s.writeError(c, err)
-			return
-		}
 		id, err := g.Next(c.Request.Context(), tag)
 		if err != nil {
 			s.writeError(c, err)
@@ -207,22 +201,16 @@ func (s *Server) tinyidFail(c *gin.Context, asJSON bool) func(error) {
 	}
 }
 
-// tinyidAllowed checks the token query parameter (or a bearer token)
-// against the client tokens for tag, then the tag itself.
+// tinyidAllowed admits a tinyid request for tag (admitTag), with the
+// token query parameter or else a bearer token.
 func (s *Server) tinyidAllowed(c *gin.Context, q url.Values, tag string) error {
+	var tok string
 	if !s.auth.apiOpen {
-		tok := q.Get("token")
-		if tok == "" {
+		if tok = q.Get("token"); tok == "" {
 			tok, _ = bearer(c)
 		}
-		if tok == "" {
-			return errUnauthorized
-		}
-		if err := s.auth.check(tok, tag); err != nil {
-			return err
-		}
 	}
-	return idgen.CheckTag(tag)
+	return s.admitTag(tok, tok != "", tag)
 }
 
 // tinyidResponse is tinyid's Response, its fields in tinyid's order.

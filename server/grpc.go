@@ -229,18 +229,12 @@ func (r rpcService) DecodeReadable(_ context.Context, req *connect.Request[idgen
 	return connect.NewResponse(&idgenv1.DecodeReadableResponse{Tag: tag, Id: id}), nil
 }
 
-// authorizeTag applies the API tokens to a call for tag, as
-// requireTagToken does over HTTP: the token travels as authorization
-// metadata, "Bearer <token>".
+// authorizeTag admits a call for tag as requireTag does over HTTP
+// (admitTag): the token travels as authorization metadata,
+// "Bearer <token>".
 func (s *Server) authorizeTag(h http.Header, tag string) error {
-	if s.auth.apiOpen {
-		return nil
-	}
 	tok, ok := parseBearer(h.Get("Authorization"))
-	if !ok {
-		return errUnauthorized
-	}
-	return s.auth.check(tok, tag)
+	return s.admitTag(tok, ok, tag)
 }
 
 // rpcCode is the gRPC status of an answer: by its HTTP status, except

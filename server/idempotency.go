@@ -131,7 +131,7 @@ func (s *Server) scope(c *gin.Context) string {
 	if s.auth.apiOpen {
 		return idempotency.AnonymousScope
 	}
-	tok, _ := bearer(c) // requireTagToken let the request in with one
+	tok, _ := bearer(c) // requireTag let the request in with one
 	d := digest(tok)
 	return hex.EncodeToString(d[:])
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen"
 )
 
 // decodeOpaque answers GET /admin/opaque/{tag}/{id} with the counter
@@ -20,8 +20,8 @@ func (s *Server) decodeOpaque(c *gin.Context) {
 		return
 	}
 	tag := c.Param("tag")
-	if !segment.ValidTag(tag) {
-		s.writeError(c, segment.ErrInvalidTag)
+	if err := idgen.CheckTag(tag); err != nil {
+		s.writeError(c, err)
 		return
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)

@@ -26,12 +26,12 @@ func (s *Server) tinyidSegment(asJSON bool) gin.HandlerFunc {
 		q := c.Request.URL.Query()
 		tag := q.Get("bizType")
 		fail := s.tinyidFail(c, asJSON)
-		if s.ranges == nil {
-			fail(errModeDisabled)
-			return
-		}
 		if err := s.tinyidAllowed(c, q, tag); err != nil {
 			fail(err)
+			return
+		}
+		if s.ranges == nil {
+			fail(errModeDisabled)
 			return
 		}
 		r, err := s.ranges.ReserveRange(c.Request.Context(), tag, 1)

@@ -466,7 +466,7 @@ func (l *Leased) Close(ctx context.Context) error {
 }
 
 // Next returns a new ID, as Generator.Next does. The tag must be valid
-// (idgen.ValidTag), but does not partition IDs. See Tagged.Next.
+// (idgen.CheckTag), but does not partition IDs. See Tagged.Next.
 func (l *Leased) Next(ctx context.Context, tag string) (int64, error) {
 	return l.tagged.Next(ctx, tag)
 }

@@ -113,7 +113,7 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 // The upper bounds of serve's numeric flags (docs/operations.md).
 const (
 	// maxStepFlag bounds --default-step, --max-step and --max-range: a
-	// tag's step is an INT column in every dialect (segment.CheckTag).
+	// tag's step is an INT column in every dialect (segment.Tag.Validate).
 	maxStepFlag = math.MaxInt32
 	// maxBatchFlag bounds --max-batch: one ?count= answer is built in
 	// memory, about 30 bytes per ID, so 100,000 IDs are 3 MB per request.
