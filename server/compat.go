@@ -108,7 +108,7 @@ func (s *Server) leafDecode(c *gin.Context) {
 		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_id", "snowflakeId must be one non-negative decimal 64-bit integer"})
 		return
 	}
-	p, err := s.layout.Decode(id)
+	p, err := s.cfg.Layout.Decode(id)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -155,7 +155,7 @@ func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 				fail(err)
 				return
 			}
-			n = min(n, s.maxBatch, tinyidMaxBatch)
+			n = min(n, s.cfg.MaxBatch, tinyidMaxBatch)
 		}
 		ids, err := s.gens[ModeSegment].NextN(c.Request.Context(), tag, n)
 		if err != nil {

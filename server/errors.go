@@ -163,7 +163,7 @@ func retryAfter(err error) string {
 func (s *Server) monitoredError(c *gin.Context, what string, err error) string {
 	ae, _ := classify(err)
 	rid := c.Writer.Header().Get(requestIDHeader)
-	s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "monitored error", slog.String("request_id", rid),
+	s.cfg.Logger.LogAttrs(c.Request.Context(), slog.LevelWarn, "monitored error", slog.String("request_id", rid),
 		slog.String("of", what), slog.String("code", ae.code), slog.Any("err", err))
 	return ae.code + ": " + what + " failed last time; the server log has the cause under request ID " + rid
 }
@@ -198,13 +198,13 @@ func (s *Server) recordError(ctx context.Context, rid, path string, ae *apiError
 		if ae == errInternal {
 			level = slog.LevelError
 		}
-		s.log.LogAttrs(ctx, level, "request failed", slog.String("request_id", rid),
+		s.cfg.Logger.LogAttrs(ctx, level, "request failed", slog.String("request_id", rid),
 			slog.String("path", path), slog.Int("status", ae.status), slog.String("code", ae.code),
 			slog.Any("err", cause))
-		if ae.code == "clock_moved_backwards" && s.metrics != nil {
-			s.metrics.clockBack.Inc()
+		if ae.code == "clock_moved_backwards" && s.cfg.Metrics != nil {
+			s.cfg.Metrics.clockBack.Inc()
 		}
-	} else if s.metrics != nil {
-		s.metrics.clientErrs.WithLabelValues(ae.code).Inc()
+	} else if s.cfg.Metrics != nil {
+		s.cfg.Metrics.clientErrs.WithLabelValues(ae.code).Inc()
 	}
 }

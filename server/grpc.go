@@ -132,7 +132,7 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 	var mode string
 	switch m.GetMode() {
 	case idgenv1.Mode_MODE_UNSPECIFIED:
-		mode = s.mode
+		mode = s.cfg.Mode
 	case idgenv1.Mode_MODE_SEGMENT:
 		mode = ModeSegment
 	case idgenv1.Mode_MODE_SNOWFLAKE:
@@ -160,9 +160,9 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 			return nil, err
 		}
 		ids = []int64{id}
-	case n < 0 || int64(n) > int64(s.maxBatch):
+	case n < 0 || int64(n) > int64(s.cfg.MaxBatch):
 		return nil, &apiError{http.StatusBadRequest, "invalid_count",
-			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.maxBatch)}
+			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
 	default:
 		var err error
 		if ids, err = g.NextN(ctx, tag, int(n)); err != nil {
@@ -191,14 +191,14 @@ func (r rpcService) ReserveRange(ctx context.Context, req *connect.Request[idgen
 	if err := s.authorizeTag(req.Header(), tag); err != nil {
 		return nil, err
 	}
-	if s.ranges == nil {
+	if s.cfg.Ranges == nil {
 		return nil, errModeDisabled
 	}
 	if m.GetSize() < 1 {
 		return nil, s.errInvalidSize()
 	}
 	// Clamped as over HTTP (rangez.go), so a caching client learns the cap.
-	rg, err := s.ranges.ReserveRange(ctx, tag, min(m.GetSize(), s.maxRange))
+	rg, err := s.cfg.Ranges.ReserveRange(ctx, tag, min(m.GetSize(), s.cfg.MaxRange))
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (r rpcService) DecodeSnowflake(_ context.Context, req *connect.Request[idge
 	if id < 0 {
 		return nil, errInvalidSnowflake
 	}
-	p, err := r.s.layout.Decode(id)
+	p, err := r.s.cfg.Layout.Decode(id)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +346,7 @@ func (i rpcInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 func (s *Server) endRPC(ctx context.Context, procedure string, peer connect.Peer, h http.Header, err error, start time.Time) {
 	code := rpcStatus(err)
 	s.observeRPC(procedure, code, start)
-	if !s.access || (code == 0 && strings.HasPrefix(procedure, "/grpc.health.v1.")) {
+	if !s.cfg.AccessLog || (code == 0 && strings.HasPrefix(procedure, "/grpc.health.v1.")) {
 		return
 	}
 	level := slog.LevelInfo
@@ -362,7 +362,7 @@ func (s *Server) endRPC(ctx context.Context, procedure string, peer connect.Peer
 	if rid == "" {
 		rid = rpcRequestID(h)
 	}
-	s.log.LogAttrs(ctx, level, "rpc",
+	s.cfg.Logger.LogAttrs(ctx, level, "rpc",
 		slog.String("request_id", rid),
 		slog.String("procedure", procedure),
 		slog.String("protocol", peer.Protocol),
@@ -393,8 +393,8 @@ func rpcCodeLabel(c connect.Code) string {
 // the procedure is one of rpcProcedures or "unmatched", the code one of
 // gRPC's 17.
 func (s *Server) observeRPC(procedure string, code connect.Code, start time.Time) {
-	if s.metrics != nil {
-		s.metrics.rpcObserver(procedure, code).Observe(time.Since(start).Seconds())
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.rpcObserver(procedure, code).Observe(time.Since(start).Seconds())
 	}
 }
 
@@ -418,8 +418,8 @@ func (h rpcHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*gr
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	if err := h.s.ready(ctx); err != nil {
-		h.s.log.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("path", "/grpc.health.v1.Health/Check"),
+	if err := h.s.cfg.Ready(ctx); err != nil {
+		h.s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("path", "/grpc.health.v1.Health/Check"),
 			slog.String("code", errNotReady.code), slog.Any("err", err))
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}

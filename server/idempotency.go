@@ -52,7 +52,7 @@ func (r keyedRequest) fingerprint() string {
 // request with a key allocates and records its answer; repeats replay it
 // (see package idempotency for the protocol).
 func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys []string) {
-	if s.idem == nil {
+	if s.cfg.Idempotency == nil {
 		s.writeError(c, errIdemDisabled)
 		return
 	}
@@ -65,13 +65,13 @@ func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys [
 		s.writeError(c, err)
 		return
 	}
-	ttl, err := s.idem.ParseTTL(c.Request.Header.Get(idempotency.TTLHeader))
+	ttl, err := s.cfg.Idempotency.ParseTTL(c.Request.Header.Get(idempotency.TTLHeader))
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
 	ctx := c.Request.Context()
-	ticket, replay, err := s.idem.Begin(ctx, idempotency.Request{Scope: s.scope(c), Key: key, Fingerprint: r.fingerprint(), TTL: ttl})
+	ticket, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Request{Scope: s.scope(c), Key: key, Fingerprint: r.fingerprint(), TTL: ttl})
 	switch {
 	case err != nil:
 		s.writeError(c, err)

@@ -89,28 +89,17 @@ type Config struct {
 // Server is the HTTP API and, on the same handler, the gRPC API. It is an
 // http.Handler.
 type Server struct {
-	engine   *gin.Engine
-	rpc      http.Handler
-	gens     map[string]idgen.Generator
-	mode     string
-	maxBatch int
-	ready    func(ctx context.Context) error
-	log      *slog.Logger
-	auth     *authz
-	admin    TagAdmin
-	stats    SegmentStats
-	worker   func() WorkerStatus
-	metrics  *Metrics
-	access   bool
-	layout   snowflake.Layout
-	ranges   RangeReserver
-	maxRange int64
-	compat   Compat
-	opaque   *opaque.Key
-	idem     *idempotency.Keeper
+	// cfg is the Config New was given, checked and with its defaults
+	// filled in; nothing changes it after New.
+	cfg    Config
+	engine *gin.Engine
+	rpc    http.Handler
+	// gens are cfg's generators by mode: the one lookup every ID route
+	// makes.
+	gens map[string]idgen.Generator
+	auth *authz
 
 	metricsToken *token
-	proxies      []string
 }
 
 // New checks cfg and builds the routes.
@@ -121,59 +110,44 @@ func New(cfg Config) (*Server, error) {
 	if err := checkTokens(cfg.AdminToken, cfg.MetricsToken, cfg.APITokens); err != nil {
 		return nil, err
 	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeSegment
+	}
+	if cfg.Mode != ModeSegment && cfg.Mode != ModeSnowflake {
+		return nil, errors.New("server: Mode must be segment or snowflake, got " + strconv.Quote(cfg.Mode))
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 10000
+	}
+	if cfg.MaxBatch < 1 {
+		return nil, errors.New("server: MaxBatch must be at least 1")
+	}
+	if cfg.MaxRange == 0 {
+		cfg.MaxRange = 1_000_000
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func(context.Context) error { return nil }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	s := &Server{
-		gens:     map[string]idgen.Generator{ModeSegment: cfg.Segment},
-		mode:     cfg.Mode,
-		maxBatch: cfg.MaxBatch,
-		ready:    cfg.Ready,
-		log:      cfg.Logger,
-		auth:     newAuthz(cfg.AdminToken, cfg.APITokens),
-		admin:    cfg.Admin,
-		stats:    cfg.Stats,
-		worker:   cfg.Worker,
-		metrics:  cfg.Metrics,
-		access:   cfg.AccessLog,
-		layout:   cfg.Layout,
-		ranges:   cfg.Ranges,
-		maxRange: cfg.MaxRange,
-		proxies:  cfg.TrustedProxies,
-		compat:   cfg.Compat,
-		opaque:   cfg.OpaqueKey,
-		idem:     cfg.Idempotency,
+		cfg:  cfg,
+		gens: map[string]idgen.Generator{ModeSegment: cfg.Segment},
+		auth: newAuthz(cfg.AdminToken, cfg.APITokens),
+	}
+	if cfg.Snowflake != nil {
+		s.gens[ModeSnowflake] = cfg.Snowflake
+	}
+	if s.gens[cfg.Mode] == nil {
+		return nil, errors.New("server: Mode " + cfg.Mode + " needs its generator in Config")
 	}
 	if cfg.MetricsToken != "" {
 		d := digest(cfg.MetricsToken)
 		s.metricsToken = &d
 	}
-	if s.maxRange == 0 {
-		s.maxRange = 1_000_000
-	}
-	if cfg.Snowflake != nil {
-		s.gens[ModeSnowflake] = cfg.Snowflake
-	}
-	if s.mode == "" {
-		s.mode = ModeSegment
-	}
-	if s.mode != ModeSegment && s.mode != ModeSnowflake {
-		return nil, errors.New("server: Mode must be segment or snowflake, got " + strconv.Quote(s.mode))
-	}
-	if s.gens[s.mode] == nil {
-		return nil, errors.New("server: Mode " + s.mode + " needs its generator in Config")
-	}
-	if s.maxBatch == 0 {
-		s.maxBatch = 10000
-	}
-	if s.maxBatch < 1 {
-		return nil, errors.New("server: MaxBatch must be at least 1")
-	}
-	if s.ready == nil {
-		s.ready = func(context.Context) error { return nil }
-	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if s.metrics != nil {
-		s.metrics.watch(s.stats, s.ready)
+	if cfg.Metrics != nil {
+		cfg.Metrics.watch(cfg.Stats, cfg.Ready)
 	}
 	if err := s.routes(); err != nil {
 		return nil, err
@@ -204,24 +178,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) routes() error {
 	e := gin.New()
-	if err := e.SetTrustedProxies(s.proxies); err != nil {
+	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
 		return fmt.Errorf("server: TrustedProxies: %w", err)
 	}
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.Use(requestID)
-	if s.access {
-		e.Use(accessLog(s.log))
+	if s.cfg.AccessLog {
+		e.Use(accessLog(s.cfg.Logger))
 	}
-	if s.metrics != nil {
-		e.Use(s.metrics.observe)
+	if s.cfg.Metrics != nil {
+		e.Use(s.cfg.Metrics.observe)
 	}
 	e.Use(s.recover)
 	e.NoRoute(func(c *gin.Context) { s.writeError(c, errNotFound) })
 	e.NoMethod(func(c *gin.Context) { s.writeError(c, errMethodNotAllowed) })
 
-	e.GET("/id/:tag", s.requireTag, s.ids(s.mode))
+	e.GET("/id/:tag", s.requireTag, s.ids(s.cfg.Mode))
 	e.GET("/segment/:tag", s.requireTag, s.ids(ModeSegment))
 	e.GET("/snowflake/:tag", s.requireTag, s.ids(ModeSnowflake))
 	e.POST("/segment/:tag/range", s.requireTag, s.reserveRange)
@@ -229,8 +203,8 @@ func (s *Server) routes() error {
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
-	if s.metrics != nil {
-		e.GET("/metrics", s.requireMetrics, gin.WrapH(s.metrics.handler()))
+	if s.cfg.Metrics != nil {
+		e.GET("/metrics", s.requireMetrics, gin.WrapH(s.cfg.Metrics.handler()))
 	}
 
 	admin := e.Group("/admin", s.requireAdmin)
@@ -239,7 +213,7 @@ func (s *Server) routes() error {
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
 	admin.GET("/opaque/:tag/:id", s.decodeOpaque)
-	s.compatRoutes(e, s.compat)
+	s.compatRoutes(e, s.cfg.Compat)
 	if s.auth.admin != nil {
 		registerUI(e)
 	} else {
@@ -405,9 +379,9 @@ func (s *Server) parseCount(vals []string) (int, error) {
 		return 0, errInvalidCount
 	}
 	n, err := strconv.Atoi(vals[0])
-	if err != nil || n < 1 || n > s.maxBatch {
+	if err != nil || n < 1 || n > s.cfg.MaxBatch {
 		return 0, &apiError{http.StatusBadRequest, "invalid_count",
-			"count must be a whole number from 1 to " + strconv.Itoa(s.maxBatch)}
+			"count must be a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
 	}
 	return n, nil
 }
@@ -418,7 +392,7 @@ const readyTimeout = 2 * time.Second
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
 	defer cancel()
-	if err := s.ready(ctx); err != nil {
+	if err := s.cfg.Ready(ctx); err != nil {
 		s.fail(c, errNotReady, err)
 		return
 	}
@@ -431,7 +405,7 @@ func (s *Server) issued(tag, mode string, n int) {
 	if mode == ModeSnowflake {
 		tag = ""
 	}
-	if s.metrics != nil {
-		s.metrics.countIssued(tag, mode, n)
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.countIssued(tag, mode, n)
 	}
 }

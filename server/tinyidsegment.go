@@ -30,11 +30,11 @@ func (s *Server) tinyidSegment(asJSON bool) gin.HandlerFunc {
 			fail(err)
 			return
 		}
-		if s.ranges == nil {
+		if s.cfg.Ranges == nil {
 			fail(errModeDisabled)
 			return
 		}
-		r, err := s.ranges.ReserveRange(c.Request.Context(), tag, 1)
+		r, err := s.cfg.Ranges.ReserveRange(c.Request.Context(), tag, 1)
 		if err != nil {
 			fail(err)
 			return
