@@ -173,8 +173,11 @@ func (s *Sequence) advance(ctx context.Context, seen *buffer) error {
 			return nil
 		}
 		if s.loading == nil {
-			if s.err != nil && s.a.opts.Now().Before(s.retryAt) {
+			if now := s.a.opts.Now(); s.err != nil && now.Before(s.retryAt) {
 				err := s.err
+				if errors.Is(err, ErrUnavailable) {
+					err = &retryError{err, s.retryAt.Sub(now)}
+				}
 				s.mu.Unlock()
 				return err
 			}

@@ -111,21 +111,41 @@ func (s *Server) writeError(c *gin.Context, err error) {
 func (s *Server) answer(c *gin.Context, err error) *apiError {
 	ae, retry := classify(err)
 	if retry {
-		c.Header("Retry-After", retryAfter(err))
+		c.Header("Retry-After", retryAfterSeconds(retryDelay(err)))
 	}
 	return ae
 }
 
-// retryDelay is how long a caller should wait before retrying an error
-// whose rule says so: Retry-After over HTTP, RetryInfo over gRPC.
-const (
-	retryDelay        = time.Second
-	retryAfterSeconds = "1"
-)
+// defaultRetryDelay is the wait announced, as Retry-After over HTTP and
+// RetryInfo over gRPC, for an error whose rule says to retry but that
+// does not know its own delay.
+const defaultRetryDelay = time.Second
+
+// retryDelay is how long a caller should wait before retrying err: the
+// error's own RetryAfter when it knows it (a key in flight knows when its
+// lock expires, a clock behind or a worker floor ahead by how much, a
+// segment store in backoff when the next load starts), else
+// defaultRetryDelay. Errors say so by a method rather than by a sentinel,
+// as pgconn's SafeToRetry does, so that a wrapped error keeps it.
+func retryDelay(err error) time.Duration {
+	var w interface{ RetryAfter() time.Duration }
+	if errors.As(err, &w) {
+		if d := w.RetryAfter(); d > 0 {
+			return d
+		}
+	}
+	return defaultRetryDelay
+}
+
+// retryAfterSeconds is d as a Retry-After value: whole seconds, rounded
+// up, so that a caller that waits as told does not come back early.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(int64((max(d, time.Second)+time.Second-1)/time.Second), 10)
+}
 
 // classify is the one mapping from errors to answers, shared by HTTP and
 // gRPC (grpc.go): the status, stable code and message of err, and whether
-// the caller should retry after retryDelay.
+// the caller should retry (after retryDelay).
 func classify(err error) (ae *apiError, retry bool) {
 	if errors.As(err, &ae) {
 		return ae, false
@@ -144,16 +164,6 @@ func classify(err error) (ae *apiError, retry bool) {
 		}
 	}
 	return errInternal, false
-}
-
-// retryAfter is the Retry-After of err: its own wait when it knows one
-// (a key in flight knows when its lock expires), else 1 second.
-func retryAfter(err error) string {
-	var w interface{ RetryAfter() time.Duration }
-	if errors.As(err, &w) {
-		return strconv.Itoa(int(w.RetryAfter().Seconds()))
-	}
-	return retryAfterSeconds
 }
 
 // monitoredError is how /admin/segments shows a tag's or the worker's

@@ -288,7 +288,7 @@ func (s *Server) rpcError(ctx context.Context, procedure string, h http.Header, 
 		ce.AddDetail(d)
 	}
 	if retry {
-		if d, e := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay)}); e == nil {
+		if d, e := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(err))}); e == nil {
 			ce.AddDetail(d)
 		}
 	}
