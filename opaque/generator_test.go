@@ -27,7 +27,7 @@ func TestGenerator_Kinds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	alloc, err := segment.New(store, nil)
+	alloc, err := segment.New(store, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
 	if err := store.CreateTag(ctx, segment.Tag{Name: "t", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := segment.New(store, nil)
+	alloc, err := segment.New(store, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

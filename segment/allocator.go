@@ -49,11 +49,12 @@ type Allocator struct {
 const maxNegative = 4096
 
 // New returns an Allocator that reserves segments from store. It checks
-// opts once and does no I/O: the first segment of a tag is reserved on
+// opts once, returning an error wrapping ErrInvalidConfig that says what
+// to change, and does no I/O: the first segment of a tag is reserved on
 // its first use.
-func New(store Store, opts *Options) (*Allocator, error) {
+func New(store Store, opts Options) (*Allocator, error) {
 	if store == nil {
-		return nil, errors.New("segment: New needs a Store")
+		return nil, fmt.Errorf("%w: New needs a Store", ErrInvalidConfig)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {

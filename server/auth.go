@@ -102,15 +102,15 @@ func parseBearer(h string) (string, bool) {
 func checkTokens(admin, metrics string, api APITokens) error {
 	for name, tok := range map[string]string{"AdminToken": admin, "MetricsToken": metrics} {
 		if tok != "" && len(tok) < MinTokenLength {
-			return fmt.Errorf("server: %s must be at least %d characters", name, MinTokenLength)
+			return fmt.Errorf("%w: %s must be at least %d characters", ErrInvalidConfig, name, MinTokenLength)
 		}
 	}
 	for tok := range api {
 		if len(tok) < MinTokenLength {
-			return fmt.Errorf("server: API tokens must be at least %d characters", MinTokenLength)
+			return fmt.Errorf("%w: API tokens must be at least %d characters", ErrInvalidConfig, MinTokenLength)
 		}
 		if admin != "" && tok == admin {
-			return errors.New("server: the admin token must not also be an API token")
+			return fmt.Errorf("%w: the admin token must not also be an API token", ErrInvalidConfig)
 		}
 	}
 	return nil

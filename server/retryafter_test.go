@@ -42,7 +42,7 @@ func TestServer_RetryAfterFromTheError(t *testing.T) {
 		{"store down, delay unknown", func(*testing.T) server.Config { return server.Config{Segment: failing{}} },
 			"unavailable", "1", time.Second},
 		{"segment store in backoff", func(t *testing.T) server.Config {
-			alloc := newAllocator(t, failingStore{}, &segment.Options{AutoCreate: true, MinBackoff: 7 * time.Second,
+			alloc := newAllocator(t, failingStore{}, segment.Options{AutoCreate: true, MinBackoff: 7 * time.Second,
 				MaxBackoff: time.Minute, Now: func() time.Time { return t0 }})
 			return server.Config{Segment: alloc}
 		}, "unavailable", "7", 7 * time.Second},

@@ -25,7 +25,13 @@ const (
 	ModeSnowflake = "snowflake"
 )
 
-// Config configures a Server. Zero fields take the defaults noted.
+// ErrInvalidConfig is returned by New for a Config it cannot use. The
+// wrapping error says what to change.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// Config configures a Server. It is a value, checked once by New: zero
+// fields take the defaults noted, and a field New cannot use is an error
+// wrapping ErrInvalidConfig.
 type Config struct {
 	// Segment serves /segment/{tag}. Required.
 	Segment idgen.Generator
@@ -105,7 +111,7 @@ type Server struct {
 // New checks cfg and builds the routes.
 func New(cfg Config) (*Server, error) {
 	if cfg.Segment == nil {
-		return nil, errors.New("server: Config.Segment is required")
+		return nil, fmt.Errorf("%w: Segment is required", ErrInvalidConfig)
 	}
 	if err := checkTokens(cfg.AdminToken, cfg.MetricsToken, cfg.APITokens); err != nil {
 		return nil, err
@@ -114,13 +120,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Mode = ModeSegment
 	}
 	if cfg.Mode != ModeSegment && cfg.Mode != ModeSnowflake {
-		return nil, errors.New("server: Mode must be segment or snowflake, got " + strconv.Quote(cfg.Mode))
+		return nil, fmt.Errorf("%w: Mode must be segment or snowflake, got %q", ErrInvalidConfig, cfg.Mode)
 	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = 10000
 	}
 	if cfg.MaxBatch < 1 {
-		return nil, errors.New("server: MaxBatch must be at least 1")
+		return nil, fmt.Errorf("%w: MaxBatch must be at least 1, got %d", ErrInvalidConfig, cfg.MaxBatch)
 	}
 	if cfg.MaxRange == 0 {
 		cfg.MaxRange = 1_000_000
@@ -140,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		s.gens[ModeSnowflake] = cfg.Snowflake
 	}
 	if s.gens[cfg.Mode] == nil {
-		return nil, errors.New("server: Mode " + cfg.Mode + " needs its generator in Config")
+		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
 	if cfg.MetricsToken != "" {
 		d := digest(cfg.MetricsToken)
@@ -179,7 +185,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) routes() error {
 	e := gin.New()
 	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
-		return fmt.Errorf("server: TrustedProxies: %w", err)
+		return fmt.Errorf("%w: TrustedProxies: %w", ErrInvalidConfig, err)
 	}
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false

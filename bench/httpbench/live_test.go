@@ -265,7 +265,7 @@ func TestLiveHidden(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := NewRecorder()
-			alloc, err := segment.New(&SlowStore{Store: pg, Delay: hiddenDelay}, &segment.Options{FixedStep: !dynamic, Observer: rec})
+			alloc, err := segment.New(&SlowStore{Store: pg, Delay: hiddenDelay}, segment.Options{FixedStep: !dynamic, Observer: rec})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -370,7 +370,7 @@ func TestLiveRideThrough(t *testing.T) {
 	load := LoadAvg{Start: loadAvg()}
 	db := dbtest.StartContainer(t, dbtest.Postgres)
 	pg := openPostgres(t, db.DSN)
-	alloc, err := segment.New(pg, &segment.Options{AutoCreate: true})
+	alloc, err := segment.New(pg, segment.Options{AutoCreate: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,7 +301,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if c.tlsConfig != nil {
 		metrics.WatchTLS(c.tlsConfig)
 	}
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
+	alloc, err := segment.New(st, segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
 		DefaultOpaque: autoOpaque, MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
 	st.ObserveRetries(metrics.StoreRetried)
 	if err != nil {

@@ -368,7 +368,7 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		}
 		tag := create(t, s, 1, 100)
 		for want := int64(1); want <= 7; want += 3 {
-			a, err := segment.New(s, nil)
+			a, err := segment.New(s, segment.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -386,7 +386,7 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 	t.Run("AllocatorIsUnique", func(t *testing.T) {
 		s := open(t)
 		tag := create(t, s, 1, 10)
-		a, err := segment.New(s, nil)
+		a, err := segment.New(s, segment.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

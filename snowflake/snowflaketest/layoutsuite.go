@@ -45,7 +45,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 		}
 		g, err := snowflake.NewLeased(ctx, s, cfg)
 		if err == nil {
-			t.Cleanup(func() { _ = g.Close(ctx) })
+			t.Cleanup(func() { _ = g.Shutdown(ctx) })
 		}
 		return g, err
 	}
@@ -200,7 +200,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 				t.Fatal(err)
 			}
 			old := issue(t, a, 50000) // more than 4096: several milliseconds
-			if err := a.Close(ctx); err != nil {
+			if err := a.Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
 			rec, err := open(t).Relayout(ctx, tt.to, c.Wall(), time.Minute)

@@ -340,7 +340,7 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 		if err != nil {
 			t.Fatalf("NewLeased(%s): %v", who, err)
 		}
-		t.Cleanup(func() { _ = l.Close(ctx) })
+		t.Cleanup(func() { _ = l.Shutdown(ctx) })
 		return l
 	}
 
@@ -546,7 +546,7 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 					t.Fatal(err)
 				}
 				worker, lastTS := a.WorkerID(), a.LastTimestamp()
-				if err := a.Close(ctx); err != nil {
+				if err := a.Shutdown(ctx); err != nil {
 					t.Fatalf("Close: %v", err)
 				}
 
@@ -584,7 +584,7 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 		now := phase()
 		a := newLeased(t, open(t), NewClock(now), "a")
 		worker := a.WorkerID()
-		if err := a.Close(ctx); err != nil {
+		if err := a.Shutdown(ctx); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 		if _, err := a.Next(ctx, "suite"); !errors.Is(err, snowflake.ErrClosed) || !errors.Is(err, snowflake.ErrNoWorkerLease) {
@@ -596,7 +596,7 @@ func RunLeaseStore(t *testing.T, open func(t *testing.T) LeaseStore) {
 		if err := a.Heartbeat(ctx); !errors.Is(err, snowflake.ErrClosed) {
 			t.Errorf("Heartbeat after Close = %v, want ErrClosed", err)
 		}
-		if err := a.Close(ctx); err != nil {
+		if err := a.Shutdown(ctx); err != nil {
 			t.Errorf("second Close = %v, want nil", err)
 		}
 		// Long before the lease would have expired.
