@@ -145,12 +145,6 @@ func worker(t *testing.T, s LeaseStore, id int64) snowflake.Lease {
 	return snowflake.Lease{}
 }
 
-func duplicates(ids []int64) int {
-	s := slices.Clone(ids)
-	slices.Sort(s)
-	return len(s) - len(slices.Compact(s))
-}
-
 var errInjected = errors.New("snowflaketest: injected store failure")
 
 // flaky fails every call while fail is set, as a store cut off would.
