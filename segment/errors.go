@@ -2,7 +2,6 @@ package segment
 
 import (
 	"errors"
-	"time"
 
 	"github.com/idgen/idgen"
 )
@@ -72,16 +71,3 @@ var (
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("segment: allocator closed")
 )
-
-// retryError is an error that knows when asking again can help: an
-// ErrUnavailable in a backoff knows when the next load starts. The server
-// announces RetryAfter as Retry-After (and gRPC's RetryInfo) rather than
-// a guess.
-type retryError struct {
-	err  error
-	wait time.Duration
-}
-
-func (e *retryError) Error() string             { return e.err.Error() }
-func (e *retryError) Unwrap() error             { return e.err }
-func (e *retryError) RetryAfter() time.Duration { return e.wait }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idgen/idgen/internal/retry"
 )
 
 // buffer is one reserved segment. Its fields other than pos never change
@@ -176,7 +178,7 @@ func (s *Sequence) advance(ctx context.Context, seen *buffer) error {
 			if now := s.a.opts.Now(); s.err != nil && now.Before(s.retryAt) {
 				err := s.err
 				if errors.Is(err, ErrUnavailable) {
-					err = &retryError{err, s.retryAt.Sub(now)}
+					err = retry.After(err, s.retryAt.Sub(now))
 				}
 				s.mu.Unlock()
 				return err

@@ -1,9 +1,6 @@
 package snowflake
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 var (
 	// ErrInvalidConfig is returned when New or NewLayout is given a
@@ -59,15 +56,3 @@ type multiError struct {
 
 func (e *multiError) Error() string   { return e.msg }
 func (e *multiError) Unwrap() []error { return e.errs }
-
-// retryError is an error that knows when asking again can help: a clock
-// behind, or a floor ahead, by how much. The server announces RetryAfter
-// as Retry-After (and gRPC's RetryInfo) rather than a guess.
-type retryError struct {
-	err  error
-	wait time.Duration
-}
-
-func (e *retryError) Error() string             { return e.err.Error() }
-func (e *retryError) Unwrap() error             { return e.err }
-func (e *retryError) RetryAfter() time.Duration { return e.wait }
