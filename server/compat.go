@@ -76,9 +76,8 @@ func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
 // as the whole body.
 func (s *Server) leafID(mode string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		g := s.gens[mode]
-		if g == nil {
-			s.writeError(c, errModeDisabled)
+		g, ok := s.generator(c, mode)
+		if !ok {
 			return
 		}
 		tag := c.Param("tag")
@@ -135,11 +134,8 @@ func (s *Server) leafDecode(c *gin.Context) {
 // gives.
 func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		q := c.Request.URL.Query()
-		tag := q.Get("bizType")
-		fail := s.tinyidFail(c, asJSON)
-		if err := s.tinyidAllowed(c, q, tag); err != nil {
-			fail(err)
+		q, tag, fail, ok := s.tinyidRequest(c, asJSON)
+		if !ok {
 			return
 		}
 		n := 1
@@ -201,16 +197,25 @@ func (s *Server) tinyidFail(c *gin.Context, asJSON bool) func(error) {
 	}
 }
 
-// tinyidAllowed admits a tinyid request for tag (admitTag), with the
-// token query parameter or else a bearer token.
-func (s *Server) tinyidAllowed(c *gin.Context, q url.Values, tag string) error {
+// tinyidRequest reads a tinyid request's query and admits it for its
+// bizType (admitTag), with the token query parameter or else a bearer
+// token. fail answers an error in the route's shape (tinyidFail); ok is
+// false when the request has been answered already.
+func (s *Server) tinyidRequest(c *gin.Context, asJSON bool) (q url.Values, tag string, fail func(error), ok bool) {
+	q = c.Request.URL.Query()
+	tag = q.Get("bizType")
+	fail = s.tinyidFail(c, asJSON)
 	var tok string
 	if !s.auth.apiOpen {
 		if tok = q.Get("token"); tok == "" {
 			tok, _ = bearer(c)
 		}
 	}
-	return s.admitTag(tok, tok != "", tag)
+	if err := s.admitTag(tok, tok != "", tag); err != nil {
+		fail(err)
+		return q, tag, fail, false
+	}
+	return q, tag, fail, true
 }
 
 // tinyidResponse is tinyid's Response, its fields in tinyid's order.

@@ -249,21 +249,21 @@ func rpcCode(ae *apiError) connect.Code {
 		// Waiting does not help; an operator must act (a new tag or epoch).
 		return connect.CodeFailedPrecondition
 	}
-	switch ae.status {
-	case http.StatusBadRequest:
-		return connect.CodeInvalidArgument
-	case http.StatusUnauthorized:
-		return connect.CodeUnauthenticated
-	case http.StatusForbidden:
-		return connect.CodePermissionDenied
-	case http.StatusNotFound:
-		return connect.CodeNotFound
-	case http.StatusConflict:
-		return connect.CodeAlreadyExists
-	case http.StatusServiceUnavailable:
-		return connect.CodeUnavailable
+	if c, ok := rpcCodes[ae.status]; ok {
+		return c
 	}
 	return connect.CodeInternal
+}
+
+// rpcCodes are the gRPC codes of the HTTP statuses answers have; any
+// other status is INTERNAL.
+var rpcCodes = map[int]connect.Code{
+	http.StatusBadRequest:         connect.CodeInvalidArgument,
+	http.StatusUnauthorized:       connect.CodeUnauthenticated,
+	http.StatusForbidden:          connect.CodePermissionDenied,
+	http.StatusNotFound:           connect.CodeNotFound,
+	http.StatusConflict:           connect.CodeAlreadyExists,
+	http.StatusServiceUnavailable: connect.CodeUnavailable,
 }
 
 // rpcError turns a handler's error into its gRPC status, with the idgen

@@ -250,9 +250,8 @@ func (s *Server) recover(c *gin.Context) {
 // of mode, as JSON or, with Accept: text/plain, as bare decimals.
 func (s *Server) ids(mode string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		g := s.gens[mode]
-		if g == nil {
-			s.writeError(c, errModeDisabled)
+		g, ok := s.generator(c, mode)
+		if !ok {
 			return
 		}
 		tag := c.Param("tag")
@@ -301,6 +300,16 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 		s.issued(tag, mode, n)
 		s.writeIDs(c, tag, format, text, false, ids...)
 	}
+}
+
+// generator is mode's generator; without one it answers mode_disabled
+// and returns false.
+func (s *Server) generator(c *gin.Context, mode string) (idgen.Generator, bool) {
+	g := s.gens[mode]
+	if g == nil {
+		s.writeError(c, errModeDisabled)
+	}
+	return g, g != nil
 }
 
 // writeIDs answers one ID as {"tag":…,"id":…}, several as

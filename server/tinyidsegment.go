@@ -23,11 +23,8 @@ const tinyidLoadingPercent = 20
 // delta 1 and remainder 0 (idgen issues every integer).
 func (s *Server) tinyidSegment(asJSON bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		q := c.Request.URL.Query()
-		tag := q.Get("bizType")
-		fail := s.tinyidFail(c, asJSON)
-		if err := s.tinyidAllowed(c, q, tag); err != nil {
-			fail(err)
+		_, tag, fail, ok := s.tinyidRequest(c, asJSON)
+		if !ok {
 			return
 		}
 		if s.cfg.Ranges == nil {
