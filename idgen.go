@@ -37,23 +37,3 @@ var (
 	// ErrInvalidCount is returned when fewer than one ID is asked for.
 	ErrInvalidCount = errors.New("idgen: invalid count: ask for at least one ID")
 )
-
-// ValidTag reports whether name is an acceptable tag: 1 to 64 characters
-// of [A-Za-z0-9_.:-], safe in URLs, logs, SQL and JSON without escaping.
-// "." and ".." are refused: clients and proxies rewrite them as path
-// segments, so such a tag could not be reached reliably.
-func ValidTag(name string) bool {
-	if len(name) == 0 || len(name) > 64 || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '_' || c == '.' || c == ':' || c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}

@@ -118,7 +118,7 @@ func newSegment(tb testing.TB) *segment.Allocator {
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 1_000_000}); err != nil {
 		tb.Fatal(err)
 	}
-	a, err := segment.New(st, nil)
+	a, err := segment.New(st, segment.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

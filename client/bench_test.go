@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/client"
+	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkClient(b *testing.B) {
 	}
 	ctx := context.Background()
 	b.Run("cached-ranges", func(b *testing.B) {
-		alloc, err := c.Segment(nil)
+		alloc, err := c.Segment(segment.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

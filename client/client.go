@@ -307,13 +307,9 @@ func idPath(mode, tag string) string {
 // segment mode locally. opts configure it as for segment.New; its
 // AutoCreate is ignored, since the server decides whether unknown tags
 // are created. Close it to stop background loads.
-func (c *Client) Segment(opts *segment.Options) (*segment.Allocator, error) {
-	var o segment.Options
-	if opts != nil {
-		o = *opts
-	}
-	o.AutoCreate = false
-	return segment.New(&rangeStore{c: c}, &o)
+func (c *Client) Segment(opts segment.Options) (*segment.Allocator, error) {
+	opts.AutoCreate = false
+	return segment.New(&rangeStore{c: c}, opts)
 }
 
 // rangeStore is a segment.Store that reserves ranges over HTTP.

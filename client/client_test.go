@@ -48,7 +48,7 @@ func startServer(t testing.TB, path string, cfg server.Config) *httptest.Server 
 	if _, err := st.Migrate(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: true})
+	alloc, err := segment.New(st, segment.Options{AutoCreate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func checkUniqueAcross(t *testing.T, bases []string, opts ...client.Option) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		alloc, err := c.Segment(&segment.Options{FixedStep: true})
+		alloc, err := c.Segment(segment.Options{FixedStep: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestClient_Auth(t *testing.T) {
 		{"allowed", "client-token-00001", "order", nil},
 	} {
 		c, _ := client.New(ts.URL, client.WithToken(tc.token), client.WithMode("segment"))
-		alloc, err := c.Segment(nil)
+		alloc, err := c.Segment(segment.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestClient_RetriesUnavailable(t *testing.T) {
 	ctx := context.Background()
 	st := segmenttest.NewMemStore()
-	alloc, _ := segment.New(st, &segment.Options{AutoCreate: true})
+	alloc, _ := segment.New(st, segment.Options{AutoCreate: true})
 	defer alloc.Close()
 	h, _ := server.New(server.Config{Segment: alloc, Ranges: alloc})
 	f := &flaky{h: h}
@@ -308,7 +308,7 @@ func TestClient_PermanentErrorsAreNotRetried(t *testing.T) {
 			if tc.tag == "bad tag" {
 				return // the allocator refuses an invalid tag before any request
 			}
-			alloc, err := c.Segment(&segment.Options{MaxBackoff: time.Minute})
+			alloc, err := c.Segment(segment.Options{MaxBackoff: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -374,7 +374,7 @@ func TestClient_OpaqueTag(t *testing.T) {
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 100, Opaque: key.Fingerprint()}); err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := segment.New(st, nil)
+	alloc, err := segment.New(st, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestClient_OpaqueTag(t *testing.T) {
 			t.Fatalf("ID %d decodes to %d, %v; want counter %d", id, n, err, i+1)
 		}
 	}
-	cache, err := c.Segment(nil)
+	cache, err := c.Segment(segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func TestClient_SegmentCapsStepAtServerMaxRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := c.Segment(nil) // the step doubles while segments last under 15 minutes
+	a, err := c.Segment(segment.Options{}) // the step doubles while segments last under 15 minutes
 	if err != nil {
 		t.Fatal(err)
 	}

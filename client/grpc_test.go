@@ -106,7 +106,7 @@ func TestGRPC_PerIDCallsAndErrors(t *testing.T) {
 			if tc.tag == "bad tag" || tc.n > 1 {
 				return
 			}
-			alloc, err := c.Segment(&segment.Options{MaxBackoff: time.Minute})
+			alloc, err := c.Segment(segment.Options{MaxBackoff: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestGRPC_PerIDCallsAndErrors(t *testing.T) {
 func TestGRPC_RetriesUnavailable(t *testing.T) {
 	st := segmenttest.NewMemStore()
 	st.SetError(errors.New("dial tcp: connection refused"))
-	alloc, _ := segment.New(st, &segment.Options{AutoCreate: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	alloc, _ := segment.New(st, segment.Options{AutoCreate: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	defer alloc.Close()
 	h, _ := server.New(server.Config{Segment: alloc, Ranges: alloc})
 	cnt := &rpcCounter{h: h}

@@ -62,7 +62,7 @@ func startKeyedServer(path string) (ts *httptest.Server, stop func(), err error)
 	if _, err := st.Migrate(ctx, nil); err != nil {
 		return nil, nil, err
 	}
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: true})
+	alloc, err := segment.New(st, segment.Options{AutoCreate: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,7 +129,7 @@ func TestClient_IdempotencyKey(t *testing.T) {
 				t.Fatalf("bad key: %v after %d calls; want idempotency.ErrInvalidKey before any call", err, calls.Load())
 			}
 			// Segment's ranges ignore the key: two reservations, two ranges.
-			seg, err := c.Segment(nil)
+			seg, err := c.Segment(segment.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -85,7 +85,7 @@ func TestClient_UnreachableNamesTheCall(t *testing.T) {
 		{"/snowflake/order", false, func() error { _, err := c.Snowflake(ctx, "order"); return err }},
 		{"/id/order", false, func() error { _, err := c.Next(ctx, "order"); return err }},
 		{"/segment/order/range", true, func() error {
-			alloc, err := c.Segment(nil)
+			alloc, err := c.Segment(segment.Options{})
 			if err != nil {
 				return err
 			}

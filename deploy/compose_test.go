@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/idgen/idgen/internal/testkit"
 )
 
 const pgDSN = "postgres://idgen:idgen@postgres:5432/idgen?sslmode=disable"
@@ -202,7 +203,7 @@ func TestCompose_Stack(t *testing.T) {
 	}
 	t.Logf("image idgen:ci built in %.1fs", time.Since(t0).Seconds())
 
-	ports := freePorts(t, len(idgenServices))
+	ports := testkit.FreePorts(t, len(idgenServices))
 	token := randomHex(t, 16)
 	s := &stack{
 		tool:    tool,
@@ -360,7 +361,7 @@ func TestCompose_Stack(t *testing.T) {
 		case "snowflake":
 			want /= 2
 		}
-		dups := duplicates(ids)
+		dups := testkit.Duplicates(ids)
 		t.Logf("sequence %-9s: %6d IDs, %d duplicates", seq, len(ids), dups)
 		if len(ids) != want || dups != 0 {
 			t.Errorf("sequence %s: %d IDs with %d duplicates, want %d unique", seq, len(ids), dups, want)
@@ -444,14 +445,6 @@ func checkRange(t *testing.T, seq string, ids []int64, start, next int64) {
 		t.Errorf("sequence %s: IDs %d..%d outside [%d, next_id %d)", seq, lo, hi, start, next)
 	}
 	t.Logf("sequence %-9s: IDs %d..%d within [%d, next_id %d)", seq, lo, hi, start, next)
-}
-
-func duplicates(ids []int64) int {
-	seen := make(map[int64]struct{}, len(ids))
-	for _, id := range ids {
-		seen[id] = struct{}{}
-	}
-	return len(ids) - len(seen)
 }
 
 func nextID(ctx context.Context, t *testing.T, api *apiClient, base, tag string) int64 {
@@ -771,20 +764,6 @@ func sortedKeys(m map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close() // held until all are picked, so they differ
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 func randomHex(t *testing.T, n int) string {

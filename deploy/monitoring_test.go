@@ -16,6 +16,7 @@ import (
 
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/idgentest"
+	"github.com/idgen/idgen/segment"
 )
 
 // TestMonitoring_MetricsExist checks that every metric named in the
@@ -161,7 +162,7 @@ func scrapeMetricNames(t *testing.T) map[string]bool {
 			t.Fatal(err)
 		}
 	}
-	seg, err := srv.Client().Segment(nil)
+	seg, err := srv.Client().Segment(segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

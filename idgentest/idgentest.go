@@ -93,7 +93,7 @@ func NewServer(t testing.TB, opts *Options) *Server {
 	st := openStore(t)
 
 	metrics := server.NewMetrics()
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: !o.NoAutoCreate, DefaultStep: o.DefaultStep,
+	alloc, err := segment.New(st, segment.Options{AutoCreate: !o.NoAutoCreate, DefaultStep: o.DefaultStep,
 		Logger: o.Logger, Observer: metrics})
 	if err != nil {
 		t.Fatalf("idgentest: %v", err)
@@ -104,7 +104,7 @@ func NewServer(t testing.TB, opts *Options) *Server {
 	if err != nil {
 		t.Fatalf("idgentest: snowflake worker lease: %v", err)
 	}
-	t.Cleanup(func() { shutdown(t, "release the worker lease", leased.Close) })
+	t.Cleanup(func() { shutdown(t, "release the worker lease", leased.Shutdown) })
 	worker := func() server.WorkerStatus {
 		return server.WorkerStatus{WorkerID: leased.WorkerID(), LeaseExpiresAt: leased.LeaseExpiry(),
 			LastTimestamp: leased.LastTimestamp(), Err: leased.Ready()}
@@ -161,7 +161,7 @@ func (s *Server) Client(opts ...client.Option) *client.Client {
 // library. It is shut down when the test ends.
 func NewAllocator(t testing.TB) *segment.Allocator {
 	t.Helper()
-	a, err := segment.New(openStore(t), &segment.Options{AutoCreate: true})
+	a, err := segment.New(openStore(t), segment.Options{AutoCreate: true})
 	if err != nil {
 		t.Fatalf("idgentest: %v", err)
 	}

@@ -28,7 +28,7 @@ func TestGenerator_Kinds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	alloc, err := segment.New(store, nil)
+	alloc, err := segment.New(store, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
 	if err := store.CreateTag(ctx, segment.Tag{Name: "t", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := segment.New(store, nil)
+	alloc, err := segment.New(store, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestGenerator_NextAhead(t *testing.T) {
 	if err := store.CreateTag(ctx, segment.Tag{Name: "o", MaxID: 1, Step: 100, Opaque: key.Fingerprint()}); err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := segment.New(store, nil)
+	alloc, err := segment.New(store, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,16 +29,4 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// truncate shortens s for an error message, so that a huge input does not
-// end up whole in a log line.
-func truncate(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
-}
-
-func invalidTag(tag string) error { return fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag)) }
-
 func negativeID(id int64) error { return fmt.Errorf("%w: got %d", ErrNegativeID, id) }

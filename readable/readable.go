@@ -13,7 +13,7 @@ import (
 const alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
 const (
-	maxTagLen     = 64 // as idgen.ValidTag allows
+	maxTagLen     = 64 // as idgen.CheckTag allows
 	maxPayloadLen = 11 // base58 digits of math.MaxInt64: 58^10 < 2^63 ≤ 58^11
 	checkLen      = 2  // check characters after the payload
 
@@ -45,11 +45,11 @@ var digitOf = func() (t [256]int8) {
 // any two swapped characters, in the tag as well as in the number.
 //
 // Encode returns an error matching ErrInvalidTag if tag is not 1 to 64
-// characters of [A-Za-z0-9_.:-] (see idgen.ValidTag), and ErrNegativeID if
+// characters of [A-Za-z0-9_.:-] (see idgen.CheckTag), and ErrNegativeID if
 // id is below zero. The result is at most MaxLen bytes long.
 func Encode(tag string, id int64) (string, error) {
-	if !idgen.ValidTag(tag) {
-		return "", invalidTag(tag)
+	if err := idgen.CheckTag(tag); err != nil {
+		return "", err
 	}
 	if id < 0 {
 		return "", negativeID(id)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idgen/idgen"
 )
 
 // Allocator hands out IDs for any number of tags from one Store. It is
@@ -47,11 +49,12 @@ type Allocator struct {
 const maxNegative = 4096
 
 // New returns an Allocator that reserves segments from store. It checks
-// opts once and does no I/O: the first segment of a tag is reserved on
+// opts once, returning an error wrapping ErrInvalidConfig that says what
+// to change, and does no I/O: the first segment of a tag is reserved on
 // its first use.
-func New(store Store, opts *Options) (*Allocator, error) {
+func New(store Store, opts Options) (*Allocator, error) {
 	if store == nil {
-		return nil, errors.New("segment: New needs a Store")
+		return nil, fmt.Errorf("%w: New needs a Store", ErrInvalidConfig)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -68,8 +71,8 @@ func (a *Allocator) Sequence(tag string) (*Sequence, error) {
 	if v, ok := a.tags.Load(tag); ok {
 		return v.(*Sequence), nil
 	}
-	if !ValidTag(tag) {
-		return nil, fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag))
+	if err := idgen.CheckTag(tag); err != nil {
+		return nil, err
 	}
 	// Take the slot first, so that concurrent new tags cannot overshoot.
 	if n := a.held.Add(1); a.opts.MaxTags > 0 && n > int64(a.opts.MaxTags) {
@@ -120,8 +123,8 @@ func (a *Allocator) sequenceFor(tag string) (*Sequence, error) {
 	if v, ok := a.tags.Load(tag); ok {
 		return v.(*Sequence), nil
 	}
-	if !ValidTag(tag) {
-		return nil, fmt.Errorf("%w: %q", ErrInvalidTag, truncate(tag))
+	if err := idgen.CheckTag(tag); err != nil {
+		return nil, err
 	}
 	a.negMu.Lock()
 	until, known := a.neg[tag]
@@ -316,13 +319,6 @@ func (a *Allocator) Stats() []SequenceStats {
 		return true
 	})
 	return out
-}
-
-func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // ReserveRange reserves n IDs (or the tag's step, if larger) straight

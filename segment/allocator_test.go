@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newAlloc returns an allocator over a MemStore that has tag with the
 // given step, starting at 1.
-func newAlloc(t testing.TB, step int64, opts *segment.Options) (*segment.Allocator, *segmenttest.MemStore, string) {
+func newAlloc(t testing.TB, step int64, opts segment.Options) (*segment.Allocator, *segmenttest.MemStore, string) {
 	t.Helper()
 	st := segmenttest.NewMemStore()
 	tag := "order"
@@ -54,14 +54,14 @@ func TestAllocator_Next_UniqueAndIncreasingUnderContention(t *testing.T) {
 	}
 	// Step 10 forces a switch every few calls, so the switching path,
 	// not just the atomic add, is what gets exercised.
-	a, st, tag := newAlloc(t, 10, &segment.Options{FixedStep: true})
+	a, st, tag := newAlloc(t, 10, segment.Options{FixedStep: true})
 	ctx := context.Background()
 	ids := segmenttest.CheckUnique(t, workers, each, func() (int64, error) { return a.Next(ctx, tag) })
 	t.Logf("%d IDs, %d segments reserved", len(ids), st.Reservations())
 }
 
 func TestAllocator_NextN_SpansSegments(t *testing.T) {
-	a, _, tag := newAlloc(t, 10, &segment.Options{FixedStep: true})
+	a, _, tag := newAlloc(t, 10, segment.Options{FixedStep: true})
 	ctx := context.Background()
 	first, err := a.Next(ctx, tag)
 	if err != nil {
@@ -87,7 +87,7 @@ func TestAllocator_NextN_SpansSegments(t *testing.T) {
 }
 
 func TestAllocator_NextN_ParallelUnique(t *testing.T) {
-	a, _, tag := newAlloc(t, 10, nil)
+	a, _, tag := newAlloc(t, 10, segment.Options{})
 	ctx := context.Background()
 	var mu sync.Mutex
 	var all []int64
@@ -114,7 +114,7 @@ func TestAllocator_NextN_ParallelUnique(t *testing.T) {
 
 func TestAllocator_PrefetchHidesStoreLatency(t *testing.T) {
 	obs := &waitCounter{}
-	a, st, tag := newAlloc(t, 1000, &segment.Options{Observer: obs})
+	a, st, tag := newAlloc(t, 1000, segment.Options{Observer: obs})
 	st.SetDelay(50 * time.Millisecond)
 	ctx := context.Background()
 	// A steady consumer: about 5 IDs per millisecond, so the 90% of a
@@ -137,7 +137,7 @@ func TestAllocator_PrefetchHidesStoreLatency(t *testing.T) {
 }
 
 func TestAllocator_StoreFailureIsUnavailableAndRecovers(t *testing.T) {
-	a, st, tag := newAlloc(t, 10, &segment.Options{FixedStep: true, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	a, st, tag := newAlloc(t, 10, segment.Options{FixedStep: true, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	ctx := context.Background()
 	if _, err := a.Next(ctx, tag); err != nil {
 		t.Fatal(err)
@@ -183,8 +183,8 @@ func TestAllocator_DynamicStep(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	opts := &segment.Options{PrefetchRatio: 0.5}
-	segment.SetClock(opts, clock)
+	opts := segment.Options{PrefetchRatio: 0.5}
+	segment.SetClock(&opts, clock)
 	a, _, tag := newAlloc(t, 100, opts)
 	seq, err := a.Sequence(tag)
 	if err != nil {
@@ -237,7 +237,7 @@ func TestAllocator_DynamicStep(t *testing.T) {
 }
 
 func TestAllocator_ContextCancelWhileWaiting(t *testing.T) {
-	a, st, tag := newAlloc(t, 10, &segment.Options{WaitTimeout: time.Minute})
+	a, st, tag := newAlloc(t, 10, segment.Options{WaitTimeout: time.Minute})
 	st.SetDelay(time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -252,7 +252,7 @@ func TestAllocator_ContextCancelWhileWaiting(t *testing.T) {
 }
 
 func TestAllocator_WaitTimeout(t *testing.T) {
-	a, st, tag := newAlloc(t, 10, &segment.Options{WaitTimeout: 20 * time.Millisecond})
+	a, st, tag := newAlloc(t, 10, segment.Options{WaitTimeout: 20 * time.Millisecond})
 	st.SetDelay(time.Minute)
 	if _, err := a.Next(context.Background(), tag); !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable after the wait timeout", err)
@@ -265,7 +265,7 @@ func TestAllocator_CloseWhileLoadInFlight(t *testing.T) {
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := segment.New(st, &segment.Options{WaitTimeout: time.Minute})
+	a, err := segment.New(st, segment.Options{WaitTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestAllocator_CloseHandsBackUnusedRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for want := int64(1); want <= 7; want += 3 {
-		a, err := segment.New(st, nil)
+		a, err := segment.New(st, segment.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +317,7 @@ func TestAllocator_UnknownTags(t *testing.T) {
 	ctx := context.Background()
 	t.Run("AutoCreate", func(t *testing.T) {
 		st := segmenttest.NewMemStore()
-		a, err := segment.New(st, &segment.Options{AutoCreate: true, DefaultStep: 50})
+		a, err := segment.New(st, segment.Options{AutoCreate: true, DefaultStep: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +333,7 @@ func TestAllocator_UnknownTags(t *testing.T) {
 	})
 	t.Run("NotFoundIsCached", func(t *testing.T) {
 		st := segmenttest.NewMemStore()
-		a, err := segment.New(st, nil)
+		a, err := segment.New(st, segment.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +349,7 @@ func TestAllocator_UnknownTags(t *testing.T) {
 	})
 	t.Run("InvalidBeforeIO", func(t *testing.T) {
 		st := segmenttest.NewMemStore()
-		a, err := segment.New(st, &segment.Options{AutoCreate: true})
+		a, err := segment.New(st, segment.Options{AutoCreate: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,23 +371,33 @@ func TestAllocator_UnknownTags(t *testing.T) {
 
 func TestNew_RejectsBadOptions(t *testing.T) {
 	st := segmenttest.NewMemStore()
-	for _, o := range []segment.Options{
-		{DefaultStep: -1},
-		{PrefetchRatio: 1.5},
-		{MinBackoff: time.Second, MaxBackoff: time.Millisecond},
-		{GrowBelow: time.Hour, ShrinkAbove: time.Minute},
+	for _, tc := range []struct {
+		name  string
+		store segment.Store
+		opts  segment.Options
+		want  string // in the message: what to change
+	}{
+		{"no store", nil, segment.Options{}, "needs a Store"},
+		{"negative step", st, segment.Options{DefaultStep: -1}, "DefaultStep"},
+		{"negative start", st, segment.Options{DefaultStart: -1}, "DefaultStart"},
+		{"negative MaxTags", st, segment.Options{MaxTags: -1}, "MaxTags"},
+		{"prefetch past the end", st, segment.Options{PrefetchRatio: 1.5}, "PrefetchRatio"},
+		{"negative timeout", st, segment.Options{ReleaseTimeout: -time.Second}, "timeouts"},
+		{"backoffs crossed", st, segment.Options{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MinBackoff"},
+		{"negative MaxStep", st, segment.Options{MaxStep: -1}, "MaxStep"},
+		{"shrink below grow", st, segment.Options{GrowBelow: time.Hour, ShrinkAbove: time.Minute}, "ShrinkAbove"},
 	} {
-		if _, err := segment.New(st, &o); err == nil {
-			t.Errorf("New(%+v) accepted bad options", o)
-		}
-	}
-	if _, err := segment.New(nil, nil); err == nil {
-		t.Error("New(nil store) succeeded")
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := segment.New(tc.store, tc.opts)
+			if !errors.Is(err, segment.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || a != nil {
+				t.Fatalf("New(%+v) = %v, %v; want ErrInvalidConfig naming %s", tc.opts, a, err, tc.want)
+			}
+		})
 	}
 }
 
 func TestAllocator_Buffered(t *testing.T) {
-	a, _, tag := newAlloc(t, 100, &segment.Options{FixedStep: true})
+	a, _, tag := newAlloc(t, 100, segment.Options{FixedStep: true})
 	if n := a.Buffered(); n != 0 {
 		t.Fatalf("Buffered before any use = %d, want 0", n)
 	}

@@ -21,7 +21,7 @@ func BenchmarkAtomicFloor(b *testing.B) {
 // benchAlloc uses a large step so that loads, which happen in the
 // background anyway, are rare.
 func benchAlloc(b *testing.B) (*segment.Allocator, string) {
-	a, _, tag := newAlloc(b, 1_000_000, nil)
+	a, _, tag := newAlloc(b, 1_000_000, segment.Options{})
 	if _, err := a.Next(context.Background(), tag); err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,10 @@ import (
 	"github.com/idgen/idgen"
 )
 
+// ErrInvalidConfig is returned by New for Options it cannot use, or no
+// Store. The wrapping error says what to change.
+var ErrInvalidConfig = errors.New("segment: invalid config")
+
 // Errors a caller can cause; each maps to a 4xx answer in the server.
 var (
 	// ErrInvalidTag is returned when a tag is not 1 to 64 characters of

@@ -13,7 +13,7 @@ func Example() {
 	// A real program opens store/sqlite, store/postgres or store/mysql.
 	store := segmenttest.NewMemStore()
 
-	alloc, err := segment.New(store, &segment.Options{AutoCreate: true})
+	alloc, err := segment.New(store, segment.Options{AutoCreate: true})
 	if err != nil {
 		panic(err)
 	}

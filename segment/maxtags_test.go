@@ -36,7 +36,7 @@ func TestAllocator_MaxTags(t *testing.T) {
 					}
 				}
 			}
-			a, err := segment.New(st, &segment.Options{AutoCreate: tc.autoCreate, MaxTags: max})
+			a, err := segment.New(st, segment.Options{AutoCreate: tc.autoCreate, MaxTags: max})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestAllocator_MaxTags(t *testing.T) {
 			}
 		})
 	}
-	if _, err := segment.New(segmenttest.NewMemStore(), &segment.Options{MaxTags: -1}); err == nil {
+	if _, err := segment.New(segmenttest.NewMemStore(), segment.Options{MaxTags: -1}); err == nil {
 		t.Fatal("MaxTags -1 accepted")
 	}
 }
@@ -107,7 +107,7 @@ func TestAllocator_MaxTags(t *testing.T) {
 // A store error that asking again cannot cure reaches callers as is, not
 // as an outage, and the store is not asked again before MaxBackoff.
 func TestAllocator_RefusedIsNotAnOutage(t *testing.T) {
-	a, st, tag := newAlloc(t, 10, &segment.Options{MaxBackoff: time.Minute})
+	a, st, tag := newAlloc(t, 10, segment.Options{MaxBackoff: time.Minute})
 	refused := fmt.Errorf("%w: token not allowed", segment.ErrRefused)
 	st.SetError(refused)
 	ctx := context.Background()

@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-// Options configures an Allocator. A nil *Options, and every zero field,
-// means the default written next to the field.
+// Options configures an Allocator. It is a value, checked once by New:
+// every zero field means the default written next to it, so Options{} is
+// complete, and a field New cannot use is an error wrapping
+// ErrInvalidConfig.
 type Options struct {
 	// AutoCreate creates a tag's row on its first use, with DefaultStep
 	// and DefaultStart. When false, unknown tags get ErrTagNotFound.
@@ -92,11 +94,7 @@ type RegressionObserver interface {
 	SegmentRegressed(tag string, r Range, highWater int64)
 }
 
-func (o *Options) withDefaults() (Options, error) {
-	var c Options
-	if o != nil {
-		c = *o
-	}
+func (c Options) withDefaults() (Options, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -131,21 +129,21 @@ func (o *Options) withDefaults() (Options, error) {
 
 	switch {
 	case c.DefaultStep < 1:
-		return c, fmt.Errorf("segment: DefaultStep must be at least 1, got %d", c.DefaultStep)
+		return c, fmt.Errorf("%w: DefaultStep must be at least 1, got %d", ErrInvalidConfig, c.DefaultStep)
 	case c.MaxTags < 0:
-		return c, fmt.Errorf("segment: MaxTags must be at least 0 (0: no limit), got %d", c.MaxTags)
+		return c, fmt.Errorf("%w: MaxTags must be at least 0 (0: no limit), got %d", ErrInvalidConfig, c.MaxTags)
 	case c.DefaultStart < 0:
-		return c, fmt.Errorf("segment: DefaultStart must be at least 0, got %d", c.DefaultStart)
+		return c, fmt.Errorf("%w: DefaultStart must be at least 0, got %d", ErrInvalidConfig, c.DefaultStart)
 	case c.PrefetchRatio < 0 || c.PrefetchRatio >= 1:
-		return c, fmt.Errorf("segment: PrefetchRatio must be in (0, 1), got %v", c.PrefetchRatio)
+		return c, fmt.Errorf("%w: PrefetchRatio must be in (0, 1), got %v", ErrInvalidConfig, c.PrefetchRatio)
 	case c.WaitTimeout < 0 || c.LoadTimeout < 0 || c.NegativeTTL < 0 || c.ReleaseTimeout < 0:
-		return c, fmt.Errorf("segment: timeouts must not be negative")
+		return c, fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
 	case c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff:
-		return c, fmt.Errorf("segment: need 0 <= MinBackoff <= MaxBackoff, got %v and %v", c.MinBackoff, c.MaxBackoff)
+		return c, fmt.Errorf("%w: need 0 <= MinBackoff <= MaxBackoff, got %v and %v", ErrInvalidConfig, c.MinBackoff, c.MaxBackoff)
 	case c.MaxStep < 1:
-		return c, fmt.Errorf("segment: MaxStep must be at least 1, got %d", c.MaxStep)
+		return c, fmt.Errorf("%w: MaxStep must be at least 1, got %d", ErrInvalidConfig, c.MaxStep)
 	case c.ShrinkAbove < c.GrowBelow:
-		return c, fmt.Errorf("segment: ShrinkAbove (%v) must not be below GrowBelow (%v)", c.ShrinkAbove, c.GrowBelow)
+		return c, fmt.Errorf("%w: ShrinkAbove (%v) must not be below GrowBelow (%v)", ErrInvalidConfig, c.ShrinkAbove, c.GrowBelow)
 	}
 	return c, nil
 }

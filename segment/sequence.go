@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idgen/idgen/internal/retry"
 )
 
 // buffer is one reserved segment. Its fields other than pos never change
@@ -173,8 +175,11 @@ func (s *Sequence) advance(ctx context.Context, seen *buffer) error {
 			return nil
 		}
 		if s.loading == nil {
-			if s.err != nil && s.a.opts.Now().Before(s.retryAt) {
+			if now := s.a.opts.Now(); s.err != nil && now.Before(s.retryAt) {
 				err := s.err
+				if errors.Is(err, ErrUnavailable) {
+					err = retry.After(err, s.retryAt.Sub(now))
+				}
 				s.mu.Unlock()
 				return err
 			}

@@ -95,15 +95,16 @@ type Tag struct {
 	Opaque string
 }
 
-// CheckTag checks a row before it is created, so that every Store refuses
-// the same input before any I/O: a valid name, a step from 1 to 2^31-1
+// Validate checks a row before it is created, so that every Store
+// refuses the same input before any I/O: a valid name (idgen.CheckTag),
+// a step from 1 to 2^31-1
 // (an INT column in every dialect), a first ID from 0 up to where one
 // step still fits below the int64 limit, so that no reservation's
 // arithmetic can wrap, and a description every database can store
 // (CheckDescription).
-func CheckTag(t Tag) error {
-	if !ValidTag(t.Name) {
-		return fmt.Errorf("%w: %q", ErrInvalidTag, t.Name)
+func (t Tag) Validate() error {
+	if err := idgen.CheckTag(t.Name); err != nil {
+		return err
 	}
 	if t.Step < 1 || t.Step > math.MaxInt32 {
 		return fmt.Errorf("%w: step %d is not from 1 to %d", ErrInvalidStep, t.Step, math.MaxInt32)
@@ -135,6 +136,3 @@ func CheckDescription(d string) error {
 	}
 	return nil
 }
-
-// ValidTag reports whether name is an acceptable tag; see idgen.ValidTag.
-func ValidTag(name string) bool { return idgen.ValidTag(name) }

@@ -34,7 +34,7 @@ func TestAllocator_NearInt64Limit(t *testing.T) {
 	}
 	var allocs []*segment.Allocator
 	for p := range 2 {
-		a, err := segment.New(st, &segment.Options{FixedStep: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+		a, err := segment.New(st, segment.Options{FixedStep: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,8 +115,8 @@ func waitIdle(t *testing.T, a *segment.Allocator, tag string) {
 func TestAllocator_PrefetchRetriedAfterBackoff(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	obs := &waitCounter{}
-	opts := &segment.Options{FixedStep: true, Observer: obs, MinBackoff: time.Second, MaxBackoff: time.Second}
-	segment.SetClock(opts, clock.Now)
+	opts := segment.Options{FixedStep: true, Observer: obs, MinBackoff: time.Second, MaxBackoff: time.Second}
+	segment.SetClock(&opts, clock.Now)
 	a, st, tag := newAlloc(t, 100, opts)
 	ctx := context.Background()
 	next := func(n int) {
@@ -162,9 +162,9 @@ func TestCheckTag(t *testing.T) {
 		{"bad name", segment.Tag{Name: "a b", MaxID: 1, Step: 1}, segment.ErrInvalidTag},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := segment.CheckTag(tc.tag)
+			err := tc.tag.Validate()
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-				t.Fatalf("CheckTag(%+v) = %v, want %v", tc.tag, err, tc.want)
+				t.Fatalf("Validate(%+v) = %v, want %v", tc.tag, err, tc.want)
 			}
 		})
 	}
@@ -206,7 +206,7 @@ func (g *gatedStore) CreateTag(context.Context, segment.Tag) error { return nil 
 // out again.
 func TestAllocator_RegressionAcrossDroppedSequence(t *testing.T) {
 	st := &gatedStore{max: 100, gate: make(chan struct{})}
-	a, err := segment.New(st, nil)
+	a, err := segment.New(st, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

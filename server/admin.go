@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -133,13 +134,13 @@ func jsonKind(k string) string {
 }
 
 func (s *Server) listTags(c *gin.Context) {
-	if s.admin == nil {
+	if s.cfg.Admin == nil {
 		s.writeError(c, errAdminOff)
 		return
 	}
 	ctx, cancel := adminCtx(c)
 	defer cancel()
-	tags, err := s.admin.ListTags(ctx)
+	tags, err := s.cfg.Admin.ListTags(ctx)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -152,7 +153,7 @@ func (s *Server) listTags(c *gin.Context) {
 }
 
 func (s *Server) createTag(c *gin.Context) {
-	if s.admin == nil {
+	if s.cfg.Admin == nil {
 		s.writeError(c, errAdminOff)
 		return
 	}
@@ -169,11 +170,11 @@ func (s *Server) createTag(c *gin.Context) {
 	}
 	t := segment.Tag{Name: req.Tag, MaxID: 1, Step: 1000, Description: req.Description}
 	if req.Opaque {
-		if s.opaque == nil {
+		if s.cfg.OpaqueKey == nil {
 			s.writeError(c, errNoOpaqueKey)
 			return
 		}
-		t.Opaque = s.opaque.Fingerprint()
+		t.Opaque = s.cfg.OpaqueKey.Fingerprint()
 	}
 	if req.Step != nil {
 		t.Step = *req.Step
@@ -183,7 +184,7 @@ func (s *Server) createTag(c *gin.Context) {
 	}
 	ctx, cancel := adminCtx(c)
 	defer cancel()
-	if err := s.admin.CreateTag(ctx, t); err != nil {
+	if err := s.cfg.Admin.CreateTag(ctx, t); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -192,7 +193,7 @@ func (s *Server) createTag(c *gin.Context) {
 }
 
 func (s *Server) patchTag(c *gin.Context) {
-	if s.admin == nil {
+	if s.cfg.Admin == nil {
 		s.writeError(c, errAdminOff)
 		return
 	}
@@ -213,13 +214,13 @@ func (s *Server) patchTag(c *gin.Context) {
 		return
 	}
 	tag := c.Param("tag")
-	if !segment.ValidTag(tag) {
-		s.writeError(c, segment.ErrInvalidTag)
+	if err := idgen.CheckTag(tag); err != nil {
+		s.writeError(c, err)
 		return
 	}
 	ctx, cancel := adminCtx(c)
 	defer cancel()
-	if err := s.admin.SetStep(ctx, tag, *req.Step); err != nil {
+	if err := s.cfg.Admin.SetStep(ctx, tag, *req.Step); err != nil {
 		if errors.Is(err, segment.ErrTagNotFound) {
 			err = errPatchNotFound
 		}
@@ -282,9 +283,9 @@ func (s *Server) segments(c *gin.Context) {
 		Mode      string        `json:"mode"`
 		Segments  []segmentJSON `json:"segments"`
 		Snowflake *workerJSON   `json:"snowflake"`
-	}{Mode: s.mode, Segments: []segmentJSON{}}
-	if s.stats != nil {
-		for _, st := range s.stats.Stats() {
+	}{Mode: s.cfg.Mode, Segments: []segmentJSON{}}
+	if s.cfg.Stats != nil {
+		for _, st := range s.cfg.Stats.Stats() {
 			j := segmentJSON{Tag: st.Tag, Active: "current", Step: st.Step, RowStep: st.RowStep, Rate: st.Rate,
 				Loading: st.Loading, LastLoad: timeJSON(st.LastLoad),
 				LastLoadMS: float64(st.LastLatency.Microseconds()) / 1000}
@@ -303,8 +304,8 @@ func (s *Server) segments(c *gin.Context) {
 			out.Segments = append(out.Segments, j)
 		}
 	}
-	if s.worker != nil {
-		w := s.worker()
+	if s.cfg.Worker != nil {
+		w := s.cfg.Worker()
 		j := &workerJSON{WorkerID: w.WorkerID, LeaseExpiresAt: timeJSON(w.LeaseExpiresAt), LastTimestamp: timeJSON(w.LastTimestamp), Ready: w.Err == nil}
 		if w.Err != nil {
 			j.Error = s.monitoredError(c, "the snowflake worker lease", w.Err)

@@ -18,7 +18,7 @@ func newAdminServer(t *testing.T, adminToken string, api server.APITokens) *http
 	t.Helper()
 	st := openStore(t)
 	m := server.NewMetrics()
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, Observer: m})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, Observer: m})
 	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: adminToken, APITokens: api, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func newFullServer(t *testing.T) *server.Server {
 	t.Helper()
 	st := openStore(t)
 	m := server.NewMetrics()
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, Observer: m})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, Observer: m})
 	h, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, Ranges: alloc, MaxRange: 5000, AdminToken: "admin-token-0001", Metrics: m, Ready: st.Ping,
 		Compat: server.Compat{Leaf: true, TinyID: true}})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/idgen/idgen"
 )
 
 // MinTokenLength is the shortest admin, API or metrics token accepted:
@@ -100,15 +102,15 @@ func parseBearer(h string) (string, bool) {
 func checkTokens(admin, metrics string, api APITokens) error {
 	for name, tok := range map[string]string{"AdminToken": admin, "MetricsToken": metrics} {
 		if tok != "" && len(tok) < MinTokenLength {
-			return fmt.Errorf("server: %s must be at least %d characters", name, MinTokenLength)
+			return fmt.Errorf("%w: %s must be at least %d characters", ErrInvalidConfig, name, MinTokenLength)
 		}
 	}
 	for tok := range api {
 		if len(tok) < MinTokenLength {
-			return fmt.Errorf("server: API tokens must be at least %d characters", MinTokenLength)
+			return fmt.Errorf("%w: API tokens must be at least %d characters", ErrInvalidConfig, MinTokenLength)
 		}
 		if admin != "" && tok == admin {
-			return errors.New("server: the admin token must not also be an API token")
+			return fmt.Errorf("%w: the admin token must not also be an API token", ErrInvalidConfig)
 		}
 	}
 	return nil
@@ -149,24 +151,41 @@ func (s *Server) requireBearer(c *gin.Context, realm string, want *token) {
 	c.Next()
 }
 
-// requireTagToken guards the ID endpoints when client tokens are
-// configured: the token must exist and allow the path's tag.
-func (s *Server) requireTagToken(c *gin.Context) {
-	if s.auth.apiOpen {
-		c.Next()
-		return
+// requireTag admits a request to an ID route for the path's tag
+// (admitTag); a request without a token is asked for one.
+func (s *Server) requireTag(c *gin.Context) {
+	var tok string
+	var ok bool
+	if !s.auth.apiOpen {
+		tok, ok = bearer(c)
 	}
-	tok, ok := bearer(c)
-	if !ok {
-		c.Header("WWW-Authenticate", `Bearer realm="idgen"`)
-		s.writeError(c, errUnauthorized)
-		return
-	}
-	if err := s.auth.check(tok, c.Param("tag")); err != nil {
+	if err := s.admitTag(tok, ok, c.Param("tag")); err != nil {
+		if errors.Is(err, errUnauthorized) {
+			c.Header("WWW-Authenticate", `Bearer realm="idgen"`)
+		}
 		s.writeError(c, err)
 		return
 	}
 	c.Next()
+}
+
+// admitTag is the one check of the tag of an ID request, shared by every
+// route that takes one (/id, /segment, /snowflake, the range route,
+// Leaf's and tinyid's routes) and by the gRPC API, so that the same bad
+// tag gets the same answer everywhere: first the client token, when
+// client tokens are configured (ok is false without one), then the tag
+// rule, idgen.CheckTag. The generators check the tag again; this check
+// is for the answer, which must not depend on the route or the mode.
+func (s *Server) admitTag(tok string, ok bool, tag string) error {
+	if !s.auth.apiOpen {
+		if !ok {
+			return errUnauthorized
+		}
+		if err := s.auth.check(tok, tag); err != nil {
+			return err
+		}
+	}
+	return idgen.CheckTag(tag)
 }
 
 // check returns nil if the client token tok may use tag, and otherwise

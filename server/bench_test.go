@@ -28,7 +28,7 @@ func (d *discard) WriteHeader(int)             {}
 func benchServer(b *testing.B) *server.Server {
 	st := openStore(b)
 	m := server.NewMetrics()
-	alloc := newAllocator(b, st, &segment.Options{AutoCreate: true, Observer: m})
+	alloc := newAllocator(b, st, segment.Options{AutoCreate: true, Observer: m})
 	h, err := server.New(server.Config{Segment: alloc, Metrics: m})
 	if err != nil {
 		b.Fatal(err)
@@ -117,7 +117,7 @@ func BenchmarkServeOpaque(b *testing.B) {
 		}
 	}
 	m := server.NewMetrics()
-	alloc := newAllocator(b, st, &segment.Options{Observer: m})
+	alloc := newAllocator(b, st, segment.Options{Observer: m})
 	gen := opaque.NewGenerator(alloc, st, key)
 	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Metrics: m, OpaqueKey: key})
 	if err != nil {

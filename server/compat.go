@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/idgen/idgen"
 )
 
 // Compat switches on the HTTP APIs of other ID services beside idgen's
@@ -59,8 +57,8 @@ const tinyidMaxBatch = 100000
 
 func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
 	if c.Leaf {
-		e.GET("/api/segment/get/:tag", plainText, s.requireTagToken, s.leafID(ModeSegment))
-		e.GET("/api/snowflake/get/:tag", plainText, s.requireTagToken, s.leafID(ModeSnowflake))
+		e.GET("/api/segment/get/:tag", plainText, s.requireTag, s.leafID(ModeSegment))
+		e.GET("/api/snowflake/get/:tag", plainText, s.requireTag, s.leafID(ModeSnowflake))
 		e.GET("/decodeSnowflakeId", plainText, s.leafDecode)
 	}
 	if c.TinyID {
@@ -78,16 +76,11 @@ func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
 // as the whole body.
 func (s *Server) leafID(mode string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		g := s.gens[mode]
-		if g == nil {
-			s.writeError(c, errModeDisabled)
+		g, ok := s.generator(c, mode)
+		if !ok {
 			return
 		}
 		tag := c.Param("tag")
-		if err := idgen.CheckTag(tag); err != nil {
-			s.writeError(c, err)
-			return
-		}
 		id, err := g.Next(c.Request.Context(), tag)
 		if err != nil {
 			s.writeError(c, err)
@@ -114,7 +107,7 @@ func (s *Server) leafDecode(c *gin.Context) {
 		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_id", "snowflakeId must be one non-negative decimal 64-bit integer"})
 		return
 	}
-	p, err := s.layout.Decode(id)
+	p, err := s.cfg.Layout.Decode(id)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -141,11 +134,8 @@ func (s *Server) leafDecode(c *gin.Context) {
 // gives.
 func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		q := c.Request.URL.Query()
-		tag := q.Get("bizType")
-		fail := s.tinyidFail(c, asJSON)
-		if err := s.tinyidAllowed(c, q, tag); err != nil {
-			fail(err)
+		q, tag, fail, ok := s.tinyidRequest(c, asJSON)
+		if !ok {
 			return
 		}
 		n := 1
@@ -161,7 +151,7 @@ func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 				fail(err)
 				return
 			}
-			n = min(n, s.maxBatch, tinyidMaxBatch)
+			n = min(n, s.cfg.MaxBatch, tinyidMaxBatch)
 		}
 		ids, err := s.gens[ModeSegment].NextN(c.Request.Context(), tag, n)
 		if err != nil {
@@ -207,22 +197,25 @@ func (s *Server) tinyidFail(c *gin.Context, asJSON bool) func(error) {
 	}
 }
 
-// tinyidAllowed checks the token query parameter (or a bearer token)
-// against the client tokens for tag, then the tag itself.
-func (s *Server) tinyidAllowed(c *gin.Context, q url.Values, tag string) error {
+// tinyidRequest reads a tinyid request's query and admits it for its
+// bizType (admitTag), with the token query parameter or else a bearer
+// token. fail answers an error in the route's shape (tinyidFail); ok is
+// false when the request has been answered already.
+func (s *Server) tinyidRequest(c *gin.Context, asJSON bool) (q url.Values, tag string, fail func(error), ok bool) {
+	q = c.Request.URL.Query()
+	tag = q.Get("bizType")
+	fail = s.tinyidFail(c, asJSON)
+	var tok string
 	if !s.auth.apiOpen {
-		tok := q.Get("token")
-		if tok == "" {
+		if tok = q.Get("token"); tok == "" {
 			tok, _ = bearer(c)
 		}
-		if tok == "" {
-			return errUnauthorized
-		}
-		if err := s.auth.check(tok, tag); err != nil {
-			return err
-		}
 	}
-	return idgen.CheckTag(tag)
+	if err := s.admitTag(tok, tok != "", tag); err != nil {
+		fail(err)
+		return q, tag, fail, false
+	}
+	return q, tag, fail, true
 }
 
 // tinyidResponse is tinyid's Response, its fields in tinyid's order.

@@ -62,7 +62,7 @@ func (s *Server) decodeSnowflake(c *gin.Context) {
 		s.writeError(c, errInvalidSnowflake)
 		return
 	}
-	p, err := s.layout.Decode(id)
+	p, err := s.cfg.Layout.Decode(id)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +21,7 @@ func newEdgeServer(t *testing.T, cfg server.Config) (*httptest.Server, *syncBuff
 	t.Helper()
 	st := openStore(t)
 	m := server.NewMetrics()
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, Observer: m})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, Observer: m})
 	var logs syncBuffer
 	cfg.Segment, cfg.Admin, cfg.Metrics = alloc, st, m
 	cfg.Logger, cfg.AccessLog = slog.New(slog.NewTextHandler(&logs, nil)), true
@@ -95,5 +96,32 @@ func TestNew_RejectsWeakTokensAndBadProxies(t *testing.T) {
 	}
 	if _, err := server.ParseAPITokens(short + "=*"); err == nil {
 		t.Errorf("ParseAPITokens accepted a %d-character token", len(short))
+	}
+}
+
+// Every Config New cannot use is an ErrInvalidConfig that names what to
+// change.
+func TestNew_InvalidConfig(t *testing.T) {
+	short := strings.Repeat("x", server.MinTokenLength-1)
+	for _, tc := range []struct {
+		name string
+		cfg  server.Config
+		want string
+	}{
+		{"no segment generator", server.Config{}, "Segment is required"},
+		{"unknown mode", server.Config{Segment: failing{}, Mode: "bogus"}, "Mode must be"},
+		{"mode without its generator", server.Config{Segment: failing{}, Mode: server.ModeSnowflake}, "needs its generator"},
+		{"negative MaxBatch", server.Config{Segment: failing{}, MaxBatch: -1}, "MaxBatch"},
+		{"short admin token", server.Config{Segment: failing{}, AdminToken: short}, "AdminToken"},
+		{"short API token", server.Config{Segment: failing{}, APITokens: server.APITokens{short: {"*"}}}, "API tokens"},
+		{"admin token as API token", server.Config{Segment: failing{}, AdminToken: edgeAdmin, APITokens: server.APITokens{edgeAdmin: {"*"}}}, "admin token"},
+		{"bad proxy", server.Config{Segment: failing{}, TrustedProxies: []string{"10.0.0.0/33"}}, "TrustedProxies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := server.New(tc.cfg)
+			if !errors.Is(err, server.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || s != nil {
+				t.Fatalf("New = %v, %v; want ErrInvalidConfig naming %s", s, err, tc.want)
+			}
+		})
 	}
 }

@@ -92,7 +92,7 @@ var messages = map[string]string{
 	"opaque_key_missing":    "this tag is opaque and this instance holds no opaque key; retry on another instance; the operator must start every instance with the fleet's key (--opaque-key-file)",
 	"opaque_key_mismatch":   "this tag is opaque under another key than this instance's; retry on another instance; the operator must start every instance with the same key (--opaque-key-file)",
 
-	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format, or over the other API, HTTP or gRPC); send a new key for a new request",
+	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format); send a new key for a new request",
 	"idempotency_key_in_flight":     "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
 	"idempotency_key_limit_reached": "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL",
 }
@@ -111,21 +111,41 @@ func (s *Server) writeError(c *gin.Context, err error) {
 func (s *Server) answer(c *gin.Context, err error) *apiError {
 	ae, retry := classify(err)
 	if retry {
-		c.Header("Retry-After", retryAfter(err))
+		c.Header("Retry-After", retryAfterSeconds(retryDelay(err)))
 	}
 	return ae
 }
 
-// retryDelay is how long a caller should wait before retrying an error
-// whose rule says so: Retry-After over HTTP, RetryInfo over gRPC.
-const (
-	retryDelay        = time.Second
-	retryAfterSeconds = "1"
-)
+// defaultRetryDelay is the wait announced, as Retry-After over HTTP and
+// RetryInfo over gRPC, for an error whose rule says to retry but that
+// does not know its own delay.
+const defaultRetryDelay = time.Second
+
+// retryDelay is how long a caller should wait before retrying err: the
+// error's own RetryAfter when it knows it (a key in flight knows when its
+// lock expires, a clock behind or a worker floor ahead by how much, a
+// segment store in backoff when the next load starts), else
+// defaultRetryDelay. Errors say so by a method rather than by a sentinel,
+// as pgconn's SafeToRetry does, so that a wrapped error keeps it.
+func retryDelay(err error) time.Duration {
+	var w interface{ RetryAfter() time.Duration }
+	if errors.As(err, &w) {
+		if d := w.RetryAfter(); d > 0 {
+			return d
+		}
+	}
+	return defaultRetryDelay
+}
+
+// retryAfterSeconds is d as a Retry-After value: whole seconds, rounded
+// up, so that a caller that waits as told does not come back early.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(int64((max(d, time.Second)+time.Second-1)/time.Second), 10)
+}
 
 // classify is the one mapping from errors to answers, shared by HTTP and
 // gRPC (grpc.go): the status, stable code and message of err, and whether
-// the caller should retry after retryDelay.
+// the caller should retry (after retryDelay).
 func classify(err error) (ae *apiError, retry bool) {
 	if errors.As(err, &ae) {
 		return ae, false
@@ -146,33 +166,6 @@ func classify(err error) (ae *apiError, retry bool) {
 	return errInternal, false
 }
 
-// retryAfter is the Retry-After of err: its own wait when it knows one
-// (a key in flight knows when its lock expires), else 1 second.
-func retryAfter(err error) string {
-	if d, ok := ownWait(err); ok {
-		return strconv.Itoa(int(d.Seconds()))
-	}
-	return retryAfterSeconds
-}
-
-// retryWait is the RetryInfo delay of err over gRPC: the wait
-// Retry-After says over HTTP.
-func retryWait(err error) time.Duration {
-	if d, ok := ownWait(err); ok {
-		return d
-	}
-	return retryDelay
-}
-
-// ownWait is the wait err knows itself, in whole seconds.
-func ownWait(err error) (time.Duration, bool) {
-	var w interface{ RetryAfter() time.Duration }
-	if errors.As(err, &w) {
-		return w.RetryAfter(), true
-	}
-	return 0, false
-}
-
 // monitoredError is how /admin/segments shows a tag's or the worker's
 // last error: its code and a fixed message, never the error's text,
 // which may hold a driver's detail; the cause goes to the log under the
@@ -180,7 +173,7 @@ func ownWait(err error) (time.Duration, bool) {
 func (s *Server) monitoredError(c *gin.Context, what string, err error) string {
 	ae, _ := classify(err)
 	rid := c.Writer.Header().Get(requestIDHeader)
-	s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "monitored error", slog.String("request_id", rid),
+	s.cfg.Logger.LogAttrs(c.Request.Context(), slog.LevelWarn, "monitored error", slog.String("request_id", rid),
 		slog.String("of", what), slog.String("code", ae.code), slog.Any("err", err))
 	return ae.code + ": " + what + " failed last time; the server log has the cause under request ID " + rid
 }
@@ -215,13 +208,13 @@ func (s *Server) recordError(ctx context.Context, rid, path string, ae *apiError
 		if ae == errInternal {
 			level = slog.LevelError
 		}
-		s.log.LogAttrs(ctx, level, "request failed", slog.String("request_id", rid),
+		s.cfg.Logger.LogAttrs(ctx, level, "request failed", slog.String("request_id", rid),
 			slog.String("path", path), slog.Int("status", ae.status), slog.String("code", ae.code),
 			slog.Any("err", cause))
-		if ae.code == "clock_moved_backwards" && s.metrics != nil {
-			s.metrics.clockBack.Inc()
+		if ae.code == "clock_moved_backwards" && s.cfg.Metrics != nil {
+			s.cfg.Metrics.clockBack.Inc()
 		}
-	} else if s.metrics != nil {
-		s.metrics.clientErrs.WithLabelValues(ae.code).Inc()
+	} else if s.cfg.Metrics != nil {
+		s.cfg.Metrics.clientErrs.WithLabelValues(ae.code).Inc()
 	}
 }

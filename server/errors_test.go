@@ -42,7 +42,7 @@ func TestServer_ServerErrorsKeepTheCauseInTheLog(t *testing.T) {
 	const secret = "failed to connect to user=idgen database=prod: 10.1.2.3:5432: password authentication failed"
 	st := segmenttest.NewMemStore()
 	st.SetError(errors.New(secret))
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	var logs syncBuffer
 	h, err := server.New(server.Config{
 		Segment: alloc, Ranges: alloc, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
@@ -108,7 +108,7 @@ func TestMetrics_CallersCannotAddSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := server.NewMetrics()
-	alloc := newAllocator(t, st, &segment.Options{Observer: m, MaxTags: 1})
+	alloc := newAllocator(t, st, segment.Options{Observer: m, MaxTags: 1})
 	sf, err := snowflake.New(snowflake.Config{WorkerID: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestMetrics_CallersCannotAddSeries(t *testing.T) {
 		t.Fatalf("/id/ghost past the cap = %d %s, want 409 tag_limit_reached naming --max-tags", a.status, a.body)
 	}
 	// Below the cap, an unknown tag is a 404 and no store error.
-	alloc2 := newAllocator(t, st, &segment.Options{Observer: m})
+	alloc2 := newAllocator(t, st, segment.Options{Observer: m})
 	h2, err := server.New(server.Config{Segment: alloc2, Metrics: m})
 	if err != nil {
 		t.Fatal(err)

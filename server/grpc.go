@@ -135,7 +135,7 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 	var mode string
 	switch m.GetMode() {
 	case idgenv1.Mode_MODE_UNSPECIFIED:
-		mode = s.mode
+		mode = s.cfg.Mode
 	case idgenv1.Mode_MODE_SEGMENT:
 		mode = ModeSegment
 	case idgenv1.Mode_MODE_SNOWFLAKE:
@@ -156,9 +156,9 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 		return nil, &apiError{http.StatusBadRequest, "invalid_format", "format must be FORMAT_NUMERIC (the default) or FORMAT_PREFIXED"}
 	}
 	n := m.GetCount()
-	if n < 0 || int64(n) > int64(s.maxBatch) {
+	if n < 0 || int64(n) > int64(s.cfg.MaxBatch) {
 		return nil, &apiError{http.StatusBadRequest, "invalid_count",
-			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.maxBatch)}
+			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
 	}
 	if keys := req.Header()[idempotencyKeyHeader]; keys != nil {
 		return s.keyedRPC(ctx, req.Header(), keys, g, keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true})
@@ -246,14 +246,14 @@ func (r rpcService) ReserveRange(ctx context.Context, req *connect.Request[idgen
 	if err := s.authorizeTag(req.Header(), tag); err != nil {
 		return nil, err
 	}
-	if s.ranges == nil {
+	if s.cfg.Ranges == nil {
 		return nil, errModeDisabled
 	}
 	if m.GetSize() < 1 {
 		return nil, s.errInvalidSize()
 	}
 	// Clamped as over HTTP (rangez.go), so a caching client learns the cap.
-	rg, err := s.ranges.ReserveRange(ctx, tag, min(m.GetSize(), s.maxRange))
+	rg, err := s.cfg.Ranges.ReserveRange(ctx, tag, min(m.GetSize(), s.cfg.MaxRange))
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (r rpcService) DecodeSnowflake(_ context.Context, req *connect.Request[idge
 	if id < 0 {
 		return nil, errInvalidSnowflake
 	}
-	p, err := r.s.layout.Decode(id)
+	p, err := r.s.cfg.Layout.Decode(id)
 	if err != nil {
 		return nil, err
 	}
@@ -284,18 +284,12 @@ func (r rpcService) DecodeReadable(_ context.Context, req *connect.Request[idgen
 	return connect.NewResponse(&idgenv1.DecodeReadableResponse{Tag: tag, Id: id}), nil
 }
 
-// authorizeTag applies the API tokens to a call for tag, as
-// requireTagToken does over HTTP: the token travels as authorization
-// metadata, "Bearer <token>".
+// authorizeTag admits a call for tag as requireTag does over HTTP
+// (admitTag): the token travels as authorization metadata,
+// "Bearer <token>".
 func (s *Server) authorizeTag(h http.Header, tag string) error {
-	if s.auth.apiOpen {
-		return nil
-	}
 	tok, ok := parseBearer(h.Get("Authorization"))
-	if !ok {
-		return errUnauthorized
-	}
-	return s.auth.check(tok, tag)
+	return s.admitTag(tok, ok, tag)
 }
 
 // rpcCode is the gRPC status of an answer: by its HTTP status, except
@@ -316,21 +310,21 @@ func rpcCode(ae *apiError) connect.Code {
 		// A concurrency conflict the caller retries after RetryInfo.
 		return connect.CodeAborted
 	}
-	switch ae.status {
-	case http.StatusBadRequest:
-		return connect.CodeInvalidArgument
-	case http.StatusUnauthorized:
-		return connect.CodeUnauthenticated
-	case http.StatusForbidden:
-		return connect.CodePermissionDenied
-	case http.StatusNotFound:
-		return connect.CodeNotFound
-	case http.StatusConflict:
-		return connect.CodeAlreadyExists
-	case http.StatusServiceUnavailable:
-		return connect.CodeUnavailable
+	if c, ok := rpcCodes[ae.status]; ok {
+		return c
 	}
 	return connect.CodeInternal
+}
+
+// rpcCodes are the gRPC codes of the HTTP statuses answers have; any
+// other status is INTERNAL.
+var rpcCodes = map[int]connect.Code{
+	http.StatusBadRequest:         connect.CodeInvalidArgument,
+	http.StatusUnauthorized:       connect.CodeUnauthenticated,
+	http.StatusForbidden:          connect.CodePermissionDenied,
+	http.StatusNotFound:           connect.CodeNotFound,
+	http.StatusConflict:           connect.CodeAlreadyExists,
+	http.StatusServiceUnavailable: connect.CodeUnavailable,
 }
 
 // rpcError turns a handler's error into its gRPC status, with the idgen
@@ -355,7 +349,7 @@ func (s *Server) rpcError(ctx context.Context, procedure string, h http.Header, 
 		ce.AddDetail(d)
 	}
 	if retry {
-		if d, e := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryWait(err))}); e == nil {
+		if d, e := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(err))}); e == nil {
 			ce.AddDetail(d)
 		}
 	}
@@ -413,7 +407,7 @@ func (i rpcInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 func (s *Server) endRPC(ctx context.Context, procedure string, peer connect.Peer, h http.Header, err error, start time.Time) {
 	code := rpcStatus(err)
 	s.observeRPC(procedure, code, start)
-	if !s.access || (code == 0 && strings.HasPrefix(procedure, "/grpc.health.v1.")) {
+	if !s.cfg.AccessLog || (code == 0 && strings.HasPrefix(procedure, "/grpc.health.v1.")) {
 		return
 	}
 	level := slog.LevelInfo
@@ -429,7 +423,7 @@ func (s *Server) endRPC(ctx context.Context, procedure string, peer connect.Peer
 	if rid == "" {
 		rid = rpcRequestID(h)
 	}
-	s.log.LogAttrs(ctx, level, "rpc",
+	s.cfg.Logger.LogAttrs(ctx, level, "rpc",
 		slog.String("request_id", rid),
 		slog.String("procedure", procedure),
 		slog.String("protocol", peer.Protocol),
@@ -460,8 +454,8 @@ func rpcCodeLabel(c connect.Code) string {
 // the procedure is one of rpcProcedures or "unmatched", the code one of
 // gRPC's 17.
 func (s *Server) observeRPC(procedure string, code connect.Code, start time.Time) {
-	if s.metrics != nil {
-		s.metrics.rpcObserver(procedure, code).Observe(time.Since(start).Seconds())
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.rpcObserver(procedure, code).Observe(time.Since(start).Seconds())
 	}
 }
 
@@ -485,8 +479,8 @@ func (h rpcHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*gr
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	if err := h.s.ready(ctx); err != nil {
-		h.s.log.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("path", "/grpc.health.v1.Health/Check"),
+	if err := h.s.cfg.Ready(ctx); err != nil {
+		h.s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("path", "/grpc.health.v1.Health/Check"),
 			slog.String("code", errNotReady.code), slog.Any("err", err))
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}

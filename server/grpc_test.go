@@ -55,7 +55,7 @@ func rpcServer(t *testing.T, cfg server.Config) (string, idgenv1connect.IDServic
 	if err := st.CreateTag(t.Context(), segment.Tag{Name: "order", MaxID: 1001, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: false})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: false})
 	cfg.Segment, cfg.Ranges = alloc, alloc
 	if cfg.Ready == nil {
 		cfg.Ready = st.Ping

@@ -80,7 +80,7 @@ func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys [
 // answer, with replayed true. Errors are those classify maps.
 func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
 	build func(ids []int64) (idempotency.Answer, error)) (ans idempotency.Answer, replayed bool, err error) {
-	if s.idem == nil {
+	if s.cfg.Idempotency == nil {
 		return ans, false, errIdemDisabled
 	}
 	if len(keys) != 1 {
@@ -90,11 +90,11 @@ func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g i
 	if err != nil {
 		return ans, false, err
 	}
-	ttl, err := s.idem.ParseTTL(h.Get(idempotency.TTLHeader))
+	ttl, err := s.cfg.Idempotency.ParseTTL(h.Get(idempotency.TTLHeader))
 	if err != nil {
 		return ans, false, err
 	}
-	ticket, replay, err := s.idem.Begin(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl})
+	ticket, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl})
 	switch {
 	case err != nil:
 		return ans, false, err

@@ -101,7 +101,7 @@ func (failingStore) CreateTag(context.Context, segment.Tag) error { return nil }
 // the driver's text goes to the log under the request ID (item 11).
 func TestAdminSegments_LastErrorHasNoDriverText(t *testing.T) {
 	var logs syncBuffer
-	alloc, err := segment.New(failingStore{}, &segment.Options{AutoCreate: true, WaitTimeout: time.Second})
+	alloc, err := segment.New(failingStore{}, segment.Options{AutoCreate: true, WaitTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

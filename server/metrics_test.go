@@ -33,7 +33,7 @@ func TestMetrics_ScrapeTimeSeries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := openStore(t)
 			m := server.NewMetrics()
-			alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, DefaultStep: 1000, FixedStep: true, Observer: m})
+			alloc := newAllocator(t, st, segment.Options{AutoCreate: true, DefaultStep: 1000, FixedStep: true, Observer: m})
 			h, err := server.New(server.Config{Segment: alloc, Stats: alloc, Metrics: m,
 				Ready: func(context.Context) error { return tc.ready }})
 			if err != nil {

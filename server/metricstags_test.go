@@ -42,7 +42,7 @@ func TestMetrics_TagLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := openStore(t)
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true, DefaultStep: 100, Observer: m})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, DefaultStep: 100, Observer: m})
 	h, err := server.New(server.Config{Segment: alloc, Stats: alloc, Metrics: m})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen"
 )
 
 // decodeOpaque answers GET /admin/opaque/{tag}/{id} with the counter
@@ -15,13 +15,13 @@ import (
 // value; whether the tag is opaque under this key is the admin's to check
 // in GET /admin/tags.
 func (s *Server) decodeOpaque(c *gin.Context) {
-	if s.opaque == nil {
+	if s.cfg.OpaqueKey == nil {
 		s.writeError(c, errNoOpaqueKey)
 		return
 	}
 	tag := c.Param("tag")
-	if !segment.ValidTag(tag) {
-		s.writeError(c, segment.ErrInvalidTag)
+	if err := idgen.CheckTag(tag); err != nil {
+		s.writeError(c, err)
 		return
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
@@ -29,7 +29,7 @@ func (s *Server) decodeOpaque(c *gin.Context) {
 		s.writeError(c, &apiError{http.StatusBadRequest, "invalid_id", "an opaque ID is a whole number from 1 to 9223372036854775807"})
 		return
 	}
-	counter, err := s.opaque.Decode(tag, id)
+	counter, err := s.cfg.OpaqueKey.Decode(tag, id)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -17,7 +17,7 @@ const opaqueAdmin = "opaque-admin-token-0123456789"
 func newOpaqueServer(t *testing.T, key *opaque.Key) *httptest.Server {
 	t.Helper()
 	st := openStore(t)
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: true})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true})
 	gen := opaque.NewGenerator(alloc, st, key)
 	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Admin: st, AdminToken: opaqueAdmin, OpaqueKey: key})
 	if err != nil {
@@ -94,7 +94,7 @@ func TestCompat_OpaqueTags(t *testing.T) {
 	if err := st.CreateTag(context.Background(), segment.Tag{Name: "o", MaxID: 1, Step: 10, Opaque: key.Fingerprint()}); err != nil {
 		t.Fatal(err)
 	}
-	alloc := newAllocator(t, st, nil)
+	alloc := newAllocator(t, st, segment.Options{})
 	gen := opaque.NewGenerator(alloc, st, key)
 	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Compat: server.Compat{Leaf: true, TinyID: true}})
 	if err != nil {

@@ -23,7 +23,7 @@ type RangeReserver interface {
 // server's cap then gets a smaller range, and learns the cap from it,
 // instead of a final 400 that stops it (see the client package).
 func (s *Server) reserveRange(c *gin.Context) {
-	if s.ranges == nil {
+	if s.cfg.Ranges == nil {
 		s.writeError(c, errModeDisabled)
 		return
 	}
@@ -33,9 +33,9 @@ func (s *Server) reserveRange(c *gin.Context) {
 		s.writeError(c, s.errInvalidSize())
 		return
 	}
-	size = min(size, s.maxRange)
+	size = min(size, s.cfg.MaxRange)
 	tag := c.Param("tag")
-	r, err := s.ranges.ReserveRange(c.Request.Context(), tag, size)
+	r, err := s.cfg.Ranges.ReserveRange(c.Request.Context(), tag, size)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -55,5 +55,5 @@ func firstOrEmpty(v []string) string {
 // least 1; a larger one than MaxRange is clamped, not refused.
 func (s *Server) errInvalidSize() *apiError {
 	return &apiError{http.StatusBadRequest, "invalid_size",
-		"size must be a single whole number of at least 1 (ranges above " + strconv.FormatInt(s.maxRange, 10) + " are clamped to it)"}
+		"size must be a single whole number of at least 1 (ranges above " + strconv.FormatInt(s.cfg.MaxRange, 10) + " are clamped to it)"}
 }

@@ -25,7 +25,13 @@ const (
 	ModeSnowflake = "snowflake"
 )
 
-// Config configures a Server. Zero fields take the defaults noted.
+// ErrInvalidConfig is returned by New for a Config it cannot use. The
+// wrapping error says what to change.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// Config configures a Server. It is a value, checked once by New: zero
+// fields take the defaults noted, and a field New cannot use is an error
+// wrapping ErrInvalidConfig.
 type Config struct {
 	// Segment serves /segment/{tag}. Required.
 	Segment idgen.Generator
@@ -89,91 +95,65 @@ type Config struct {
 // Server is the HTTP API and, on the same handler, the gRPC API. It is an
 // http.Handler.
 type Server struct {
-	engine   *gin.Engine
-	rpc      http.Handler
-	gens     map[string]idgen.Generator
-	mode     string
-	maxBatch int
-	ready    func(ctx context.Context) error
-	log      *slog.Logger
-	auth     *authz
-	admin    TagAdmin
-	stats    SegmentStats
-	worker   func() WorkerStatus
-	metrics  *Metrics
-	access   bool
-	layout   snowflake.Layout
-	ranges   RangeReserver
-	maxRange int64
-	compat   Compat
-	opaque   *opaque.Key
-	idem     *idempotency.Keeper
+	// cfg is the Config New was given, checked and with its defaults
+	// filled in; nothing changes it after New.
+	cfg    Config
+	engine *gin.Engine
+	rpc    http.Handler
+	// gens are cfg's generators by mode: the one lookup every ID route
+	// makes.
+	gens map[string]idgen.Generator
+	auth *authz
 
 	metricsToken *token
-	proxies      []string
 }
 
 // New checks cfg and builds the routes.
 func New(cfg Config) (*Server, error) {
 	if cfg.Segment == nil {
-		return nil, errors.New("server: Config.Segment is required")
+		return nil, fmt.Errorf("%w: Segment is required", ErrInvalidConfig)
 	}
 	if err := checkTokens(cfg.AdminToken, cfg.MetricsToken, cfg.APITokens); err != nil {
 		return nil, err
 	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeSegment
+	}
+	if cfg.Mode != ModeSegment && cfg.Mode != ModeSnowflake {
+		return nil, fmt.Errorf("%w: Mode must be segment or snowflake, got %q", ErrInvalidConfig, cfg.Mode)
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 10000
+	}
+	if cfg.MaxBatch < 1 {
+		return nil, fmt.Errorf("%w: MaxBatch must be at least 1, got %d", ErrInvalidConfig, cfg.MaxBatch)
+	}
+	if cfg.MaxRange == 0 {
+		cfg.MaxRange = 1_000_000
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func(context.Context) error { return nil }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	s := &Server{
-		gens:     map[string]idgen.Generator{ModeSegment: cfg.Segment},
-		mode:     cfg.Mode,
-		maxBatch: cfg.MaxBatch,
-		ready:    cfg.Ready,
-		log:      cfg.Logger,
-		auth:     newAuthz(cfg.AdminToken, cfg.APITokens),
-		admin:    cfg.Admin,
-		stats:    cfg.Stats,
-		worker:   cfg.Worker,
-		metrics:  cfg.Metrics,
-		access:   cfg.AccessLog,
-		layout:   cfg.Layout,
-		ranges:   cfg.Ranges,
-		maxRange: cfg.MaxRange,
-		proxies:  cfg.TrustedProxies,
-		compat:   cfg.Compat,
-		opaque:   cfg.OpaqueKey,
-		idem:     cfg.Idempotency,
+		cfg:  cfg,
+		gens: map[string]idgen.Generator{ModeSegment: cfg.Segment},
+		auth: newAuthz(cfg.AdminToken, cfg.APITokens),
+	}
+	if cfg.Snowflake != nil {
+		s.gens[ModeSnowflake] = cfg.Snowflake
+	}
+	if s.gens[cfg.Mode] == nil {
+		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
 	if cfg.MetricsToken != "" {
 		d := digest(cfg.MetricsToken)
 		s.metricsToken = &d
 	}
-	if s.maxRange == 0 {
-		s.maxRange = 1_000_000
-	}
-	if cfg.Snowflake != nil {
-		s.gens[ModeSnowflake] = cfg.Snowflake
-	}
-	if s.mode == "" {
-		s.mode = ModeSegment
-	}
-	if s.mode != ModeSegment && s.mode != ModeSnowflake {
-		return nil, errors.New("server: Mode must be segment or snowflake, got " + strconv.Quote(s.mode))
-	}
-	if s.gens[s.mode] == nil {
-		return nil, errors.New("server: Mode " + s.mode + " needs its generator in Config")
-	}
-	if s.maxBatch == 0 {
-		s.maxBatch = 10000
-	}
-	if s.maxBatch < 1 {
-		return nil, errors.New("server: MaxBatch must be at least 1")
-	}
-	if s.ready == nil {
-		s.ready = func(context.Context) error { return nil }
-	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if s.metrics != nil {
-		s.metrics.watch(s.stats, s.ready)
+	if cfg.Metrics != nil {
+		cfg.Metrics.watch(cfg.Stats, cfg.Ready)
 	}
 	if err := s.routes(); err != nil {
 		return nil, err
@@ -204,33 +184,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) routes() error {
 	e := gin.New()
-	if err := e.SetTrustedProxies(s.proxies); err != nil {
-		return fmt.Errorf("server: TrustedProxies: %w", err)
+	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
+		return fmt.Errorf("%w: TrustedProxies: %w", ErrInvalidConfig, err)
 	}
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.Use(requestID)
-	if s.access {
-		e.Use(accessLog(s.log))
+	if s.cfg.AccessLog {
+		e.Use(accessLog(s.cfg.Logger))
 	}
-	if s.metrics != nil {
-		e.Use(s.metrics.observe)
+	if s.cfg.Metrics != nil {
+		e.Use(s.cfg.Metrics.observe)
 	}
 	e.Use(s.recover)
 	e.NoRoute(func(c *gin.Context) { s.writeError(c, errNotFound) })
 	e.NoMethod(func(c *gin.Context) { s.writeError(c, errMethodNotAllowed) })
 
-	e.GET("/id/:tag", s.requireTagToken, s.ids(s.mode))
-	e.GET("/segment/:tag", s.requireTagToken, s.ids(ModeSegment))
-	e.GET("/snowflake/:tag", s.requireTagToken, s.ids(ModeSnowflake))
-	e.POST("/segment/:tag/range", s.requireTagToken, s.reserveRange)
+	e.GET("/id/:tag", s.requireTag, s.ids(s.cfg.Mode))
+	e.GET("/segment/:tag", s.requireTag, s.ids(ModeSegment))
+	e.GET("/snowflake/:tag", s.requireTag, s.ids(ModeSnowflake))
+	e.POST("/segment/:tag/range", s.requireTag, s.reserveRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
-	if s.metrics != nil {
-		e.GET("/metrics", s.requireMetrics, gin.WrapH(s.metrics.handler()))
+	if s.cfg.Metrics != nil {
+		e.GET("/metrics", s.requireMetrics, gin.WrapH(s.cfg.Metrics.handler()))
 	}
 
 	admin := e.Group("/admin", s.requireAdmin)
@@ -239,7 +219,7 @@ func (s *Server) routes() error {
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
 	admin.GET("/opaque/:tag/:id", s.decodeOpaque)
-	s.compatRoutes(e, s.compat)
+	s.compatRoutes(e, s.cfg.Compat)
 	if s.auth.admin != nil {
 		registerUI(e)
 	} else {
@@ -270,9 +250,8 @@ func (s *Server) recover(c *gin.Context) {
 // of mode, as JSON or, with Accept: text/plain, as bare decimals.
 func (s *Server) ids(mode string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		g := s.gens[mode]
-		if g == nil {
-			s.writeError(c, errModeDisabled)
+		g, ok := s.generator(c, mode)
+		if !ok {
 			return
 		}
 		tag := c.Param("tag")
@@ -321,6 +300,16 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 		s.issued(tag, mode, n)
 		s.writeIDs(c, tag, format, text, false, ids...)
 	}
+}
+
+// generator is mode's generator; without one it answers mode_disabled
+// and returns false.
+func (s *Server) generator(c *gin.Context, mode string) (idgen.Generator, bool) {
+	g := s.gens[mode]
+	if g == nil {
+		s.writeError(c, errModeDisabled)
+	}
+	return g, g != nil
 }
 
 // writeIDs answers one ID as {"tag":…,"id":…}, several as
@@ -405,9 +394,9 @@ func (s *Server) parseCount(vals []string) (int, error) {
 		return 0, errInvalidCount
 	}
 	n, err := strconv.Atoi(vals[0])
-	if err != nil || n < 1 || n > s.maxBatch {
+	if err != nil || n < 1 || n > s.cfg.MaxBatch {
 		return 0, &apiError{http.StatusBadRequest, "invalid_count",
-			"count must be a whole number from 1 to " + strconv.Itoa(s.maxBatch)}
+			"count must be a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
 	}
 	return n, nil
 }
@@ -418,7 +407,7 @@ const readyTimeout = 2 * time.Second
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
 	defer cancel()
-	if err := s.ready(ctx); err != nil {
+	if err := s.cfg.Ready(ctx); err != nil {
 		s.fail(c, errNotReady, err)
 		return
 	}
@@ -431,7 +420,7 @@ func (s *Server) issued(tag, mode string, n int) {
 	if mode == ModeSnowflake {
 		tag = ""
 	}
-	if s.metrics != nil {
-		s.metrics.countIssued(tag, mode, n)
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.countIssued(tag, mode, n)
 	}
 }

@@ -38,7 +38,7 @@ func openStore(t testing.TB) *sqlite.Store {
 }
 
 // newAllocator returns an allocator over st, closed when the test ends.
-func newAllocator(t testing.TB, st segment.Store, opts *segment.Options) *segment.Allocator {
+func newAllocator(t testing.TB, st segment.Store, opts segment.Options) *segment.Allocator {
 	t.Helper()
 	alloc, err := segment.New(st, opts)
 	if err != nil {
@@ -56,7 +56,7 @@ func newServer(t *testing.T, cfg server.Config) *httptest.Server {
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1001, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
-	alloc := newAllocator(t, st, &segment.Options{AutoCreate: false})
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: false})
 	cfg.Segment = alloc
 	if cfg.Ready == nil {
 		cfg.Ready = st.Ping

@@ -23,18 +23,15 @@ const tinyidLoadingPercent = 20
 // delta 1 and remainder 0 (idgen issues every integer).
 func (s *Server) tinyidSegment(asJSON bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		q := c.Request.URL.Query()
-		tag := q.Get("bizType")
-		fail := s.tinyidFail(c, asJSON)
-		if s.ranges == nil {
+		_, tag, fail, ok := s.tinyidRequest(c, asJSON)
+		if !ok {
+			return
+		}
+		if s.cfg.Ranges == nil {
 			fail(errModeDisabled)
 			return
 		}
-		if err := s.tinyidAllowed(c, q, tag); err != nil {
-			fail(err)
-			return
-		}
-		r, err := s.ranges.ReserveRange(c.Request.Context(), tag, 1)
+		r, err := s.cfg.Ranges.ReserveRange(c.Request.Context(), tag, 1)
 		if err != nil {
 			fail(err)
 			return

@@ -53,7 +53,7 @@ func newUIServer(t *testing.T) *httptest.Server {
 			t.Fatal(err)
 		}
 	}
-	alloc, err := segment.New(st, nil)
+	alloc, err := segment.New(st, segment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func ExampleNewLeased() {
 	fmt.Println(p.WorkerID)
 
 	// Close releases the worker ID for the next instance at once.
-	if err := a.Close(ctx); err != nil {
+	if err := a.Shutdown(ctx); err != nil {
 		log.Fatal(err)
 	}
 	_, err = a.Next(ctx, "order")
@@ -175,8 +175,8 @@ func ExampleNewLeased() {
 		log.Fatal(err)
 	}
 	fmt.Println(c.WorkerID())
-	_ = b.Close(ctx)
-	_ = c.Close(ctx)
+	_ = b.Shutdown(ctx)
+	_ = c.Shutdown(ctx)
 	// Output:
 	// 0 1 <nil>
 	// 0

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/idgen/idgen/internal/retry"
 )
 
 const (
@@ -281,17 +283,18 @@ func (g *Generator) check() error {
 // errBehind is the error of a clock behind lastMs by more than
 // MaxBackward: ErrClockMovedBackwards after IDs of g's own, and
 // ErrFloorAhead (matching both) while lastMs is a floor g was given, so
-// that an operator is not sent to check a clock that is right. The caller
+// that an operator is not sent to check a clock that is right. Either
+// knows its RetryAfter: the clock catches up after behind. The caller
 // holds g.mu.
 func (g *Generator) errBehind(behind time.Duration) error {
 	at := g.timeOf(g.lastMs).Format(time.RFC3339Nano)
 	if g.floorOnly {
-		return &multiError{
+		return retry.After(&multiError{
 			msg:  fmt.Sprintf("snowflake: worker floor ahead of the clock by %v: this worker ID may not issue before %s (an earlier holder's last ID, or a store fence's hold); no IDs until then", behind, at),
 			errs: []error{ErrFloorAhead, ErrClockMovedBackwards},
-		}
+		}, behind)
 	}
-	return fmt.Errorf("%w by %v: the last timestamp issued is %s; no IDs until the clock reaches it", ErrClockMovedBackwards, behind, at)
+	return retry.After(fmt.Errorf("%w by %v: the last timestamp issued is %s; no IDs until the clock reaches it", ErrClockMovedBackwards, behind, at), behind)
 }
 
 func (g *Generator) errExhausted() error {

@@ -14,9 +14,10 @@ import (
 )
 
 const (
-	defaultLeaseTTL = 30 * time.Second
-	minLeaseTTL     = 10 * time.Millisecond
-	maxOwnerLen     = 128
+	defaultLeaseTTL       = 30 * time.Second
+	defaultReleaseTimeout = 2 * time.Second
+	minLeaseTTL           = 10 * time.Millisecond
+	maxOwnerLen           = 128
 )
 
 // LeasedConfig configures a Leased generator. The zero value of every
@@ -74,6 +75,10 @@ type LeasedConfig struct {
 	// LayoutClaimer. Zero means every worker ID.
 	WorkerRange WorkerRange
 
+	// ReleaseTimeout bounds how long Close spends releasing the lease;
+	// Shutdown takes a context instead. Zero means 2s.
+	ReleaseTimeout time.Duration
+
 	// Logger receives lease losses, failed heartbeats and recoveries.
 	// Nil means discard; Ready reports the same state.
 	Logger *slog.Logger
@@ -108,6 +113,12 @@ func (c LeasedConfig) withDefaults() (LeasedConfig, error) {
 	}
 	if c.RetryInterval < 0 {
 		return c, fmt.Errorf("%w: RetryInterval %v is negative", ErrInvalidConfig, c.RetryInterval)
+	}
+	if c.ReleaseTimeout == 0 {
+		c.ReleaseTimeout = defaultReleaseTimeout
+	}
+	if c.ReleaseTimeout < 0 {
+		return c, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidConfig, c.ReleaseTimeout)
 	}
 	if c.Owner == "" {
 		c.Owner = defaultOwner()
@@ -164,6 +175,7 @@ type Leased struct {
 	renewEvery time.Duration
 	retryEvery time.Duration
 	margin     time.Duration
+	release    time.Duration // Close's bound on the release
 	log        *slog.Logger
 
 	// sem admits one heartbeat, or Close, at a time. It is held across
@@ -241,6 +253,7 @@ func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased
 		renewEvery: cfg.RenewInterval,
 		retryEvery: cfg.RetryInterval,
 		margin:     cfg.Margin,
+		release:    cfg.ReleaseTimeout,
 		log:        cfg.Logger.With("owner", cfg.Owner),
 		sem:        make(chan struct{}, 1),
 		lease:      Lease{WorkerID: -1},
@@ -423,14 +436,23 @@ func (l *Leased) adopt(lease Lease) error {
 
 // Close stops the heartbeat and the generator, then releases the lease
 // with the generator's final LastTimestamp, so that another process can
-// claim the worker ID at once. Next then returns ErrClosed. ctx bounds the
-// release; if it fails, the lease simply expires after TTL. Close returns
-// the release's error (ErrLeaseLost if the lease had been lost); calling
-// it again returns nil.
+// claim the worker ID at once. Next then returns ErrClosed. It spends at
+// most LeasedConfig.ReleaseTimeout on the release; if that fails, the
+// lease simply expires after TTL. Close returns the release's error
+// (ErrLeaseLost if the lease had been lost); calling it again returns
+// nil. It is Shutdown with that timeout, as segment.Allocator's Close is.
 //
 // Call it after the last request that may issue IDs has finished and
 // before the store is closed.
-func (l *Leased) Close(ctx context.Context) error {
+func (l *Leased) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.release)
+	defer cancel()
+	return l.Shutdown(ctx)
+}
+
+// Shutdown is Close with the release bounded by ctx instead of
+// LeasedConfig.ReleaseTimeout.
+func (l *Leased) Shutdown(ctx context.Context) error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -466,7 +488,7 @@ func (l *Leased) Close(ctx context.Context) error {
 }
 
 // Next returns a new ID, as Generator.Next does. The tag must be valid
-// (idgen.ValidTag), but does not partition IDs. See Tagged.Next.
+// (idgen.CheckTag), but does not partition IDs. See Tagged.Next.
 func (l *Leased) Next(ctx context.Context, tag string) (int64, error) {
 	return l.tagged.Next(ctx, tag)
 }

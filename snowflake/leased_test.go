@@ -27,7 +27,7 @@ func newLeased(t *testing.T, store snowflake.LeaseStore, cfg snowflake.LeasedCon
 	if err != nil {
 		t.Fatalf("NewLeased: %v", err)
 	}
-	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	t.Cleanup(func() { _ = l.Shutdown(context.Background()) })
 	return l
 }
 
@@ -43,6 +43,7 @@ func TestNewLeased_RejectsInvalidConfig(t *testing.T) {
 		{"margin as long as the TTL", snowflake.LeasedConfig{TTL: time.Second, Margin: time.Second}, "shorter than TTL"},
 		{"renewal after the deadline", snowflake.LeasedConfig{TTL: time.Second, RenewInterval: 900 * time.Millisecond}, "lengthen TTL"},
 		{"negative retry", snowflake.LeasedConfig{RetryInterval: -1}, "RetryInterval"},
+		{"negative release timeout", snowflake.LeasedConfig{ReleaseTimeout: -1}, "ReleaseTimeout"},
 		{"owner too long", snowflake.LeasedConfig{Owner: strings.Repeat("o", 129)}, "more than 128"},
 		{"bad layout", snowflake.LeasedConfig{Generator: snowflake.Config{TimeBits: 41}}, "all be zero"},
 	}
@@ -161,7 +162,7 @@ func TestLeased_BackgroundHeartbeat(t *testing.T) {
 	if _, err := l.Next(context.Background(), "t"); err != nil {
 		t.Fatalf("Next after recovery: %v", err)
 	}
-	if err := l.Close(context.Background()); err != nil {
+	if err := l.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	// TestMain's goleak check covers the heartbeat goroutine.
@@ -198,7 +199,7 @@ func TestLeased_CloseDuringHeartbeats(t *testing.T) {
 						}
 					})
 				}
-				if err := l.Close(context.Background()); !errors.Is(err, tt.storeErr) {
+				if err := l.Shutdown(context.Background()); !errors.Is(err, tt.storeErr) {
 					t.Fatalf("Close = %v, want %v", err, tt.storeErr)
 				}
 				wg.Wait()
@@ -321,7 +322,7 @@ func TestLeased_Close_WinsOverHeartbeatInFlight(t *testing.T) {
 	go func() { hb <- l.Heartbeat(context.Background()) }()
 	<-store.entered
 	closed := make(chan error, 1)
-	go func() { closed <- l.Close(context.Background()) }()
+	go func() { closed <- l.Shutdown(context.Background()) }()
 	// Close has paused the generator and waits for the heartbeat.
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, err := l.Next(context.Background(), "t"); errors.Is(err, snowflake.ErrClosed) {

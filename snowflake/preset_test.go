@@ -148,7 +148,7 @@ func TestNewLeased_StaticOutsideWorkerRange(t *testing.T) {
 			t.Errorf("static %d in %v: err = %v, want ErrInvalidConfig: %v", tc.id, tc.wr, err, tc.fail)
 		}
 		if l != nil {
-			_ = l.Close(context.Background())
+			_ = l.Shutdown(context.Background())
 		}
 	}
 }

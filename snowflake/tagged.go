@@ -9,7 +9,7 @@ import (
 
 // Tagged adapts a Generator to idgen.Generator, for a program that
 // configures the worker ID itself rather than leasing one (Leased has the
-// same methods). The tag is checked with idgen.ValidTag, so that both
+// same methods). The tag is checked with idgen.CheckTag, so that both
 // strategies refuse the same input, and otherwise ignored: every tag
 // shares one sequence of IDs.
 type Tagged struct{ g *Generator }
@@ -22,8 +22,8 @@ func NewTagged(g *Generator) *Tagged { return &Tagged{g: g} }
 // if ctx is already done, and otherwise what Generator.Next returns. ctx
 // does not bound Generator.Next's wait, which is at most MaxBackward.
 func (t *Tagged) Next(ctx context.Context, tag string) (int64, error) {
-	if !idgen.ValidTag(tag) {
-		return 0, errInvalidTag(tag)
+	if err := idgen.CheckTag(tag); err != nil {
+		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -36,8 +36,8 @@ func (t *Tagged) Next(ctx context.Context, tag string) (int64, error) {
 // any other failure it returns no IDs; those already taken from the
 // generator are never issued again.
 func (t *Tagged) NextN(ctx context.Context, tag string, n int) ([]int64, error) {
-	if !idgen.ValidTag(tag) {
-		return nil, errInvalidTag(tag)
+	if err := idgen.CheckTag(tag); err != nil {
+		return nil, err
 	}
 	if n < 1 {
 		return nil, fmt.Errorf("%w: got %d", idgen.ErrInvalidCount, n)
@@ -50,12 +50,4 @@ func (t *Tagged) NextN(ctx context.Context, tag string, n int) ([]int64, error) 
 		return nil, err
 	}
 	return ids, nil
-}
-
-func errInvalidTag(tag string) error {
-	const show = 80 // bytes of an invalid tag quoted back
-	if len(tag) > show {
-		return fmt.Errorf("%w: got %q… (%d bytes)", idgen.ErrInvalidTag, tag[:show], len(tag))
-	}
-	return fmt.Errorf("%w: got %q", idgen.ErrInvalidTag, tag)
 }

@@ -86,7 +86,7 @@ func cachingClient(t *testing.T, proc *proctest.Proc, d time.Duration) (float64,
 		t.Fatal(err)
 	}
 	obs := &loadCounter{}
-	alloc, err := c.Segment(&segment.Options{Observer: obs})
+	alloc, err := c.Segment(segment.Options{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}

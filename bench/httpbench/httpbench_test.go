@@ -193,7 +193,7 @@ func TestRecorder(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := NewRecorder()
-	a, err := segment.New(&SlowStore{Store: mem}, &segment.Options{Observer: rec})
+	a, err := segment.New(&SlowStore{Store: mem}, segment.Options{Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

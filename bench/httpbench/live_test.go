@@ -23,6 +23,7 @@ import (
 
 	"github.com/idgen/idgen/internal/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testkit"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/server"
@@ -265,7 +266,7 @@ func TestLiveHidden(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := NewRecorder()
-			alloc, err := segment.New(&SlowStore{Store: pg, Delay: hiddenDelay}, &segment.Options{FixedStep: !dynamic, Observer: rec})
+			alloc, err := segment.New(&SlowStore{Store: pg, Delay: hiddenDelay}, segment.Options{FixedStep: !dynamic, Observer: rec})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -370,7 +371,7 @@ func TestLiveRideThrough(t *testing.T) {
 	load := LoadAvg{Start: loadAvg()}
 	db := dbtest.StartContainer(t, dbtest.Postgres)
 	pg := openPostgres(t, db.DSN)
-	alloc, err := segment.New(pg, &segment.Options{AutoCreate: true})
+	alloc, err := segment.New(pg, segment.Options{AutoCreate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,13 +425,13 @@ func TestLiveRideThrough(t *testing.T) {
 	// database down a little longer so that the outage is seen failing.
 	predicted := time.Duration(float64(buffered) / rideRate * float64(time.Second))
 	bound := min(max(predicted*3/2+10*time.Second, 15*time.Second), p.rideCap)
-	capped := !waitFor(bound-time.Since(stopCalled), func() bool { return lastFail.Load() > stopCalled.UnixNano() })
+	capped := !testkit.Until(bound-time.Since(stopCalled), 20*time.Millisecond, func() bool { return lastFail.Load() > stopCalled.UnixNano() })
 	time.Sleep(2 * time.Second)
 	restartCalled := time.Now()
 	db.Restart(t)
 	restartReturned := time.Now()
 	// Recovered: answers 200 again, then a clean stretch.
-	waitFor(p.rideCap, func() bool {
+	testkit.Until(p.rideCap, 20*time.Millisecond, func() bool {
 		return lastOK.Load() > restartCalled.UnixNano() && lastOK.Load() > lastFail.Load() &&
 			time.Since(time.Unix(0, lastFail.Load())) > 3*time.Second
 	})
@@ -525,19 +526,4 @@ func loadAvg() float64 {
 		return -1
 	}
 	return v
-}
-
-// waitFor polls cond every 20 ms until it holds or d has passed, and
-// reports whether it held.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

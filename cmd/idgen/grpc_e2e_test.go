@@ -138,7 +138,7 @@ func TestServe_GRPCThirdPartyClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := c.Segment(&segment.Options{FixedStep: true, DefaultStep: 100})
+	alloc, err := c.Segment(segment.Options{FixedStep: true, DefaultStep: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func checkRows(rows []sourceRow, margin int64) error {
 			// The checks CreateTag makes, before anything is written: a
 			// max_id that leaves no room for one step below the int64
 			// limit, or a description no database can store.
-			if err := segment.CheckTag(r.tag(margin)); err != nil {
+			if err := r.tag(margin).Validate(); err != nil {
 				p = err.Error()
 			}
 		}

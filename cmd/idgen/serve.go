@@ -113,7 +113,7 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 // The upper bounds of serve's numeric flags (docs/operations.md).
 const (
 	// maxStepFlag bounds --default-step, --max-step and --max-range: a
-	// tag's step is an INT column in every dialect (segment.CheckTag).
+	// tag's step is an INT column in every dialect (segment.Tag.Validate).
 	maxStepFlag = math.MaxInt32
 	// maxBatchFlag bounds --max-batch: one ?count= answer is built in
 	// memory, about 30 bytes per ID, so 100,000 IDs are 3 MB per request.
@@ -301,7 +301,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if c.tlsConfig != nil {
 		metrics.WatchTLS(c.tlsConfig)
 	}
-	alloc, err := segment.New(st, &segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
+	alloc, err := segment.New(st, segment.Options{AutoCreate: c.autoCreate, DefaultStep: c.defaultStep,
 		DefaultOpaque: autoOpaque, MaxStep: c.maxStep, MaxTags: c.maxTags, Logger: log, Observer: metrics})
 	st.ObserveRetries(metrics.StoreRetried)
 	if err != nil {

@@ -73,5 +73,5 @@ func (s *snowflakeMode) status() server.WorkerStatus {
 
 // close releases the lease so that the worker ID is free at once.
 func (s *snowflakeMode) close(ctx context.Context) error {
-	return s.leased.Close(ctx)
+	return s.leased.Shutdown(ctx)
 }

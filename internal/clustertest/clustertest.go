@@ -24,7 +24,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -68,27 +67,6 @@ func require(t testing.TB, osUser string, progs ...string) *user.User {
 	}
 	t.Skipf("cluster test skipped: %s; install the Debian packages as .ci/run does, and run as root", why)
 	return nil
-}
-
-// freePorts returns n distinct free loopback ports.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // secret returns a random password, distinctive enough that a test can
@@ -314,18 +292,6 @@ func alive(pid int) bool {
 	return true
 }
 
-// waitFor polls cond every 100 ms until it returns nil or timeout passes,
-// and returns the last error.
-func waitFor(timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v: %w", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// pollEvery is how often the rigs look again at a cluster they wait for
+// (testkit.WaitFor).
+const pollEvery = 100 * time.Millisecond

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idgen/idgen/internal/testkit"
 )
 
 const galeraLib = "/usr/lib/galera/libgalera_smm.so"
@@ -51,7 +53,7 @@ func StartGalera(t testing.TB, n int) *Galera {
 		n = 3
 	}
 	g := &Galera{t: t, dir: workDir(t, "idgen-galera-", u), u: u, Password: secret()}
-	ports := freePorts(t, 4*n)
+	ports := testkit.FreePorts(t, 4*n)
 	var peers []string
 	for i := range n {
 		node := &GaleraNode{Name: fmt.Sprintf("node%d", i+1), Port: ports[4*i],
@@ -172,7 +174,7 @@ func (g *Galera) Rejoin(n *GaleraNode, timeout time.Duration) error {
 // WaitSynced waits until node n reports wsrep_local_state_comment Synced
 // and wsrep_ready ON.
 func (g *Galera) WaitSynced(n *GaleraNode, timeout time.Duration) error {
-	return waitFor(timeout, func() error {
+	return testkit.WaitFor(timeout, pollEvery, func() error {
 		if !n.proc.running() {
 			return fmt.Errorf("mariadbd exited")
 		}

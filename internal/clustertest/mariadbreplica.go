@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idgen/idgen/internal/testkit"
 )
 
 // MariaDBServer is one mariadbd of a MariaDBReplica.
@@ -52,7 +54,7 @@ func StartMariaDBReplica(t testing.TB) *MariaDBReplica {
 	u := require(t, "mysql", "mariadbd", "mariadb-install-db", "mariadb")
 	dir := workDir(t, "idgen-mariadb-", u)
 	r := &MariaDBReplica{t: t, u: u, Password: secret()}
-	ports := freePorts(t, 2)
+	ports := testkit.FreePorts(t, 2)
 	began := time.Now()
 	for i, name := range []string{"primary", "replica"} {
 		s := &MariaDBServer{Name: name, Port: ports[i], ServerID: i + 1, dir: filepath.Join(dir, name)}
@@ -63,7 +65,7 @@ func StartMariaDBReplica(t testing.TB) *MariaDBReplica {
 			t.Fatal(err)
 		}
 		s.proc = start(t, u, filepath.Join(s.dir, "mariadbd.out"), "mariadbd", "--defaults-file="+s.cnf)
-		if err := waitFor(60*time.Second, func() error {
+		if err := testkit.WaitFor(60*time.Second, pollEvery, func() error {
 			if !s.proc.running() {
 				return fmt.Errorf("mariadbd exited")
 			}
@@ -87,7 +89,7 @@ GRANT ALL ON idgen.* TO 'idgen'@'127.0.0.1'`, r.Password))
 	// log: the replica replays the users and the database too.
 	r.SQL(r.Replica, fmt.Sprintf(`CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='repl',
 MASTER_PASSWORD='%s', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1; START SLAVE`, r.Primary.Port, r.Password))
-	if err := waitFor(60*time.Second, func() error {
+	if err := testkit.WaitFor(60*time.Second, pollEvery, func() error {
 		out, err := r.query(r.Replica, "SELECT COUNT(*) FROM mysql.user WHERE User = 'idgen'")
 		if err != nil {
 			return err
@@ -168,7 +170,7 @@ func (r *MariaDBReplica) KillPrimary() (primary, replica string, err error) {
 // Promote makes the replica a primary: it applies what it has received,
 // forgets its primary and accepts writes.
 func (r *MariaDBReplica) Promote() error {
-	if err := waitFor(30*time.Second, func() error {
+	if err := testkit.WaitFor(30*time.Second, pollEvery, func() error {
 		out, err := r.query(r.Replica, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_SQL' AND STATE LIKE 'Slave has read all relay log%'")
 		if err != nil {
 			return err

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idgen/idgen/internal/testkit"
 )
 
 const pgBin = "/usr/lib/postgresql/15/bin"
@@ -83,7 +85,7 @@ func StartPatroni(t testing.TB, opts PatroniOptions) *Patroni {
 			}
 		}
 	})
-	ports := freePorts(t, 2+2*opts.Nodes)
+	ports := testkit.FreePorts(t, 2+2*opts.Nodes)
 	began := time.Now()
 	p.startEtcd(ports[0], ports[1])
 	var hosts []string
@@ -125,7 +127,7 @@ func (p *Patroni) startEtcd(client, peer int) {
 		"--listen-client-urls", c, "--advertise-client-urls", c,
 		"--listen-peer-urls", pe, "--initial-advertise-peer-urls", pe,
 		"--initial-cluster", "n1="+pe, "--initial-cluster-state", "new", "--enable-v2=true")
-	err := waitFor(30*time.Second, func() error {
+	err := testkit.WaitFor(30*time.Second, pollEvery, func() error {
 		resp, err := http.Get(c + "/health")
 		if err != nil {
 			return err
@@ -259,7 +261,7 @@ func (p *Patroni) Leader() (*PGNode, error) {
 // WaitLeader waits until a node other than not leads and returns it.
 func (p *Patroni) WaitLeader(timeout time.Duration, not *PGNode) (*PGNode, error) {
 	var leader *PGNode
-	err := waitFor(timeout, func() error {
+	err := testkit.WaitFor(timeout, pollEvery, func() error {
 		n, err := p.Leader()
 		if err != nil {
 			return err
@@ -276,7 +278,7 @@ func (p *Patroni) WaitLeader(timeout time.Duration, not *PGNode) (*PGNode, error
 // WaitHealthy waits until every node runs, one leads, and in
 // synchronous mode one is the synchronous standby.
 func (p *Patroni) WaitHealthy(timeout time.Duration) error {
-	return waitFor(timeout, func() error {
+	return testkit.WaitFor(timeout, pollEvery, func() error {
 		ms, err := p.Members()
 		if err != nil {
 			return err

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idgen/idgen/internal/testkit"
 )
 
 // PGServer is one PostgreSQL 15 server run by this package without a
@@ -53,7 +55,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	u := require(t, "postgres", pgBin+"/postgres", pgBin+"/initdb")
 	dir := workDir(t, "idgen-pg-", u)
 	pw := secret()
-	s := initPG(t, u, dir, "pg", freePorts(t, 1)[0], pw)
+	s := initPG(t, u, dir, "pg", testkit.FreePorts(t, 1)[0], pw)
 	s.Start()
 	s.createIdgen()
 	return &Postgres{PGServer: s, Password: pw, DSN: pgDSN(pw, s)}
@@ -129,7 +131,7 @@ func (s *PGServer) Start() {
 	}
 	s.proc = start(s.t, s.u, filepath.Join(s.dir, "postgres.log"), pgBin+"/postgres",
 		"-D", s.data(), "-p", fmt.Sprint(s.Port), "-k", s.dir)
-	err := waitFor(60*time.Second, func() error {
+	err := testkit.WaitFor(60*time.Second, pollEvery, func() error {
 		if !s.proc.running() {
 			return errors.New("postgres exited")
 		}
@@ -259,7 +261,7 @@ func StartPGReplica(t testing.TB) *PGReplica {
 	u := require(t, "postgres", pgBin+"/postgres", pgBin+"/initdb", pgBin+"/pg_basebackup")
 	dir := workDir(t, "idgen-pgreplica-", u)
 	pw := secret()
-	ports := freePorts(t, 2)
+	ports := testkit.FreePorts(t, 2)
 	began := time.Now()
 	p := &PGReplica{Password: pw}
 	p.Primary = initPG(t, u, dir, "primary", ports[0], pw)
@@ -287,7 +289,7 @@ func StartPGReplica(t testing.TB) *PGReplica {
 // WaitStreaming waits until the primary has a WAL sender in state
 // streaming.
 func (p *PGReplica) WaitStreaming(timeout time.Duration) error {
-	return waitFor(timeout, func() error {
+	return testkit.WaitFor(timeout, pollEvery, func() error {
 		n, err := p.Primary.Query("SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")
 		if err != nil {
 			return err
@@ -338,7 +340,7 @@ func (p *PGReplica) Promote() error {
 	if v, err := r.Query("SELECT pg_promote(true, 60)"); err != nil || v != "true" {
 		return fmt.Errorf("pg_promote: %q, %v", v, err)
 	}
-	return waitFor(30*time.Second, func() error {
+	return testkit.WaitFor(30*time.Second, pollEvery, func() error {
 		v, err := r.Query("SELECT pg_is_in_recovery()")
 		if err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idgen/idgen/internal/testkit"
 )
 
 // timeoutReplay bounds the wait for a replica to apply a commit.
@@ -20,7 +22,7 @@ func TestPGReplicaLosesCommitsAfterStop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := waitFor(timeoutReplay, func() error {
+	if err := testkit.WaitFor(timeoutReplay, pollEvery, func() error {
 		_, err := p.Replica.Query("SELECT v FROM kept")
 		return err
 	}); err != nil {
@@ -56,7 +58,7 @@ func TestPGReplicaLosesCommitsAfterStop(t *testing.T) {
 func TestMariaDBReplicaLosesCommitsAfterStop(t *testing.T) {
 	r := StartMariaDBReplica(t)
 	r.SQL(r.Primary, "CREATE TABLE idgen.kept (v int); INSERT INTO idgen.kept VALUES (1)")
-	if err := waitFor(timeoutReplay, func() error {
+	if err := testkit.WaitFor(timeoutReplay, pollEvery, func() error {
 		_, err := r.query(r.Replica, "SELECT v FROM idgen.kept")
 		return err
 	}); err != nil {

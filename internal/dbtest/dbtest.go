@@ -33,6 +33,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/idgen/idgen/internal/testkit"
 )
 
 // Kind is a database product.
@@ -125,7 +127,7 @@ func startContainer(t testing.TB, k Kind, opts ...Option) *Server {
 	if v := os.Getenv(k.imageEnv); v != "" {
 		image = v
 	}
-	hostPort := freePort(t)
+	hostPort := testkit.FreePorts(t, 1)[0]
 	ctx := context.Background()
 	req := testcontainers.ContainerRequest{
 		Image:        image,
@@ -265,16 +267,6 @@ func dockerHealthy() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return p.Health(ctx)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // External reports whether tests of kind k use an existing server.

@@ -85,8 +85,8 @@ func (o *observer) waited(tag string) int {
 // auto-create off, so it meets unknown tags and its negative cache;
 // every process holds at most maxTags tags. The timeouts are real ones:
 // they fire in simulated time.
-func (p *proc) options() *segment.Options {
-	return &segment.Options{
+func (p *proc) options() segment.Options {
+	return segment.Options{
 		AutoCreate: p.id != 2, DefaultStep: 10, MaxTags: maxTags, NegativeTTL: negativeTTL,
 		WaitTimeout: 300 * time.Millisecond, LoadTimeout: time.Second, ReleaseTimeout: 500 * time.Millisecond,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
@@ -145,7 +145,7 @@ func (w *world) restart(p *proc) error {
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), originKey{}, fmt.Sprintf("close#%d", w.step)), 2*time.Second)
 	go func() { defer cancel(); _ = old.Shutdown(ctx) }()
 	if gen != nil {
-		_ = gen.Close(context.Background())
+		_ = gen.Shutdown(context.Background())
 	}
 	if err := w.settle(); err != nil {
 		return err

@@ -93,7 +93,7 @@ func (s *store) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 }
 
 func (s *store) CreateTag(ctx context.Context, t segment.Tag) error {
-	if err := segment.CheckTag(t); err != nil {
+	if err := t.Validate(); err != nil {
 		return err
 	}
 	return s.call(ctx, &op{kind: opCreate, tag: t.Name, a: t.MaxID, b: t.Step}).err

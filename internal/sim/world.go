@@ -308,7 +308,7 @@ func (w *world) shutdown() {
 		a := p.alloc
 		go func() { _ = a.Close() }()
 		if p.gen != nil {
-			_ = p.gen.Close(context.Background())
+			_ = p.gen.Shutdown(context.Background())
 		}
 	}
 	w.deliverAll(false, nil)

@@ -86,7 +86,7 @@ func (m *MemStore) Reserve(ctx context.Context, tag string, step int64) (segment
 
 // CreateTag implements segment.Store.
 func (m *MemStore) CreateTag(ctx context.Context, t segment.Tag) error {
-	if err := segment.CheckTag(t); err != nil {
+	if err := t.Validate(); err != nil {
 		return err
 	}
 	m.mu.Lock()

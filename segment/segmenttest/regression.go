@@ -38,7 +38,7 @@ func Regression(t *testing.T, st segment.Store, lower func(ctx context.Context, 
 		t.Fatal(err)
 	}
 	obs := &RegressionCounter{}
-	a, err := segment.New(st, &segment.Options{FixedStep: true, Observer: obs})
+	a, err := segment.New(st, segment.Options{FixedStep: true, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func Regression(t *testing.T, st segment.Store, lower func(ctx context.Context, 
 	}
 	// A new instance, which never saw the old ranges, must start above
 	// them too: the allocator moved max_id back up.
-	b, err := segment.New(st, &segment.Options{FixedStep: true})
+	b, err := segment.New(st, segment.Options{FixedStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/testkit"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -368,7 +369,7 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		}
 		tag := create(t, s, 1, 100)
 		for want := int64(1); want <= 7; want += 3 {
-			a, err := segment.New(s, nil)
+			a, err := segment.New(s, segment.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -386,7 +387,7 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 	t.Run("AllocatorIsUnique", func(t *testing.T) {
 		s := open(t)
 		tag := create(t, s, 1, 10)
-		a, err := segment.New(s, nil)
+		a, err := segment.New(s, segment.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -434,15 +435,7 @@ func CheckUnique(t testing.TB, workers, each int, next func() (int64, error)) []
 	return all
 }
 
-// Duplicates returns how many values of ids repeat an earlier one.
-func Duplicates(ids []int64) int {
-	seen := make(map[int64]struct{}, len(ids))
-	d := 0
-	for _, id := range ids {
-		if _, ok := seen[id]; ok {
-			d++
-		}
-		seen[id] = struct{}{}
-	}
-	return d
-}
+// Duplicates returns how many values of ids repeat an earlier one, for
+// the suites of backends outside this module, which cannot import
+// internal/testkit, where the one implementation lives.
+func Duplicates(ids []int64) int { return testkit.Duplicates(ids) }

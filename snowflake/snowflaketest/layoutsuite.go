@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/testkit"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -45,7 +46,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 		}
 		g, err := snowflake.NewLeased(ctx, s, cfg)
 		if err == nil {
-			t.Cleanup(func() { _ = g.Close(ctx) })
+			t.Cleanup(func() { _ = g.Shutdown(ctx) })
 		}
 		return g, err
 	}
@@ -106,7 +107,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 				return
 			}
 			ids := append(issue(t, a, 20000), issue(t, b, 20000)...)
-			if d := duplicates(ids); d != 0 {
+			if d := testkit.Duplicates(ids); d != 0 {
 				t.Fatalf("%d duplicates among %d IDs of %s and %s", d, len(ids), tt.first.layout, tt.second.layout)
 			}
 		})
@@ -200,7 +201,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 				t.Fatal(err)
 			}
 			old := issue(t, a, 50000) // more than 4096: several milliseconds
-			if err := a.Close(ctx); err != nil {
+			if err := a.Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
 			rec, err := open(t).Relayout(ctx, tt.to, c.Wall(), time.Minute)
@@ -227,7 +228,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 			if fresh[0] <= slices.Max(old) {
 				t.Errorf("first ID of %s is %d, not above the last of %s, %d", tt.to, fresh[0], std, slices.Max(old))
 			}
-			if d := duplicates(append(old, fresh...)); d != 0 {
+			if d := testkit.Duplicates(append(old, fresh...)); d != 0 {
 				t.Fatalf("%d duplicates across the relayout", d)
 			}
 			recs, err := open(t).Layouts(ctx)

@@ -28,7 +28,7 @@ func Example() {
 		panic(err)
 	}
 
-	alloc, err := segment.New(store, nil)
+	alloc, err := segment.New(store, segment.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -71,7 +71,7 @@ func ExampleStore_Leases() {
 	fmt.Println(gen.WorkerID(), p.WorkerID, gen.Ready())
 
 	// Close releases the worker ID, recording the last timestamp used.
-	if err := gen.Close(ctx); err != nil {
+	if err := gen.Shutdown(ctx); err != nil {
 		panic(err)
 	}
 	workers, _ := leases.Workers(ctx)

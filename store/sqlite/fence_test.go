@@ -45,7 +45,7 @@ func TestStore_RestoredFile(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a, err := segment.New(s, &segment.Options{FixedStep: true})
+		a, err := segment.New(s, segment.Options{FixedStep: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,7 @@ func TestLeases_LayoutBesideLeafAlloc(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewLeased beside leaf_alloc: %v", err)
 	}
-	defer l.Close(ctx)
+	defer l.Shutdown(ctx)
 	recs, err := st.Leases().Layouts(ctx)
 	if err != nil || len(recs) != 1 || recs[0].Layout != l.Layout() {
 		t.Fatalf("Layouts = %v, %v; want the one of %s", recs, err, l.Layout())

@@ -48,7 +48,7 @@ func TestStore_TwoPoolsOneFile(t *testing.T) {
 	var all []int64
 	var wg sync.WaitGroup
 	for _, s := range []*sqlite.Store{s1, s2} {
-		a, err := segment.New(s, &segment.Options{FixedStep: true})
+		a, err := segment.New(s, segment.Options{FixedStep: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,7 +79,7 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	if err := a.s.CreateTag(ctx, segment.Tag{Name: tag, MaxID: 1, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
-	allocA, err := segment.New(a.s, &segment.Options{FixedStep: true})
+	allocA, err := segment.New(a.s, segment.Options{FixedStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	began := time.Now()
 
 	c := newProc()
-	allocC, err := segment.New(c.s, &segment.Options{FixedStep: true})
+	allocC, err := segment.New(c.s, segment.Options{FixedStep: true})
 	if err != nil {
 		t.Fatal(err)
 	}

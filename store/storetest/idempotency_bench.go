@@ -30,7 +30,7 @@ const benchParallelism = 8
 func BenchIdempotency(b *testing.B, seg segment.Store, idem idempotency.Store, floor func(ctx context.Context, key string) error) {
 	gin.SetMode(gin.ReleaseMode)
 	ctx := context.Background()
-	alloc, err := segment.New(seg, &segment.Options{AutoCreate: true, DefaultStep: 10000})
+	alloc, err := segment.New(seg, segment.Options{AutoCreate: true, DefaultStep: 10000})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -201,7 +201,7 @@ func RunLeafAlloc(t *testing.T, b LeafBackend) {
 	}
 	for i, s := range idg {
 		obs := &latencyObserver{line: idgenLine, slow: &idgenWaited, loads: &idgenLoads}
-		a, err := segment.New(s, &segment.Options{FixedStep: true, Observer: obs, WaitTimeout: 30 * time.Second, LoadTimeout: 30 * time.Second})
+		a, err := segment.New(s, segment.Options{FixedStep: true, Observer: obs, WaitTimeout: 30 * time.Second, LoadTimeout: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -164,7 +164,7 @@ func contention(t *testing.T, b Backend, dsn string, admin Store) {
 	for i := range instances {
 		s := b.open(t, dsn)
 		obs := &loadCounter{}
-		a, err := segment.New(s, &segment.Options{FixedStep: true, Observer: obs, WaitTimeout: 30 * time.Second, LoadTimeout: 30 * time.Second})
+		a, err := segment.New(s, segment.Options{FixedStep: true, Observer: obs, WaitTimeout: 30 * time.Second, LoadTimeout: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +276,7 @@ func outage(t *testing.T, b Backend) {
 	if err := s.CreateTag(ctx, segment.Tag{Name: "outage", MaxID: 1, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := segment.New(s, &segment.Options{FixedStep: true, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, WaitTimeout: 2 * time.Second, LoadTimeout: 2 * time.Second})
+	a, err := segment.New(s, segment.Options{FixedStep: true, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, WaitTimeout: 2 * time.Second, LoadTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func RunWorkerRange(t *testing.T, leases snowflake.LeaseTable) {
 		if err != nil {
 			t.Fatalf("lease %d in %s: %v", i, wr, err)
 		}
-		defer l.Close(ctx)
+		defer l.Shutdown(ctx)
 		if got := l.WorkerID(); got != wr.From+int64(i) {
 			t.Errorf("lease %d: worker %d, want %d", i, got, wr.From+int64(i))
 		}

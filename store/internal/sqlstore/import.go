@@ -11,13 +11,13 @@ import (
 // Import creates each tag that has no row and raises each that does to
 // at least its MaxID, never lowering one, in one transaction: either
 // every tag is imported or none is. Every tag is checked first
-// (segment.CheckTag), so a row that could not be reserved from, such as
+// (segment.Tag.Validate), so a row that could not be reserved from, such as
 // one whose max_id leaves no room for a step below the int64 limit, fails
 // the whole import before anything is written. before[i] is tags[i]'s
 // max_id before the import, or -1 when Import created it.
 func (s *Store) Import(ctx context.Context, tags []segment.Tag) (before []int64, err error) {
 	for _, t := range tags {
-		if err := segment.CheckTag(t); err != nil {
+		if err := t.Validate(); err != nil {
 			return nil, fmt.Errorf("tag %q: %w", t.Name, err)
 		}
 	}

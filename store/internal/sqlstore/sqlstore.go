@@ -302,7 +302,7 @@ func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, st
 // fingerprint are written in one transaction, so that no instance can see
 // the tag without knowing it is opaque.
 func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
-	if err := segment.CheckTag(t); err != nil {
+	if err := t.Validate(); err != nil {
 		return err
 	}
 	err := s.db.InTx(ctx, func(q Querier) error {

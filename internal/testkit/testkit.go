@@ -1,0 +1,72 @@
+// Package testkit holds the small helpers the module's tests share, so
+// that each exists once: free loopback ports, polling a condition with a
+// bound, and counting duplicate IDs.
+package testkit
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+)
+
+// FreePorts returns n distinct loopback ports that were free a moment
+// ago. Each is held until all are picked, so that they differ; a process
+// started on one may still lose it to another, which the caller's start
+// then reports.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var lc net.ListenConfig
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// WaitFor calls cond every interval until it returns nil or timeout has
+// passed, and then returns nil or cond's last error, saying how long it
+// waited. It bounds waits for real processes and databases, whose time
+// no fake clock drives.
+func WaitFor(timeout, every time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v: %w", timeout, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+var errNotYet = errors.New("testkit: the condition does not hold yet")
+
+// Until is WaitFor for a condition without a reason: whether cond held
+// within timeout.
+func Until(timeout, every time.Duration, cond func() bool) bool {
+	return WaitFor(timeout, every, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	}) == nil
+}
+
+// Duplicates returns how many values of ids repeat an earlier one. It
+// sorts a copy, which costs less memory than a set of millions of IDs,
+// and leaves ids as they are.
+func Duplicates(ids []int64) int {
+	s := slices.Clone(ids)
+	slices.Sort(s)
+	return len(s) - len(slices.Compact(s))
+}
