@@ -222,8 +222,8 @@ func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
 // max_id: `idgen tag bump --all --by N`. A tag created afterwards starts
 // the floor above the start it asks for (see CreateTag), so a tag whose
 // creation a restore lost, created again, starts above what the lost
-// row handed out. Nothing is written if any tag cannot grow by n
-// (segment.ErrExhausted).
+// row handed out. A tag n would carry past the int64 limit is set to the
+// limit (exhausted), as a fence does.
 func (s *Store) BumpAll(ctx context.Context, n int64) ([]segment.Tag, error) {
 	return s.seg.BumpAll(ctx, n)
 }

@@ -74,8 +74,8 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 		Release:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id = ?`),
 		List:         r.sql(`SELECT biz_tag, max_id, step, {{.D}}, {{.U}} FROM {{.T}} ORDER BY biz_tag`),
 		SetStep:      r.sql(`UPDATE {{.T}} SET step = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
-		LockAll:      r.sql(`SELECT biz_tag, max_id FROM {{.T}} ORDER BY biz_tag{{.ForUpdate}}`),
-		AdvanceAll:   r.sql(`UPDATE {{.T}} SET max_id = max_id + ?, {{.U}} = {{.Now}}`),
+		AdvanceAll:   r.sql(bumpAll),
+		ListMax:      r.sql(`SELECT biz_tag, max_id FROM {{.T}} ORDER BY biz_tag`),
 		OpaqueInsert: r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
 		OpaqueSelect: r.sql(`SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM {{.T}} WHERE biz_tag = ?`),
 		OpaqueList:   r.sql(`SELECT biz_tag, key_fingerprint FROM tag_opaque`),
@@ -114,13 +114,17 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 	return d, r.err
 }
 
+// bumpAll adds a margin to every row's max_id, saturating at the int64
+// limit. Args: limit, margin.
+const bumpAll = `UPDATE {{.T}} SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, {{.U}} = {{.Now}}`
+
 // identity renders the idgen_fence statements beside the server's part.
 func (r *renderer) identity() *IdentitySQL {
 	id := r.sp.Identity
 	bump := map[string]string{}
 	for _, t := range []SequenceTable{IDSequence, LeafAlloc} {
 		on := &renderer{sp: r.sp, t: t}
-		bump[t.Name] = on.sql(`UPDATE {{.T}} SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, {{.U}} = {{.Now}}`)
+		bump[t.Name] = on.sql(bumpAll)
 		r.err = cmp.Or(r.err, on.err)
 	}
 	return &IdentitySQL{

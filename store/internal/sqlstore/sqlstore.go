@@ -64,11 +64,12 @@ type Dialect struct {
 	List string
 	// SetStep changes the step. Args: step, tag.
 	SetStep string
-	// LockAll selects biz_tag, max_id of every row by tag, under row
-	// locks. No args.
-	LockAll string
-	// AdvanceAll adds to every row's max_id. Args: n.
+	// AdvanceAll adds to every row's max_id, setting a row it would
+	// carry past the int64 limit to the limit, as a fence does
+	// (IdentitySQL.Bump). Args: limit, n.
 	AdvanceAll string
+	// ListMax selects biz_tag, max_id of every row by tag.
+	ListMax string
 	// OpaqueInsert records an opaque tag's key fingerprint in tag_opaque.
 	// Args: tag, fingerprint.
 	OpaqueInsert string
@@ -257,9 +258,11 @@ func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
 // start above what the lost row handed out, as after a fence; and a
 // process that saw the raised floor adds it to the margin of a fence
 // after a loss that takes the bump with it (fence.NewPlan). It fails
-// with segment.ErrExhausted, writing nothing, if any tag cannot grow by
-// n. The idgen_fence row is written first, as a fence and a creation
-// write it, so that the three take their locks in one order.
+// sets a tag it would carry past the int64 limit to the limit, as a
+// fence does: exhausted, so that it refuses rather than repeats, and so
+// that one exhausted tag does not keep the others from the repair. The
+// idgen_fence row is written first, as a fence and a creation write it,
+// so that the three take their locks in one order.
 func (s *Store) BumpAll(ctx context.Context, n int64) ([]segment.Tag, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: bump by %d: max_id only moves up", segment.ErrInvalidStep, n)
@@ -298,32 +301,24 @@ func (s *Store) bumpAllTx(ctx context.Context, q Querier, snap fence.Memory, n i
 			return nil, nil, err
 		}
 	}
-	rows, err := q.Query(ctx, s.d.LockAll)
+	if _, err := q.Exec(ctx, s.d.AdvanceAll, int64(math.MaxInt64)-n, n); err != nil {
+		return nil, nil, err
+	}
+	rows, err := q.Query(ctx, s.d.ListMax)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer rows.Close()
 	var out []segment.Tag
 	for rows.Next() {
 		var t segment.Tag
 		if err := rows.Scan(&t.Name, &t.MaxID); err != nil {
-			rows.Close()
 			return nil, nil, err
 		}
-		if t.MaxID > math.MaxInt64-n {
-			rows.Close()
-			return nil, nil, fmt.Errorf("%w: tag %q at %d cannot grow by %d", segment.ErrExhausted, t.Name, t.MaxID, n)
-		}
-		t.MaxID += n
 		out = append(out, t)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, nil, err
-	}
-	if len(out) > 0 {
-		if _, err := q.Exec(ctx, s.d.AdvanceAll, n); err != nil {
-			return nil, nil, err
-		}
 	}
 	return r, out, nil
 }
