@@ -423,7 +423,7 @@ func (s *Store) start(ctx context.Context, q Querier, from int64) (int64, error)
 		return from, nil
 	}
 	if _, err := q.Exec(ctx, s.d.Identity.Create); err != nil {
-		return 0, fmt.Errorf("lock idgen_fence (is migration 00010 applied?): %w", err)
+		return 0, fmt.Errorf("lock idgen_fence for the creation (migration 00010): %w", err)
 	}
 	var floor int64
 	if err := q.QueryRow(ctx, s.d.Identity.TagFloor).Scan(&floor); err != nil {
