@@ -217,7 +217,20 @@ func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
 	return s.seg.Bump(ctx, tag, n)
 }
 
-// CreateTag implements segment.Store.
+// BumpAll moves every tag's max_id up by n, and the store's tag floor
+// with it, in one transaction, and returns every tag with its new
+// max_id: `idgen tag bump --all --by N`. A tag created afterwards starts
+// the floor above the start it asks for (see CreateTag), so a tag whose
+// creation a restore lost, created again, starts above what the lost
+// row handed out. A tag n would carry past the int64 limit is set to the
+// limit (exhausted), as a fence does.
+func (s *Store) BumpAll(ctx context.Context, n int64) ([]segment.Tag, error) {
+	return s.seg.BumpAll(ctx, n)
+}
+
+// CreateTag implements segment.Store. On a store that has been fenced
+// (or bumped with BumpAll) the tag starts the store's tag floor above
+// t.MaxID: the sum of every fence's margin (fence.Record.Floor).
 func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error { return s.seg.CreateTag(ctx, t) }
 
 // Release implements segment.Releaser: it hands the unused end of a range
@@ -252,7 +265,7 @@ func (s *Store) Import(ctx context.Context, tags []segment.Tag) (before []int64,
 
 // ObserveRetries makes f count the transactions this store ran again
 // after a deadlock or a serialization failure, by operation: "reserve",
-// "raise", "bump", "import", "claim" or "fence". f must not block.
+// "raise", "bump", "create", "import", "claim" or "fence". f must not block.
 func (s *Store) ObserveRetries(f func(op string)) {
 	s.seg.ObserveRetries(f)
 	s.leases.ObserveRetries(f)

@@ -37,6 +37,6 @@ func startFencing(ctx context.Context, st *store.Store, c serveConfig, log *slog
 	if c.fenceMargin > 0 {
 		margin = fmt.Sprint(c.fenceMargin)
 	}
-	log.Info("store identity", "identity", cur.String(), "generation", rec.Generation, "fence_margin", margin)
+	log.Info("store identity", "identity", cur.String(), "generation", rec.Generation, "tag_floor", rec.Floor, "fence_margin", margin)
 	return nil
 }

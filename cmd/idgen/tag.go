@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store"
 )
@@ -43,7 +45,8 @@ func newTag() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "created %s%s: first ID %d, step %d\n", args[0], kind, start, step)
+				first, floor := createdAt(cmd.Context(), st, t)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "created %s%s: first ID %d, step %d%s\n", args[0], kind, first, step, floor)
 				return err
 			})
 		},
@@ -107,6 +110,18 @@ func newTag() *cobra.Command {
 	})
 	tag.AddCommand(add, list, step, newBump())
 	return tag
+}
+
+// createdAt returns the first ID of the tag t just created, and a note
+// when it is not t.MaxID: on a store that was fenced or bumped, a tag
+// starts the tag floor above its --start (docs/deploy.md). Without a
+// record to read (no fencing), it is t.MaxID.
+func createdAt(ctx context.Context, st *store.Store, t segment.Tag) (int64, string) {
+	_, rec, err := st.Identity(ctx)
+	if err != nil || rec.Floor <= 0 {
+		return t.MaxID, ""
+	}
+	return fence.Start(rec, t.MaxID), fmt.Sprintf(" (--start %d plus the store's tag floor %d: the store was fenced or bumped)", t.MaxID, rec.Floor)
 }
 
 // tagNotFound says how to create a missing tag from the CLI; the
@@ -199,6 +214,20 @@ docs/deploy.md for how large --by must be.`,
 			}
 			return withExistingStore(cmd, func(st *store.Store) error {
 				ctx := cmd.Context()
+				out := &printer{w: cmd.OutOrStdout()}
+				if all && by > 0 {
+					// One transaction, which raises the tag floor too, so
+					// that a tag created afterwards starts above it.
+					tags, err := st.BumpAll(ctx, by)
+					if err != nil {
+						return err
+					}
+					for _, t := range tags {
+						out.printf("%s: max_id %d\n", t.Name, t.MaxID)
+					}
+					out.printf("tag floor raised by %d: tags created from now on start that far above their --start\n", by)
+					return out.err
+				}
 				if all {
 					tags, err := st.ListTags(ctx)
 					if err != nil {
@@ -208,7 +237,6 @@ docs/deploy.md for how large --by must be.`,
 						args = append(args, t.Name)
 					}
 				}
-				out := &printer{w: cmd.OutOrStdout()}
 				for _, name := range args {
 					if by > 0 {
 						n, err := st.Bump(ctx, name, by)

@@ -19,6 +19,11 @@ func TestStore_Fencing(t *testing.T) {
 	storetest.Fencing(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
+func TestStore_FenceFloor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idgen.db")
+	storetest.FenceFloor(t, func(t *testing.T) storetest.Store { return open(t, path) })
+}
+
 // A file put back from an older copy while every process was stopped:
 // the process that starts next finds the sidecar ahead of the file,
 // fences, and hands out none of the IDs issued since the copy.
@@ -74,6 +79,69 @@ func TestStore_RestoredFile(t *testing.T) {
 	}
 	if _, fences := run(false); fences != 0 {
 		t.Fatalf("the next process fenced again (%d)", fences)
+	}
+}
+
+// The sidecar keeps the highest tag floor a process saw, also when it is
+// written over an older one: a process that starts after a second loss
+// took the first fence with it (the record's floor went back) learns
+// from the sidecar what the lost fence added, and adds it to its margin.
+func TestStore_SidecarKeepsFloor(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idgen.db")
+	const margin = 10_000
+	start := func() (*sqlite.Store, *atomic.Pointer[fence.Event]) {
+		s, err := sqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Migrate(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ConfigureFence(fence.Config{Margin: margin}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var last atomic.Pointer[fence.Event]
+		s.ObserveFences(func(ev fence.Event) { last.Store(&ev) })
+		if err := s.CheckIdentity(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s, &last
+	}
+	exec := func(s *sqlite.Store, q string) {
+		t.Helper()
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first process records the identity (a sidecar without a
+	// floor), then fences a failover: the floor is the margin.
+	a, _ := start()
+	exec(a, "UPDATE idgen_fence SET store_id = 'another-file' WHERE id = 1")
+	if err := a.CheckIdentity(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, rec, err := a.Identity(ctx); err != nil || rec.Floor != margin {
+		t.Fatalf("tag floor after the fence: %+v, %v; want %d", rec, err, margin)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The second loss: another file whose record lost that fence.
+	b, last := start()
+	defer b.Close()
+	if ev := last.Load(); ev != nil {
+		t.Fatalf("the next process fenced before the loss: %s", ev.Reason)
+	}
+	exec(b, "UPDATE idgen_fence SET store_id = 'a-third-file', tag_floor = 0 WHERE id = 1")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, last := start()
+	defer c.Close()
+	ev := last.Load()
+	if ev == nil || ev.Plan.Lost != margin || ev.Plan.Margin != 2*margin {
+		t.Fatalf("fence after the loss of a fence: %+v; want %d lost, margin %d (from the sidecar's floor)", ev, margin, 2*margin)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 // sidecar is the file beside the database, PATH.fence, in which the
 // store keeps what it last saw of the file's history (fence.Memory):
-// its store_id, generation and ticks. A process that starts after the
+// its store_id, generation and ticks, and the highest tag floor. A process that starts after the
 // database was put back from an older copy, while the sidecar stayed,
 // finds ticks or a generation below what the sidecar says and fences.
 //
@@ -48,10 +48,12 @@ func (p sidecar) load() (fence.Memory, error) {
 
 func (p sidecar) save(m fence.Memory) error {
 	if old, err := p.load(); err == nil && old.Known && m.Known {
-		// Observe keeps old where it is newer, and the furthest position
-		// where both saw one record.
+		// Observe keeps old where it is newer, the furthest position
+		// where both saw one record, and the higher floor (without
+		// Floor here, an older sidecar's would win and a fence after a
+		// loss of fences would not add what they added).
 		m = old.Observe(fence.Identity{Kind: m.Identity.Kind, System: m.Identity.System, Timeline: m.Identity.Timeline,
-			Position: m.Positions[""]}, fence.Record{Identity: m.Identity, Generation: m.Generation})
+			Position: m.Positions[""]}, fence.Record{Identity: m.Identity, Generation: m.Generation, Floor: m.Floor})
 	}
 	b, err := json.Marshal(m)
 	if err != nil {

@@ -60,9 +60,21 @@ type IdentitySQL struct {
 	// until, until.
 	Floor string
 	// Write records an identity. Args: backend, system, timeline,
-	// position, generation, fence_until, fences added (0 or 1),
-	// fenced_at.
+	// position, generation, fence_until, tag_floor, covers, fences added
+	// (0 or 1), fenced_at.
 	Write string
+	// Create takes the idgen_fence row's lock for a tag's creation, by
+	// writing it (tag_creates moves up): no fence commits between the
+	// creation's read of the floor and its insert, and on Galera the
+	// row is in the creation's write set, so that a creation and a fence
+	// on two nodes conflict at certification. It touches no row on a
+	// store that has none yet, whose floor is 0. No args.
+	Create string
+	// TagFloor reads tag_floor, 0 without a row. No args.
+	TagFloor string
+	// RaiseFloor adds to tag_floor, saturating at the int64 limit, for
+	// `idgen tag bump --all`. Args: limit, n.
+	RaiseFloor string
 }
 
 // FenceObserver is told of each fence this process performed. It must
@@ -184,9 +196,11 @@ func (r *reading) fromMemory(snap fence.Memory) {
 	r.rec = fence.Record{Identity: snap.Identity, Generation: snap.Generation}
 }
 
+// dest is where IdentityColumns' columns go.
 func (r *reading) dest() []any {
 	return []any{&r.cur.System, &r.cur.Timeline, &r.cur.Position, &r.cur.Node,
-		&r.rec.System, &r.rec.Timeline, &r.rec.Position, &r.rec.Generation, &r.rec.FenceUntil}
+		&r.rec.System, &r.rec.Timeline, &r.rec.Position, &r.rec.Generation, &r.rec.FenceUntil,
+		&r.rec.Floor, &r.rec.Covers}
 }
 
 // fixup fills in what the columns do not carry: the record's kind, from
@@ -357,7 +371,7 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory) error {
 	}
 	g.log.Warn("store fenced: its history changed; every tag's max_id moved up and worker leases held",
 		"reason", ev.Reason, "recorded", ev.From.String(), "current", ev.To.String(),
-		"margin", ev.Plan.Margin, "live_leases", ev.Plan.Live, "hold_until", time.UnixMilli(ev.Plan.HoldUntil).UTC(),
+		"margin", ev.Plan.Margin, "lost_margin", ev.Plan.Lost, "tag_floor", ev.To.Floor, "live_leases", ev.Plan.Live, "hold_until", time.UnixMilli(ev.Plan.HoldUntil).UTC(),
 		"generation", ev.To.Generation, "tables", strings.Join(ev.Tables, ","))
 	if f := g.obs.Load(); f != nil && *f != nil {
 		(*f)(*ev)
@@ -389,12 +403,15 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		}
 		r.cur.Position = tickNext(r.cur.Position)
 	}
-	to := fence.Record{Identity: r.cur, Generation: fence.NewGeneration(r.rec, snap, now), FenceUntil: r.rec.FenceUntil}
+	// A first recording keeps the floor (a store whose row was never
+	// recorded may have one from `idgen tag bump --all`) and claims to
+	// cover nothing.
+	to := fence.Record{Identity: r.cur, Generation: fence.NewGeneration(r.rec, snap, now), FenceUntil: r.rec.FenceUntil, Floor: r.rec.Floor}
 	to.Node = ""
 	ev := &fence.Event{From: r.rec, To: to}
 	if d.Verdict == fence.Initialize {
-		if _, err := q.Exec(ctx, g.id.Write, string(to.Kind), to.System, to.Timeline, to.Position, to.Generation, to.FenceUntil, 0, int64(0)); err != nil {
-			return nil, nil, fmt.Errorf("record the identity: %w", err)
+		if err := g.write(ctx, q, to, 0, 0); err != nil {
+			return nil, nil, err
 		}
 		return ev, r, nil
 	}
@@ -421,11 +438,22 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return nil, nil, fmt.Errorf("raise worker floors: %w", err)
 	}
 	to.FenceUntil = max(to.FenceUntil, p.HoldUntil)
-	if _, err := q.Exec(ctx, g.id.Write, string(to.Kind), to.System, to.Timeline, to.Position, to.Generation, to.FenceUntil, 1, p.Now); err != nil {
-		return nil, nil, fmt.Errorf("record the identity: %w", err)
+	to.Floor, to.Covers = p.Floor, p.Covers
+	if err := g.write(ctx, q, to, 1, p.Now); err != nil {
+		return nil, nil, err
 	}
 	ev.To, ev.Reason, ev.Plan = to, d.Reason, p
 	return ev, r, nil
+}
+
+// write writes the record to; fences (0 or 1) is added to the count of
+// fences, and fencedAt is the fence's time (0 for a first recording).
+func (g *Guard) write(ctx context.Context, q Querier, to fence.Record, fences, fencedAt int64) error {
+	if _, err := q.Exec(ctx, g.id.Write, string(to.Kind), to.System, to.Timeline, to.Position, to.Generation, to.FenceUntil,
+		to.Floor, to.Covers, fences, fencedAt); err != nil {
+		return fmt.Errorf("record the identity: %w", err)
+	}
+	return nil
 }
 
 // tables returns the sequence tables the store has.
@@ -483,16 +511,16 @@ func (g *Guard) Read(ctx context.Context) (fence.Identity, fence.Record, error) 
 }
 
 // IdentityColumns returns the select list of the server's four identity
-// columns (IdentitySQL.Server) followed by the record's five, read from
+// columns (IdentitySQL.Server) followed by the record's seven, read from
 // idgen_fence in SQL every dialect speaks: system, timeline, position
-// (text), generation and fence_until (integers).
+// (text), generation, fence_until, tag_floor and covers (integers).
 func IdentityColumns(server string) string {
 	const one = "(SELECT %s FROM idgen_fence WHERE id = 1)"
-	rec := make([]string, 0, 5)
+	rec := make([]string, 0, 7)
 	for _, c := range []string{"system_id", "timeline", "log_position"} {
 		rec = append(rec, "COALESCE("+fmt.Sprintf(one, c)+", '')")
 	}
-	for _, c := range []string{"generation", "fence_until"} {
+	for _, c := range []string{"generation", "fence_until", "tag_floor", "covers"} {
 		rec = append(rec, "COALESCE("+fmt.Sprintf(one, c)+", 0)")
 	}
 	return server + ", " + strings.Join(rec, ", ")

@@ -48,7 +48,11 @@ func (s *Store) importOne(ctx context.Context, q Querier, t segment.Tag) (int64,
 	err := q.QueryRow(ctx, s.d.LockRow, t.Name).Scan(&maxID, &step)
 	switch {
 	case errors.Is(err, s.d.NoRows):
-		_, err := q.Exec(ctx, s.d.Insert, t.Name, t.MaxID, t.Step, t.Description)
+		from, err := s.start(ctx, q, t.MaxID)
+		if err != nil {
+			return 0, err
+		}
+		_, err = q.Exec(ctx, s.d.Insert, t.Name, from, t.Step, t.Description)
 		return -1, err
 	case err != nil:
 		return 0, err

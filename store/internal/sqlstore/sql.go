@@ -74,6 +74,8 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 		Release:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id = ?`),
 		List:         r.sql(`SELECT biz_tag, max_id, step, {{.D}}, {{.U}} FROM {{.T}} ORDER BY biz_tag`),
 		SetStep:      r.sql(`UPDATE {{.T}} SET step = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
+		AdvanceAll:   r.sql(bumpAll),
+		ListMax:      r.sql(`SELECT biz_tag, max_id FROM {{.T}} ORDER BY biz_tag`),
 		OpaqueInsert: r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
 		OpaqueSelect: r.sql(`SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM {{.T}} WHERE biz_tag = ?`),
 		OpaqueList:   r.sql(`SELECT biz_tag, key_fingerprint FROM tag_opaque`),
@@ -112,13 +114,17 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 	return d, r.err
 }
 
+// bumpAll adds a margin to every row's max_id, saturating at the int64
+// limit. Args: limit, margin.
+const bumpAll = `UPDATE {{.T}} SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, {{.U}} = {{.Now}}`
+
 // identity renders the idgen_fence statements beside the server's part.
 func (r *renderer) identity() *IdentitySQL {
 	id := r.sp.Identity
 	bump := map[string]string{}
 	for _, t := range []SequenceTable{IDSequence, LeafAlloc} {
 		on := &renderer{sp: r.sp, t: t}
-		bump[t.Name] = on.sql(`UPDATE {{.T}} SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, {{.U}} = {{.Now}}`)
+		bump[t.Name] = on.sql(bumpAll)
 		r.err = cmp.Or(r.err, on.err)
 	}
 	return &IdentitySQL{
@@ -129,7 +135,10 @@ func (r *renderer) identity() *IdentitySQL {
 		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`),
 		Floor: r.sql(`UPDATE worker_node SET last_timestamp = ?, updated_at = {{.Now}} WHERE last_timestamp < ?`),
 		Write: r.sql(`UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
-		fence_until = ?, fences = fences + ?, fenced_at = {{.Greatest}}(fenced_at, ?), recorded_at = {{.Now}} WHERE id = 1`),
+		fence_until = ?, tag_floor = ?, covers = ?, fences = fences + ?, fenced_at = {{.Greatest}}(fenced_at, ?), recorded_at = {{.Now}} WHERE id = 1`),
+		Create:     r.sql(`UPDATE idgen_fence SET tag_creates = tag_creates + 1 WHERE id = 1`),
+		TagFloor:   r.sql(`SELECT COALESCE((SELECT tag_floor FROM idgen_fence WHERE id = 1), 0)`),
+		RaiseFloor: r.sql(`UPDATE idgen_fence SET tag_floor = CASE WHEN tag_floor <= ? THEN tag_floor + ? ELSE 9223372036854775807 END WHERE id = 1`),
 	}
 }
 

@@ -64,6 +64,12 @@ type Dialect struct {
 	List string
 	// SetStep changes the step. Args: step, tag.
 	SetStep string
+	// AdvanceAll adds to every row's max_id, setting a row it would
+	// carry past the int64 limit to the limit, as a fence does
+	// (IdentitySQL.Bump). Args: limit, n.
+	AdvanceAll string
+	// ListMax selects biz_tag, max_id of every row by tag.
+	ListMax string
 	// OpaqueInsert records an opaque tag's key fingerprint in tag_opaque.
 	// Args: tag, fingerprint.
 	OpaqueInsert string
@@ -245,6 +251,78 @@ func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
 	return to, wrap("bump", tag, err)
 }
 
+// BumpAll moves every tag's max_id up by n, and the tag floor with it
+// (see start), in one transaction, and returns every tag with its new
+// max_id: `idgen tag bump --all`, the manual fence after a restore. The
+// floor makes a tag whose creation the restore lost, created again,
+// start above what the lost row handed out, as after a fence; and a
+// process that saw the raised floor adds it to the margin of a fence
+// after a loss that takes the bump with it (fence.NewPlan). It fails
+// sets a tag it would carry past the int64 limit to the limit, as a
+// fence does: exhausted, so that it refuses rather than repeats, and so
+// that one exhausted tag does not keep the others from the repair. The
+// idgen_fence row is written first, as a fence and a creation write it,
+// so that the three take their locks in one order.
+func (s *Store) BumpAll(ctx context.Context, n int64) ([]segment.Tag, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%w: bump by %d: max_id only moves up", segment.ErrInvalidStep, n)
+	}
+	var out []segment.Tag
+	err := retry(ctx, s.d, &s.retryHook, "bump", func() error {
+		return s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
+			var r *reading
+			err := s.db.InTx(ctx, func(q Querier) error {
+				var err error
+				r, out, err = s.bumpAllTx(ctx, q, snap, n)
+				return err
+			})
+			return r, err
+		})
+	})
+	if err != nil {
+		return nil, wrap("bump", "", err)
+	}
+	return out, nil
+}
+
+// bumpAllTx is BumpAll's transaction.
+func (s *Store) bumpAllTx(ctx context.Context, q Querier, snap fence.Memory, n int64) (*reading, []segment.Tag, error) {
+	var r *reading
+	if s.d.Identity != nil {
+		if _, err := q.Exec(ctx, s.d.Identity.RaiseFloor, int64(math.MaxInt64)-n, n); err != nil {
+			return nil, nil, fmt.Errorf("raise the tag floor (is migration 00010 applied?): %w", err)
+		}
+	}
+	if s.g != nil {
+		// Read after the write: under the row's lock, and with the floor
+		// this transaction raised, which the process then remembers.
+		var err error
+		if r, err = s.g.read(ctx, q, snap); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := q.Exec(ctx, s.d.AdvanceAll, int64(math.MaxInt64)-n, n); err != nil {
+		return nil, nil, err
+	}
+	rows, err := q.Query(ctx, s.d.ListMax)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var out []segment.Tag
+	for rows.Next() {
+		var t segment.Tag
+		if err := rows.Scan(&t.Name, &t.MaxID); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return r, out, nil
+}
+
 // advance sets a tag's max_id to what next returns for the row's max_id
 // and step, read under the row lock, in one transaction. A next that
 // returns max_id itself writes nothing. A transaction the dialect calls
@@ -300,22 +378,58 @@ func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, st
 
 // CreateTag implements segment.Store. An opaque tag's row and its
 // fingerprint are written in one transaction, so that no instance can see
-// the tag without knowing it is opaque.
+// the tag without knowing it is opaque. The tag starts at the store's tag
+// floor above t.MaxID (see start). The transaction is retried like a
+// reservation: on Galera, a creation and a fence on two nodes abort one
+// another at certification.
 func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	err := s.db.InTx(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, s.d.Insert, t.Name, t.MaxID, t.Step, t.Description); err != nil || t.Opaque == "" {
-			return err
-		}
-		_, err := q.Exec(ctx, s.d.OpaqueInsert, t.Name, t.Opaque)
-		return err
+	err := retry(ctx, s.d, &s.retryHook, "create", func() error {
+		return s.db.InTx(ctx, func(q Querier) error { return s.insert(ctx, q, t) })
 	})
 	if err != nil && s.d.IsDuplicate(err) {
 		return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 	}
 	return wrap("create", t.Name, err)
+}
+
+// insert creates t's row, and its tag_opaque row if it is opaque, at
+// the floor (start).
+func (s *Store) insert(ctx context.Context, q Querier, t segment.Tag) error {
+	maxID, err := s.start(ctx, q, t.MaxID)
+	if err != nil {
+		return err
+	}
+	if _, err := q.Exec(ctx, s.d.Insert, t.Name, maxID, t.Step, t.Description); err != nil || t.Opaque == "" {
+		return err
+	}
+	_, err = q.Exec(ctx, s.d.OpaqueInsert, t.Name, t.Opaque)
+	return err
+}
+
+// start returns where a tag created with max_id from begins, in q's
+// transaction: the tag floor above it (fence.Start). It writes the
+// idgen_fence row before it reads the floor, so that the row stays
+// locked until the creation commits: a fence, which locks the row
+// first, cannot commit between the read and the insert, so the new row
+// is either there for the fence to move up or starts above the floor the
+// fence wrote. A tag whose creation a failover lost, created again,
+// thereby starts above every ID handed out from the lost row. Without
+// fencing there is no floor.
+func (s *Store) start(ctx context.Context, q Querier, from int64) (int64, error) {
+	if s.d.Identity == nil {
+		return from, nil
+	}
+	if _, err := q.Exec(ctx, s.d.Identity.Create); err != nil {
+		return 0, fmt.Errorf("lock idgen_fence for the creation (migration 00010): %w", err)
+	}
+	var floor int64
+	if err := q.QueryRow(ctx, s.d.Identity.TagFloor).Scan(&floor); err != nil {
+		return 0, fmt.Errorf("read the tag floor: %w", err)
+	}
+	return fence.Start(fence.Record{Floor: floor}, from), nil
 }
 
 // Release implements segment.Releaser with a compare-and-set on max_id.
