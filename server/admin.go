@@ -188,7 +188,21 @@ func (s *Server) createTag(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	t.UpdatedAt = time.Now()
+	// A fenced (or bumped) store starts the tag above the start asked for,
+	// at its tag floor: answer with the row as stored, so next_id is the
+	// first ID the tag will really hand out. The tag exists either way, so
+	// a failed read answers with the request rather than an error.
+	if tags, err := s.cfg.Admin.ListTags(ctx); err == nil {
+		for _, st := range tags {
+			if st.Name == t.Name {
+				t = st
+				break
+			}
+		}
+	}
+	if t.UpdatedAt.IsZero() {
+		t.UpdatedAt = time.Now()
+	}
 	c.PureJSON(http.StatusCreated, toTagJSON(t))
 }
 

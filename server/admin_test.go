@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -84,6 +85,28 @@ func TestAdmin_Auth(t *testing.T) {
 				t.Fatalf("code %s, want %s", errCode(t, a.body), tc.code)
 			}
 		})
+	}
+}
+
+// On a store whose tag floor is raised (a fence, or bump --all), a new
+// tag starts above the start asked for, and the answer says where.
+func TestAdmin_CreateAnswersTheStoredStart(t *testing.T) {
+	st := openStore(t)
+	if _, err := st.BumpAll(context.Background(), 5000); err != nil {
+		t.Fatal(err)
+	}
+	h, err := server.New(server.Config{Admin: st, AdminToken: "floor-admin-token", Segment: newAllocator(t, st, segment.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	a := do(t, "POST", ts.URL+"/admin/tags", "floor-admin-token", `{"tag":"late","start":10}`, "Content-Type", "application/json")
+	if a.status != 201 || !strings.Contains(a.body, `"next_id":"5010"`) {
+		t.Fatalf("create after the floor rose by 5000: %d %s; want next_id 5010", a.status, a.body)
+	}
+	if a := do(t, "GET", ts.URL+"/id/late", "", ""); !strings.Contains(a.body, `"id":"5010"`) {
+		t.Fatalf("first ID: %s; want 5010, as the create answer said", a.body)
 	}
 }
 
