@@ -27,8 +27,8 @@
 // metamorphic/: world.go (the run and its phases), process.go (a
 // simulated process and its lifecycle), ops.go (the weight table and the
 // ops), oracle.go (the promises and the trace hash), store.go (the
-// segment store's calls and their delivery), db.go (the database, its
-// history and the fence), leases.go (the lease table) and clock.go.
+// segment store's calls and their delivery), db.go (the database and
+// the fence), history.go (what a failover or a restore loses), leases.go (the lease table) and clock.go.
 //
 // What makes a run replay exactly from its seed is that nothing happens
 // unless the simulator lets it:
