@@ -28,7 +28,8 @@
 // simulated process and its lifecycle), ops.go (the weight table and the
 // ops), oracle.go (the promises and the trace hash), store.go (the
 // segment store's calls and their delivery), db.go (the database and
-// the fence), history.go (what a failover or a restore loses), leases.go (the lease table) and clock.go.
+// the fence), history.go (what a failover or a restore loses),
+// leases.go (the lease table) and clock.go.
 //
 // What makes a run replay exactly from its seed is that nothing happens
 // unless the simulator lets it:
