@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/segment/segmenttest"
 )
 
 const pgDSN = "postgres://idgen:idgen@postgres:5432/idgen?sslmode=disable"
@@ -361,7 +362,7 @@ func TestCompose_Stack(t *testing.T) {
 		case "snowflake":
 			want /= 2
 		}
-		dups := testkit.Duplicates(ids)
+		dups := segmenttest.Duplicates(ids)
 		t.Logf("sequence %-9s: %6d IDs, %d duplicates", seq, len(ids), dups)
 		if len(ids) != want || dups != 0 {
 			t.Errorf("sequence %s: %d IDs with %d duplicates, want %d unique", seq, len(ids), dups, want)

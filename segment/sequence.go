@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idgen/idgen/internal/retry"
+	"github.com/idgen/idgen"
 )
 
 // buffer is one reserved segment. Its fields other than pos never change
@@ -178,7 +178,7 @@ func (s *Sequence) advance(ctx context.Context, seen *buffer) error {
 			if now := s.a.opts.Now(); s.err != nil && now.Before(s.retryAt) {
 				err := s.err
 				if errors.Is(err, ErrUnavailable) {
-					err = retry.After(err, s.retryAt.Sub(now))
+					err = idgen.WithRetryAfter(err, s.retryAt.Sub(now))
 				}
 				s.mu.Unlock()
 				return err

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idgen/idgen/internal/retry"
+	"github.com/idgen/idgen"
 )
 
 const (
@@ -289,12 +289,12 @@ func (g *Generator) check() error {
 func (g *Generator) errBehind(behind time.Duration) error {
 	at := g.timeOf(g.lastMs).Format(time.RFC3339Nano)
 	if g.floorOnly {
-		return retry.After(&multiError{
+		return idgen.WithRetryAfter(&multiError{
 			msg:  fmt.Sprintf("snowflake: worker floor ahead of the clock by %v: this worker ID may not issue before %s (an earlier holder's last ID, or a store fence's hold); no IDs until then", behind, at),
 			errs: []error{ErrFloorAhead, ErrClockMovedBackwards},
 		}, behind)
 	}
-	return retry.After(fmt.Errorf("%w by %v: the last timestamp issued is %s; no IDs until the clock reaches it", ErrClockMovedBackwards, behind, at), behind)
+	return idgen.WithRetryAfter(fmt.Errorf("%w by %v: the last timestamp issued is %s; no IDs until the clock reaches it", ErrClockMovedBackwards, behind, at), behind)
 }
 
 func (g *Generator) errExhausted() error {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/fence"
-	"github.com/idgen/idgen/internal/unixmilli"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -22,7 +21,7 @@ type leaseTable struct{ db *db }
 
 // lease is a row as a snowflake.Lease.
 func (wk worker) lease(id int64) snowflake.Lease {
-	return snowflake.Lease{WorkerID: id, Owner: wk.owner, ExpiresAt: unixmilli.To(wk.expires), LastTimestamp: unixmilli.To(wk.last)}
+	return snowflake.Lease{WorkerID: id, Owner: wk.owner, ExpiresAt: snowflake.LeaseTime(wk.expires), LastTimestamp: snowflake.LeaseTime(wk.last)}
 }
 
 // claim takes the lowest free worker ID of from..to-1 for p (mu held).
@@ -77,13 +76,13 @@ func (t *leaseTable) renew(p *proc, lease snowflake.Lease, now, last time.Time, 
 		return snowflake.Lease{}, t.observer(p, cur, rec), fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
 	wk.expires = max(wk.expires, now.UnixMilli()+ttl.Milliseconds())
-	wk.last = max(wk.last, unixmilli.From(last))
+	wk.last = max(wk.last, snowflake.LeaseMillis(last))
 	t.db.workers[lease.WorkerID] = wk
 	t.db.commit()
 	// The holder's deadline must not pass the stored expiry, and it only
 	// learns a later one if it asked for it.
 	out := wk.lease(lease.WorkerID)
-	out.ExpiresAt = unixmilli.To(max(unixmilli.From(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
+	out.ExpiresAt = snowflake.LeaseTime(max(snowflake.LeaseMillis(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
 	return out, t.observer(p, cur, rec), nil
 }
 
@@ -92,7 +91,7 @@ func (t *leaseTable) release(lease snowflake.Lease, last time.Time) error {
 	if !ok || lease.Owner == "" || wk.owner != lease.Owner {
 		return fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
-	t.db.workers[lease.WorkerID] = worker{last: max(wk.last, unixmilli.From(last)), pinned: wk.pinned}
+	t.db.workers[lease.WorkerID] = worker{last: max(wk.last, snowflake.LeaseMillis(last)), pinned: wk.pinned}
 	t.db.commit()
 	return nil
 }

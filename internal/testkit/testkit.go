@@ -1,13 +1,14 @@
 // Package testkit holds the small helpers the module's tests share, so
-// that each exists once: free loopback ports, polling a condition with a
-// bound, and counting duplicate IDs.
+// that each exists once: free loopback ports and polling a condition
+// with a bound. Counting duplicate IDs is segmenttest.Duplicates, public
+// for backends outside the module, and low enough in the house for the
+// snowflake suites to use.
 package testkit
 
 import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"testing"
 	"time"
 )
@@ -60,13 +61,4 @@ func Until(timeout, every time.Duration, cond func() bool) bool {
 		}
 		return errNotYet
 	}) == nil
-}
-
-// Duplicates returns how many values of ids repeat an earlier one. It
-// sorts a copy, which costs less memory than a set of millions of IDs,
-// and leaves ids as they are.
-func Duplicates(ids []int64) int {
-	s := slices.Clone(ids)
-	slices.Sort(s)
-	return len(s) - len(slices.Compact(s))
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -107,7 +107,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 				return
 			}
 			ids := append(issue(t, a, 20000), issue(t, b, 20000)...)
-			if d := testkit.Duplicates(ids); d != 0 {
+			if d := segmenttest.Duplicates(ids); d != 0 {
 				t.Fatalf("%d duplicates among %d IDs of %s and %s", d, len(ids), tt.first.layout, tt.second.layout)
 			}
 		})
@@ -228,7 +228,7 @@ func RunLayoutStore(t *testing.T, newTable func(t *testing.T) func(t *testing.T)
 			if fresh[0] <= slices.Max(old) {
 				t.Errorf("first ID of %s is %d, not above the last of %s, %d", tt.to, fresh[0], std, slices.Max(old))
 			}
-			if d := testkit.Duplicates(append(old, fresh...)); d != 0 {
+			if d := segmenttest.Duplicates(append(old, fresh...)); d != 0 {
 				t.Fatalf("%d duplicates across the relayout", d)
 			}
 			recs, err := open(t).Layouts(ctx)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -33,7 +33,7 @@ func (su *suite) leasedCases() []suiteCase {
 				}
 				all = append(all, ids...)
 			}
-			if d := testkit.Duplicates(all); d != 0 {
+			if d := segmenttest.Duplicates(all); d != 0 {
 				t.Fatalf("%d duplicates among %d IDs", d, len(all))
 			}
 		}},
@@ -100,7 +100,7 @@ func (su *suite) leasedCases() []suiteCase {
 			}
 			issue(a, &aIDs, 100)
 			issue(b, &bIDs, 100)
-			if d := testkit.Duplicates(append(slices.Clone(aIDs), bIDs...)); d != 0 {
+			if d := segmenttest.Duplicates(append(slices.Clone(aIDs), bIDs...)); d != 0 {
 				t.Fatalf("%d duplicates between a and b", d)
 			}
 			if !slices.IsSorted(aIDs) {
@@ -198,7 +198,7 @@ func (su *suite) leasedCases() []suiteCase {
 				t.Fatalf("after re-claiming: Ready %v, worker %d", err, l.WorkerID())
 			}
 			take()
-			if !slices.IsSorted(ids) || testkit.Duplicates(ids) != 0 {
+			if !slices.IsSorted(ids) || segmenttest.Duplicates(ids) != 0 {
 				t.Errorf("IDs %v are not strictly increasing across the fencing", ids)
 			}
 		}},

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idgen/idgen/internal/unixmilli"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -124,7 +123,7 @@ func (m *MemLeaseStore) admitLayout(layout *snowflake.Layout, workers snowflake.
 	} else {
 		m.layouts[at] = rec
 	}
-	return unixmilli.From(rec.NotBefore), nil
+	return snowflake.LeaseMillis(rec.NotBefore), nil
 }
 
 // Layouts implements snowflake.LeaseTable.
@@ -151,7 +150,7 @@ func (m *MemLeaseStore) Relayout(ctx context.Context, to snowflake.Layout, now t
 		}
 		latest = max(latest, r.last, r.expires)
 	}
-	planned, err := snowflake.PlanRelayout(m.layouts, unixmilli.To(latest), to, now, maxWait)
+	planned, err := snowflake.PlanRelayout(m.layouts, snowflake.LeaseTime(latest), to, now, maxWait)
 	if err != nil {
 		return snowflake.LayoutRecord{}, err
 	}
@@ -177,12 +176,12 @@ func (m *MemLeaseStore) Renew(ctx context.Context, lease snowflake.Lease, now, l
 		return snowflake.Lease{}, fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
 	r.expires = max(r.expires, now.UnixMilli()+ttl.Milliseconds())
-	r.last = max(r.last, unixmilli.From(lastTimestamp))
+	r.last = max(r.last, snowflake.LeaseMillis(lastTimestamp))
 	m.rows[lease.WorkerID] = r
 	// Not r.lease: the holder's deadline must not pass the stored expiry,
 	// and it only learns the later one if it asked for it.
 	out := r.lease(lease.WorkerID)
-	out.ExpiresAt = unixmilli.To(max(unixmilli.From(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
+	out.ExpiresAt = snowflake.LeaseTime(max(snowflake.LeaseMillis(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
 	return out, nil
 }
 
@@ -245,7 +244,7 @@ func (m *MemLeaseStore) Release(ctx context.Context, lease snowflake.Lease, last
 	if !ok || lease.Owner == "" || r.owner != lease.Owner {
 		return fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
 	}
-	m.rows[lease.WorkerID] = memRow{last: max(r.last, unixmilli.From(lastTimestamp)), pinned: r.pinned}
+	m.rows[lease.WorkerID] = memRow{last: max(r.last, snowflake.LeaseMillis(lastTimestamp)), pinned: r.pinned}
 	return nil
 }
 
@@ -266,5 +265,5 @@ func (m *MemLeaseStore) Workers(ctx context.Context) ([]snowflake.Lease, error) 
 }
 
 func (r memRow) lease(id int64) snowflake.Lease {
-	return snowflake.Lease{WorkerID: id, Owner: r.owner, ExpiresAt: unixmilli.To(r.expires), LastTimestamp: unixmilli.To(r.last)}
+	return snowflake.Lease{WorkerID: id, Owner: r.owner, ExpiresAt: snowflake.LeaseTime(r.expires), LastTimestamp: snowflake.LeaseTime(r.last)}
 }

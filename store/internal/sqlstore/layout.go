@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idgen/idgen/internal/unixmilli"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -74,7 +73,7 @@ func (s *Leases) admitLayout(ctx context.Context, q Querier, layout *snowflake.L
 			return 0, err
 		}
 	}
-	return unixmilli.From(rec.NotBefore), nil
+	return snowflake.LeaseMillis(rec.NotBefore), nil
 }
 
 // lockLayouts locks the table's record of ordinal 0, then reads every
@@ -109,7 +108,7 @@ func (s *Leases) readLayouts(ctx context.Context, q Querier, query string) ([]sn
 			return nil, fmt.Errorf("read the snowflake layout: record %d: %w", ordinal, err)
 		}
 		out = append(out, snowflake.LayoutRecord{Layout: l, Workers: snowflake.WorkerRange{From: from, To: to},
-			NotBefore: unixmilli.To(notBefore), Retired: unixmilli.To(retired)})
+			NotBefore: snowflake.LeaseTime(notBefore), Retired: snowflake.LeaseTime(retired)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the snowflake layout: %w", err)
@@ -121,7 +120,7 @@ func (s *Leases) readLayouts(ctx context.Context, q Querier, query string) ([]sn
 func (s *Leases) writeLayout(ctx context.Context, q Querier, rec snowflake.LayoutRecord, at int, insert bool) error {
 	var err error
 	l, w := rec.Layout, rec.Workers
-	cols := []any{l.Epoch().UnixMilli(), l.TimeBits(), l.WorkerBits(), l.SequenceBits(), w.From, w.To, unixmilli.From(rec.NotBefore), unixmilli.From(rec.Retired)}
+	cols := []any{l.Epoch().UnixMilli(), l.TimeBits(), l.WorkerBits(), l.SequenceBits(), w.From, w.To, snowflake.LeaseMillis(rec.NotBefore), snowflake.LeaseMillis(rec.Retired)}
 	if insert {
 		_, err = q.Exec(ctx, s.d.LayoutInsert, append([]any{leaseTable, at}, cols...)...)
 	} else {
@@ -172,7 +171,7 @@ func (s *Leases) Relayout(ctx context.Context, to snowflake.Layout, now time.Tim
 		if err := q.QueryRow(ctx, s.d.WorkerLatest).Scan(&latest); err != nil {
 			return err
 		}
-		planned, err := snowflake.PlanRelayout(records, unixmilli.To(latest), to, now, maxWait)
+		planned, err := snowflake.PlanRelayout(records, snowflake.LeaseTime(latest), to, now, maxWait)
 		if err != nil {
 			return err
 		}
@@ -207,7 +206,7 @@ func (s *Leases) liveLeases(ctx context.Context, q Querier, now time.Time) (stri
 			return "", err
 		}
 		if expires > now.UnixMilli() {
-			live = append(live, fmt.Sprintf("worker %d is held by %q until %s", id, owner, unixmilli.To(expires).Format(time.RFC3339Nano)))
+			live = append(live, fmt.Sprintf("worker %d is held by %q until %s", id, owner, snowflake.LeaseTime(expires).Format(time.RFC3339Nano)))
 		}
 	}
 	return strings.Join(live, "; "), rows.Err()

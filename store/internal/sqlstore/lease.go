@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/fence"
-	"github.com/idgen/idgen/internal/unixmilli"
 	"github.com/idgen/idgen/snowflake"
 )
 
@@ -181,7 +180,7 @@ func (s *Leases) takeFree(ctx context.Context, q Querier, owner string, nowMs in
 	if n != 1 {
 		return fmt.Errorf("worker %d changed under its row lock (%d rows updated)", id, n)
 	}
-	*lease = snowflake.Lease{WorkerID: id, Owner: owner, ExpiresAt: unixmilli.To(newExpiry), LastTimestamp: unixmilli.To(floor)}
+	*lease = snowflake.Lease{WorkerID: id, Owner: owner, ExpiresAt: snowflake.LeaseTime(newExpiry), LastTimestamp: snowflake.LeaseTime(floor)}
 	*found = true
 	return nil
 }
@@ -238,14 +237,14 @@ func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, worker
 	}
 	if holder != "" && holder != owner && expires > nowMs {
 		return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
-			snowflake.ErrNoFreeWorker, workerID, holder, unixmilli.To(expires).Format(time.RFC3339Nano))
+			snowflake.ErrNoFreeWorker, workerID, holder, snowflake.LeaseTime(expires).Format(time.RFC3339Nano))
 	}
 	floor := max(last, expires, fenced)
 	newExpiry := nowMs + ttl.Milliseconds()
 	if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
 		return err
 	}
-	*lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: unixmilli.To(newExpiry), LastTimestamp: unixmilli.To(floor)}
+	*lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: snowflake.LeaseTime(newExpiry), LastTimestamp: snowflake.LeaseTime(floor)}
 	return nil
 }
 
@@ -281,11 +280,11 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	var n int64
 	var err error
 	if s.g == nil {
-		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, unixmilli.From(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 	} else {
 		err = s.inTx(ctx, func(q Querier, _ int64) error {
 			var err error
-			n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, unixmilli.From(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
+			n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 			return err
 		})
 	}
@@ -298,9 +297,9 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	// The store kept the later of the two expiries; the holder's deadline
 	// must not pass what the store holds, so it takes the later only if
 	// it is the new one.
-	lease.ExpiresAt = maxTime(lease.ExpiresAt, unixmilli.To(newExpiry))
+	lease.ExpiresAt = maxTime(lease.ExpiresAt, snowflake.LeaseTime(newExpiry))
 	if lastTimestamp.After(lease.LastTimestamp) {
-		lease.LastTimestamp = unixmilli.To(unixmilli.From(lastTimestamp))
+		lease.LastTimestamp = snowflake.LeaseTime(snowflake.LeaseMillis(lastTimestamp))
 	}
 	return lease, nil
 }
@@ -311,7 +310,7 @@ func (s *Leases) Release(ctx context.Context, lease snowflake.Lease, lastTimesta
 	if lease.Owner == "" {
 		return errLost(lease)
 	}
-	n, err := s.db.Exec(ctx, s.d.WorkerRelease, unixmilli.From(lastTimestamp), lease.WorkerID, lease.Owner)
+	n, err := s.db.Exec(ctx, s.d.WorkerRelease, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner)
 	if err != nil {
 		return fmt.Errorf("store: release the lease on worker %d: %w", lease.WorkerID, err)
 	}
@@ -337,7 +336,7 @@ func (s *Leases) Workers(ctx context.Context) ([]snowflake.Lease, error) {
 		if err := rows.Scan(&l.WorkerID, &l.Owner, &expires, &last); err != nil {
 			return nil, fmt.Errorf("store: list worker leases: %w", err)
 		}
-		l.ExpiresAt, l.LastTimestamp = unixmilli.To(expires), unixmilli.To(last)
+		l.ExpiresAt, l.LastTimestamp = snowflake.LeaseTime(expires), snowflake.LeaseTime(last)
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {

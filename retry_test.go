@@ -1,4 +1,4 @@
-package retry_test
+package idgen_test
 
 import (
 	"errors"
@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/retry"
+	"github.com/idgen/idgen"
 )
 
-func TestAfter(t *testing.T) {
+func TestWithRetryAfter(t *testing.T) {
 	base := errors.New("store down")
-	err := fmt.Errorf("wrapped: %w", retry.After(base, 3*time.Second))
+	err := fmt.Errorf("wrapped: %w", idgen.WithRetryAfter(base, 3*time.Second))
 	var w interface{ RetryAfter() time.Duration }
 	if !errors.Is(err, base) || !errors.As(err, &w) || w.RetryAfter() != 3*time.Second || err.Error() != "wrapped: store down" {
 		t.Fatalf("%v: want base matched, its message, and RetryAfter 3s", err)

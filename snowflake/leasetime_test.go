@@ -1,13 +1,13 @@
-package unixmilli_test
+package snowflake_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/unixmilli"
+	"github.com/idgen/idgen/snowflake"
 )
 
-func TestRoundTrip(t *testing.T) {
+func TestLeaseMillis(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		in   time.Time
@@ -20,16 +20,16 @@ func TestRoundTrip(t *testing.T) {
 		{"other zones come back UTC", time.Date(2026, 12, 1, 8, 0, 0, 0, time.FixedZone("UTC+8", 8*3600)), 1796083200000, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := unixmilli.From(tc.in)
+			ms := snowflake.LeaseMillis(tc.in)
 			if ms != tc.ms {
-				t.Fatalf("From = %d, want %d", ms, tc.ms)
+				t.Fatalf("LeaseMillis = %d, want %d", ms, tc.ms)
 			}
-			if got := unixmilli.To(ms); !got.Equal(tc.out) || got.Location() != tc.out.Location() {
-				t.Fatalf("To(%d) = %v, want %v", ms, got, tc.out)
+			if got := snowflake.LeaseTime(ms); !got.Equal(tc.out) || got.Location() != tc.out.Location() {
+				t.Fatalf("LeaseTime(%d) = %v, want %v", ms, got, tc.out)
 			}
 		})
 	}
-	if got := unixmilli.To(-5); !got.IsZero() {
-		t.Fatalf("To(-5) = %v, want the zero Time", got)
+	if got := snowflake.LeaseTime(-5); !got.IsZero() {
+		t.Fatalf("LeaseTime(-5) = %v, want the zero Time", got)
 	}
 }
