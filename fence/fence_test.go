@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -117,7 +118,7 @@ func TestNewPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.UnixMilli(1_800_000_000_000)
-	p := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, 3)
+	p := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, fence.Identity{}, 3)
 	if p.Margin != 2*fence.DefaultRangeCap*4 {
 		t.Errorf("automatic margin with 3 live leases = %d, want 2 × %d × 4", p.Margin, fence.DefaultRangeCap)
 	}
@@ -134,7 +135,7 @@ func TestNewPlan(t *testing.T) {
 		t.Errorf("NewGeneration after a record ahead of the clock = %d, want it plus 1", g)
 	}
 	c.Margin = 42
-	if p := fence.NewPlan(c, now, fence.Record{}, fence.Memory{}, 100); p.Margin != 42 {
+	if p := fence.NewPlan(c, now, fence.Record{}, fence.Memory{}, fence.Identity{}, 100); p.Margin != 42 {
 		t.Errorf("explicit margin: %d", p.Margin)
 	}
 	if _, err := (fence.Config{Margin: -1}).Check(); err == nil {
@@ -195,6 +196,9 @@ func TestObserve_Floor(t *testing.T) {
 }
 
 func TestNewPlan_LostFences(t *testing.T) {
+	tl := func(timeline int, gen, floor int64) fence.Record {
+		return fence.Record{Identity: pg("1", fmt.Sprintf("%08X", timeline), ""), Generation: gen, Floor: floor}
+	}
 	c, err := fence.Config{RangeCap: 100}.Check()
 	if err != nil {
 		t.Fatal(err)
@@ -208,29 +212,38 @@ func TestNewPlan_LostFences(t *testing.T) {
 		name                      string
 		rec                       fence.Record
 		mem                       fence.Memory
+		cur                       fence.Identity
 		margin, lost, floor, covs int64
 	}{
-		{"first fence, fresh process", fence.Record{Generation: 10}, fence.Memory{}, base, 0, base, 10},
-		{"the record is the one the process saw", fence.Record{Generation: 10, Floor: 5000}, saw(10, 5000), base, 0, 5000 + base, 10},
+		{"first fence, fresh process", fence.Record{Generation: 10}, fence.Memory{}, fence.Identity{}, base, 0, base, 10},
+		{"the record is the one the process saw", fence.Record{Generation: 10, Floor: 5000}, saw(10, 5000), fence.Identity{}, base, 0, 5000 + base, 10},
 		// A second failover lost one fence of margin 600 and the
 		// process saw it: both margins, from the rows before it.
-		{"one lost fence", fence.Record{Generation: 10, Floor: 5000}, saw(20, 5600), base + 600, 600, 5600 + base, 20},
-		{"two lost fences", fence.Record{Generation: 10, Floor: 5000}, saw(30, 6200), base + 1200, 1200, 6200 + base, 30},
+		{"one lost fence", fence.Record{Generation: 10, Floor: 5000}, saw(20, 5600), fence.Identity{}, base + 600, 600, 5600 + base, 20},
+		{"two lost fences", fence.Record{Generation: 10, Floor: 5000}, saw(30, 6200), fence.Identity{}, base + 1200, 1200, 6200 + base, 30},
 		// A record written on another branch after the lost fence
 		// raised the rows from the same place: only what it did not add.
-		{"a record that did not cover the lost fence", fence.Record{Generation: 25, Floor: 5400, Covers: 10}, saw(20, 5600), base + 200, 200, 5600 + base, 25},
-		{"the record's row itself lost", fence.Record{}, saw(20, 5600), base + 5600, 5600, 5600 + base, 20},
-		{"a process behind the record adds nothing", fence.Record{Generation: 30, Floor: 9000}, saw(20, 5600), base, 0, 9000 + base, 30},
+		{"a record that did not cover the lost fence", fence.Record{Generation: 25, Floor: 5400, Covers: 10}, saw(20, 5600), fence.Identity{}, base + 200, 200, 5600 + base, 25},
+		{"the record's row itself lost", fence.Record{}, saw(20, 5600), fence.Identity{}, base + 5600, 5600, 5600 + base, 20},
+		// The same losses seen from the server: the record is on
+		// timeline 1 and the server on 3, so two failovers since, each
+		// of which may have lost a fence and one lag of reservations.
+		// A process that saw nothing fences two margins, not one.
+		{"two failovers since the record, process saw nothing", tl(1, 10, 5000), fence.Memory{}, pg("1", "00000003", ""), 2 * base, 0, 5000 + 2*base, 10},
+		{"two failovers since the record, process saw the lost fence", tl(1, 10, 5000), saw(20, 5600), pg("1", "00000003", ""), 2 * base, 600, 5000 + 2*base, 20},
+		{"lost margins beyond the failovers' count", tl(1, 10, 5000), saw(30, 7000), pg("1", "00000003", ""), base + 2000, 2000, 7000 + base, 30},
+		{"another system counts one", tl(1, 10, 5000), fence.Memory{}, pg("2", "00000009", ""), base, 0, 5000 + base, 10},
+		{"a process behind the record adds nothing", fence.Record{Generation: 30, Floor: 9000}, saw(20, 5600), fence.Identity{}, base, 0, 9000 + base, 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := fence.NewPlan(c, now, tc.rec, tc.mem, 2)
+			p := fence.NewPlan(c, now, tc.rec, tc.mem, tc.cur, 2)
 			if p.Margin != tc.margin || p.Lost != tc.lost || p.Floor != tc.floor || p.Covers != tc.covs {
 				t.Errorf("margin %d, lost %d, floor %d, covers %d; want %d, %d, %d, %d", p.Margin, p.Lost, p.Floor, p.Covers, tc.margin, tc.lost, tc.floor, tc.covs)
 			}
 		})
 	}
 	c.Margin = math.MaxInt64 - 10
-	if p := fence.NewPlan(c, now, fence.Record{Generation: 1, Floor: 100}, saw(2, 200), 0); p.Margin != math.MaxInt64 || p.Floor != math.MaxInt64 {
+	if p := fence.NewPlan(c, now, fence.Record{Generation: 1, Floor: 100}, saw(2, 200), fence.Identity{}, 0); p.Margin != math.MaxInt64 || p.Floor != math.MaxInt64 {
 		t.Errorf("a margin past the limit: margin %d, floor %d, want both saturated", p.Margin, p.Floor)
 	}
 }

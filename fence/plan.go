@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -70,8 +71,13 @@ type Plan struct {
 	Now int64
 	// Margin is added to every tag's max_id (of every sequence table the
 	// store has): the configured or automatic margin (Config.Margin), plus
-	// Lost.
+	// Lost, or that margin once per failover since the record
+	// (Failovers), whichever is larger.
 	Margin int64
+	// Failovers is how many promotions the server's history went through
+	// since the record: on PostgreSQL, how far the timeline moved on, at
+	// least 1; 1 elsewhere, where nothing counts them.
+	Failovers int64
 	// Lost is what the fences the record lost had added: the floor the
 	// fencing process saw above the record's (Memory.Floor −
 	// Record.Floor), 0 if it saw none. Ranges reserved after a lost
@@ -108,17 +114,33 @@ type Plan struct {
 }
 
 // LiveSince returns the time, in Unix milliseconds, after which a lease
-// expiry counts as live within the last TTL at now: the argument of the
-// count NewPlan's live takes.
+// expiry counts as live within the last TTL at now.
 func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.LeaseTTL.Milliseconds() }
+
+// CountSince returns the time, in Unix milliseconds, after which a lease
+// expiry counts toward the automatic margin of a fence at now that finds
+// rec on a server that says cur: the argument of the count NewPlan's
+// live takes. After one failover, LiveSince(now): what it lost is one
+// lag, reserved by instances live now. After several (Failovers), what
+// they lost was reserved by instances live at any time since the record
+// was written, some of whose leases have lapsed since, so the count
+// reaches back to the record's generation (a time, see NewGeneration),
+// less two TTLs for renewals the failovers lost.
+func (c Config) CountSince(now time.Time, rec Record, cur Identity) int64 {
+	since := c.LiveSince(now)
+	if Failovers(rec.Identity, cur) > 1 && rec.Generation > 0 {
+		since = min(since, rec.Generation-2*c.LeaseTTL.Milliseconds())
+	}
+	return since
+}
 
 // NewPlan returns the plan of a fence at now, by a process whose memory
 // is mem, of a store whose record is rec and that has live leases live
-// since c.LiveSince(now). c must have been through Check.
+// since c.CountSince(now, rec, cur). c must have been through Check.
 //
 // Why the margin suffices when the record lost fences (a second failover
 // within one replication lag of the first, a restore of a copy taken
-// before the last fence): let S be the state the store came back with.
+// before the last fence), given the current identity cur: let S be the state the store came back with.
 // Every ID handed out from a range reserved after S is below S's max_id
 // plus what was reserved after S plus the margins of the fences
 // committed after S, all of which are lost. What was reserved after S is
@@ -131,7 +153,18 @@ func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.Leas
 // what it saw, perhaps 0); whoever did finds the record it writes
 // covering less than what it saw, and fences again (Decide), with the
 // same argument.
-func NewPlan(c Config, now time.Time, rec Record, mem Memory, live int64) Plan {
+//
+// On PostgreSQL the server itself counts what such a process cannot
+// know: every promotion starts a new timeline, so a timeline k past the
+// record's means k failovers since it, each of which lost at most one
+// lag of reservations, and each fence among them a margin of at most
+// one per failover it followed (by induction on the fences: a fence on
+// timeline t after a record on timeline r adds (t − r) margins). The
+// lost fences and reservations together are below S's rows plus k
+// margins, whoever reaches the store first. MySQL and MariaDB count
+// nothing of the kind, so there a process that did not see the lost
+// fence still relies on Covers (see docs/deploy.md).
+func NewPlan(c Config, now time.Time, rec Record, mem Memory, cur Identity, live int64) Plan {
 	p := Plan{
 		Now:        now.UnixMilli(),
 		LiveSince:  c.LiveSince(now),
@@ -147,9 +180,27 @@ func NewPlan(c Config, now time.Time, rec Record, mem Memory, live int64) Plan {
 	if mem.Known {
 		p.Lost = max(mem.Floor-max(rec.Floor, 0), 0)
 	}
-	p.Margin = satAdd(p.Margin, p.Lost)
+	p.Failovers = Failovers(rec.Identity, cur)
+	p.Margin = max(satAdd(p.Margin, p.Lost), satMul(p.Margin, p.Failovers))
 	p.Floor = satAdd(max(rec.Floor, 0), p.Margin)
 	return p
+}
+
+// Failovers returns how many promotions lie between the recorded
+// identity rec and the server's cur: on PostgreSQL, of one system, how
+// far cur's timeline is past rec's; 1 in every other case (another
+// server, an unreadable timeline, MySQL and MariaDB, which number no
+// promotions).
+func Failovers(rec, cur Identity) int64 {
+	if rec.Kind != Postgres || cur.Kind != Postgres || rec.System != cur.System {
+		return 1
+	}
+	r, err1 := strconv.ParseUint(rec.Timeline, 16, 32)
+	c, err2 := strconv.ParseUint(cur.Timeline, 16, 32)
+	if err1 != nil || err2 != nil || c <= r {
+		return 1
+	}
+	return int64(c - r)
 }
 
 // satAdd adds non-negative numbers, saturating at the int64 limit: a

@@ -208,11 +208,11 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 	cfg := db.w.fenceCfg
 	var live int64
 	for _, wk := range db.workers {
-		if wk.owner != "" && wk.expires > cfg.LiveSince(now) {
+		if wk.owner != "" && wk.expires > cfg.CountSince(now, rec, cur) {
 			live++
 		}
 	}
-	plan := fence.NewPlan(cfg, now, rec, snap, live)
+	plan := fence.NewPlan(cfg, now, rec, snap, cur, live)
 	plan.Generation = to.Generation
 	if db.w.cfg.Plant == PlantZeroMargin {
 		plan.Margin, plan.Floor = 0, rec.Floor

@@ -69,11 +69,16 @@ func TestSimulation_KnownHoles(t *testing.T) {
 		{"restore seen first by a process behind it", "restore"},
 		// A second failover within one replication lag of the first
 		// loses the first fence, and the first instance to reach the
-		// store after it had not seen that fence: it fences with the
-		// margin alone, from the rows the first fence had raised, and
-		// reserves onto the ranges reserved after the lost fence
-		// before an instance that saw it finds the record covering
-		// less than it saw (fence.Record.Covers) and fences again.
+		// store after it had not seen that fence. The timelines count
+		// the failovers (fence.Failovers), so it fences a margin for
+		// each; but a lost fence that came without a timeline of its
+		// own (a second fence on one timeline, by an instance that saw
+		// the first miss a fence) is counted by nothing, and it
+		// reserves onto the ranges reserved after that fence before an
+		// instance that saw it finds the record covering less than it
+		// saw (fence.Record.Covers) and fences again. At weight 5, 12
+		// of seeds 1-100 find a duplicate, against 39 without the
+		// timeline count.
 		{"failover that loses the last fence, reached first by an instance that had not seen it", "failover-lose-fence-unseen"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

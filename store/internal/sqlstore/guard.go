@@ -416,10 +416,10 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return ev, r, nil
 	}
 	var live int64
-	if err := q.QueryRow(ctx, g.id.CountLive, g.cfg.LiveSince(now)).Scan(&live); err != nil {
+	if err := q.QueryRow(ctx, g.id.CountLive, g.cfg.CountSince(now, r.rec, r.cur)).Scan(&live); err != nil {
 		return nil, nil, fmt.Errorf("count live leases: %w", err)
 	}
-	p := fence.NewPlan(g.cfg, now, r.rec, snap, live)
+	p := fence.NewPlan(g.cfg, now, r.rec, snap, r.cur, live)
 	p.Generation = to.Generation
 	tables, err := g.tables(ctx, q)
 	if err != nil {
