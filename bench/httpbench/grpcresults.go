@@ -28,19 +28,7 @@ type GRPCResult struct {
 // Markdown renders the result as docs/benchmarks.md's gRPC tables.
 func (r GRPCResult) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| streams | floor calls/s | idgen calls/s | idgen ÷ floor | ratio range | floor CPU µs/call | idgen CPU µs/call | CPU idgen ÷ floor | ratio range |\n")
-	fmt.Fprintf(&b, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, tp := range r.Throughput {
-		var fr, ir, fc, ic, rr, cr []float64
-		for i := range tp.Floor {
-			fr, ir = append(fr, tp.Floor[i].RPS), append(ir, tp.Idgen[i].RPS)
-			fc, ic = append(fc, tp.Floor[i].CPUPerRequest()), append(ic, tp.Idgen[i].CPUPerRequest())
-			rr = append(rr, tp.Idgen[i].RPS/tp.Floor[i].RPS)
-			cr = append(cr, tp.Idgen[i].CPUPerRequest()/tp.Floor[i].CPUPerRequest())
-		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f–%.2f | %.1f | %.1f | %.2f | %.2f–%.2f |\n", tp.Conns,
-			thousands(Median(fr)), thousands(Median(ir)), Median(rr), minOf(rr), maxOf(rr), Median(fc), Median(ic), Median(cr), minOf(cr), maxOf(cr))
-	}
+	ratioTable(&b, "| streams | floor calls/s | idgen calls/s | idgen ÷ floor | ratio range | floor CPU µs/call | idgen CPU µs/call | CPU idgen ÷ floor | ratio range |", r.Throughput)
 	var bi []float64
 	for _, w := range r.Batches {
 		bi = append(bi, w.RPS*float64(r.Batch))
