@@ -53,7 +53,9 @@ type RangeReserver interface {
 // Next on an opaque tag hands out IDs encoded ahead, Ahead at a time: one
 // FF1 encryption is ten AES calls, each waiting for the one before, while
 // a batch encrypts many values' rounds together for a tenth of the cost
-// per ID. The IDs encoded ahead and not handed out when the process stops
+// per ID. The caller that takes the middle ID of a batch encodes the next
+// one, so the others go on taking without waiting for it. The IDs encoded
+// ahead and not handed out when the process stops, fewer than 2 × Ahead,
 // are a gap, which an opaque tag's IDs, in no order, never show.
 type Generator struct {
 	g    idgen.Generator
@@ -70,11 +72,14 @@ type Generator struct {
 const Ahead = 64
 
 // ahead is an opaque tag's IDs encoded ahead. Taking one is an atomic
-// add; refilling takes mu, so that one caller refills and the others
-// wait for it rather than each taking a batch.
+// add. The batch after cur is encoded while cur is half taken, into
+// next; encoding it, moving on to it, or encoding one when it is not
+// there takes mu, so that one batch is encoded at a time and the callers
+// that find cur run out wait for it rather than each taking a batch.
 type ahead struct {
-	mu  sync.Mutex
-	cur atomic.Pointer[encoded]
+	mu   sync.Mutex
+	cur  atomic.Pointer[encoded]
+	next atomic.Pointer[encoded]
 }
 
 type encoded struct {
@@ -124,8 +129,7 @@ func (g *Generator) Next(ctx context.Context, tag string) (int64, error) {
 	return g.key.Encode(tag, id)
 }
 
-// nextAhead hands out the next of tag's IDs encoded ahead, encoding
-// Ahead more when they run out.
+// nextAhead hands out the next of tag's IDs encoded ahead.
 func (g *Generator) nextAhead(ctx context.Context, tag string) (int64, error) {
 	v, ok := g.ahead.Load(tag)
 	if !ok {
@@ -133,35 +137,68 @@ func (g *Generator) nextAhead(ctx context.Context, tag string) (int64, error) {
 	}
 	a := v.(*ahead)
 	for {
-		if e := a.cur.Load(); e != nil {
-			if i := e.next.Add(1) - 1; i < int64(len(e.ids)) {
+		e := a.cur.Load()
+		if e != nil {
+			i := e.next.Add(1) - 1
+			if i < int64(len(e.ids)) {
+				if i == int64(len(e.ids)/2) {
+					g.prepare(ctx, tag, a)
+				}
 				return e.ids[i], nil
 			}
 		}
-		if err := g.refill(ctx, tag, a); err != nil {
+		if err := g.moveOn(ctx, tag, a, e); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// refill encodes Ahead more of tag's IDs into a, unless another caller
-// did while this one waited for the lock.
-func (g *Generator) refill(ctx context.Context, tag string, a *ahead) error {
+// prepare encodes the batch after a's current one into a.next, holding
+// a.mu: the callers taking from the current batch go on meanwhile, and
+// one that finds it run out waits for this batch rather than encoding
+// another. An error is left for moveOn, which encodes the batch itself
+// and returns it.
+func (g *Generator) prepare(ctx context.Context, tag string, a *ahead) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if e := a.cur.Load(); e != nil && e.next.Load() < int64(len(e.ids)) {
+	if a.next.Load() != nil {
+		return
+	}
+	if e, err := g.encode(ctx, tag); err == nil {
+		a.next.Store(e)
+	}
+}
+
+// moveOn replaces a's batch done, which ran out, with the one prepared,
+// or encodes one if none is; unless another caller moved on while this
+// one waited for the lock.
+func (g *Generator) moveOn(ctx context.Context, tag string, a *ahead, done *encoded) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur.Load() != done {
 		return nil
 	}
-	ids, err := g.g.NextN(ctx, tag, Ahead)
-	if err != nil {
-		return err
+	e := a.next.Swap(nil)
+	if e == nil {
+		var err error
+		if e, err = g.encode(ctx, tag); err != nil {
+			return err
+		}
 	}
-	if err := g.key.EncodeN(tag, ids); err != nil {
-		return err
-	}
-	e := &encoded{ids: ids}
 	a.cur.Store(e)
 	return nil
+}
+
+// encode takes Ahead of tag's IDs and encodes them.
+func (g *Generator) encode(ctx context.Context, tag string) (*encoded, error) {
+	ids, err := g.g.NextN(ctx, tag, Ahead)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.key.EncodeN(tag, ids); err != nil {
+		return nil, err
+	}
+	return &encoded{ids: ids}, nil
 }
 
 // NextN implements idgen.Generator.
