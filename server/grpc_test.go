@@ -95,7 +95,7 @@ func idgenCode(t *testing.T, err error) (code string, retry time.Duration, rid s
 }
 
 func TestGRPC_Next(t *testing.T) {
-	_, c := rpcServer(t, server.Config{MaxBatch: 50})
+	_, c := rpcServer(t, server.Config{MaxBatch: 50, MaxRange: 500})
 	ctx := t.Context()
 	one, err := c.Next(ctx, connect.NewRequest(&idgenv1.NextRequest{Tag: "order"}))
 	if err != nil {
@@ -116,6 +116,17 @@ func TestGRPC_Next(t *testing.T) {
 	dec, err := c.DecodeReadable(ctx, connect.NewRequest(&idgenv1.DecodeReadableRequest{Value: pre[0]}))
 	if err != nil || dec.Msg.GetTag() != "order" || dec.Msg.GetId() != 1002 {
 		t.Fatalf("decode %s: %v %v", pre[0], dec, err)
+	}
+	// A range as asked, then one above MaxRange clamped to it, as over
+	// HTTP, so that a caching client learns the cap.
+	// (The tag's step, 100, is below both sizes.)
+	last := ids[49]
+	for _, tc := range []struct{ size, want int64 }{{300, 300}, {5000, 500}} {
+		rg, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: tc.size}))
+		if err != nil || rg.Msg.GetTag() != "order" || rg.Msg.GetEnd()-rg.Msg.GetStart() != tc.want || rg.Msg.GetStart() <= last {
+			t.Fatalf("range of %d: %v %v, want %d IDs above %d", tc.size, rg, err, tc.want, last)
+		}
+		last = rg.Msg.GetEnd() - 1
 	}
 	sf, err := c.DecodeSnowflake(ctx, connect.NewRequest(&idgenv1.DecodeSnowflakeRequest{Id: 123456789012345}))
 	if err != nil || sf.Msg.GetWorkerId() != 221 || sf.Msg.GetTime().AsTime().UnixMilli() != sf.Msg.GetUnixMs() {
@@ -152,9 +163,9 @@ func TestGRPC_ErrorsMatchHTTP(t *testing.T) {
 			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order"}))
 			return err
 		}, 400, "invalid_size", connect.CodeInvalidArgument},
-		// A size above MaxRange is clamped, not refused (rangez.go).
-		{"range size 0", "POST", "/segment/order/range?size=0", func() error {
-			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: 0}))
+		// A size above MaxRange is clamped, not refused (TestGRPC_Next).
+		{"range size negative", "POST", "/segment/order/range?size=-5", func() error {
+			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: -5}))
 			return err
 		}, 400, "invalid_size", connect.CodeInvalidArgument},
 		{"negative snowflake", "GET", "/snowflake/decode/-1", func() error {
