@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -403,5 +404,43 @@ func TestGRPC_MetricsStayBounded(t *testing.T) {
 	}
 	if after := series(); after != before {
 		t.Fatalf("%d idgen_ series before the flood, %d after:\n%s", before, after, do(t, "GET", base+"/metrics", "", "").body)
+	}
+}
+
+// The refusals of a tag that cannot take more, over gRPC as over HTTP:
+// past the server's tag cap RESOURCE_EXHAUSTED, a tag at the int64 limit
+// FAILED_PRECONDITION; neither carries a RetryInfo, as waiting does not help.
+func TestGRPC_TagLimits(t *testing.T) {
+	st := openStore(t)
+	if err := st.CreateTag(t.Context(), segment.Tag{Name: "full", MaxID: math.MaxInt64 - 100, Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, MaxTags: 1})
+	h, err := server.New(server.Config{Segment: alloc, Ranges: alloc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveH2(t, h)
+	c := idgenv1connect.NewIDServiceClient(h2c(), base, connect.WithGRPC())
+	// The last 100 IDs below the limit, then none.
+	if a := do(t, "GET", base+"/segment/full?count=100", "", ""); a.status != 200 {
+		t.Fatalf("the last IDs of full: %d %s", a.status, a.body)
+	}
+	for _, tc := range []struct {
+		tag    string
+		status int
+		code   string
+		rpc    connect.Code
+	}{
+		{"full", 503, "tag_exhausted", connect.CodeFailedPrecondition},
+		{"ghost", 409, "tag_limit_reached", connect.CodeResourceExhausted},
+	} {
+		if a := do(t, "GET", base+"/segment/"+tc.tag, "", ""); a.status != tc.status || errCode(t, a.body) != tc.code {
+			t.Fatalf("HTTP /segment/%s: %d %s, want %d %s", tc.tag, a.status, a.body, tc.status, tc.code)
+		}
+		_, err := c.Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: tc.tag, Mode: idgenv1.Mode_MODE_SEGMENT}))
+		if code, retry, _ := idgenCode(t, err); connect.CodeOf(err) != tc.rpc || code != tc.code || retry != 0 {
+			t.Fatalf("gRPC %s: %v (reason %q, retry %v), want %v %s", tc.tag, err, code, retry, tc.rpc, tc.code)
+		}
 	}
 }
