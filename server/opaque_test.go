@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store/sqlite"
 )
 
 const opaqueAdmin = "opaque-admin-token-0123456789"
@@ -87,17 +87,25 @@ func TestAdmin_OpaqueTags(t *testing.T) {
 	}
 }
 
-// Leaf's and tinyid's routes follow the tag's setting: an opaque tag's
-// counter never leaves the server through them either.
-func TestCompat_OpaqueTags(t *testing.T) {
+// opaqueTagStore returns a key and a store holding the opaque tag "o"
+// under it, step 10.
+func opaqueTagStore(t *testing.T) (*opaque.Key, *sqlite.Store) {
+	t.Helper()
 	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := openStore(t)
-	if err := st.CreateTag(context.Background(), segment.Tag{Name: "o", MaxID: 1, Step: 10, Opaque: key.Fingerprint()}); err != nil {
+	if err := st.CreateTag(t.Context(), segment.Tag{Name: "o", MaxID: 1, Step: 10, Opaque: key.Fingerprint()}); err != nil {
 		t.Fatal(err)
 	}
+	return key, st
+}
+
+// Leaf's and tinyid's routes follow the tag's setting: an opaque tag's
+// counter never leaves the server through them either.
+func TestCompat_OpaqueTags(t *testing.T) {
+	key, st := opaqueTagStore(t)
 	alloc := newAllocator(t, st, segment.Options{})
 	gen := opaque.NewGenerator(alloc, st, key)
 	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Compat: server.Compat{Leaf: true, TinyID: true}})
@@ -132,14 +140,7 @@ func TestCompat_OpaqueTags(t *testing.T) {
 // that HTTP's 409 would map to), and an instance without the key
 // UNAVAILABLE, so the caller tries another.
 func TestGRPC_OpaqueTags(t *testing.T) {
-	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openStore(t)
-	if err := st.CreateTag(t.Context(), segment.Tag{Name: "o", MaxID: 1, Step: 10, Opaque: key.Fingerprint()}); err != nil {
-		t.Fatal(err)
-	}
+	key, st := opaqueTagStore(t)
 	serve := func(k *opaque.Key) (string, idgenv1connect.IDServiceClient) {
 		gen := opaque.NewGenerator(newAllocator(t, st, segment.Options{}), st, k)
 		h, err := server.New(server.Config{Segment: gen, Ranges: gen, OpaqueKey: k})
