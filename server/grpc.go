@@ -302,9 +302,11 @@ func rpcCode(ae *apiError) connect.Code {
 		return connect.CodeUnimplemented
 	case "tag_limit_reached", "idempotency_key_limit_reached":
 		return connect.CodeResourceExhausted
-	case "tag_exhausted", "time_exhausted", "idempotency_key_reused":
+	case "tag_exhausted", "time_exhausted", "idempotency_key_reused", "opaque_tag_range":
 		// Asking again does not help: an operator must act (a new tag or
-		// epoch), or the caller must send a new key.
+		// epoch), or the caller must send a new key or, for an opaque
+		// tag, ask for IDs instead of a range. (HTTP's 409 would read as
+		// ALREADY_EXISTS, which names a different mistake.)
 		return connect.CodeFailedPrecondition
 	case "idempotency_key_in_flight":
 		// A concurrency conflict the caller retries after RetryInfo.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -95,7 +96,7 @@ func idgenCode(t *testing.T, err error) (code string, retry time.Duration, rid s
 }
 
 func TestGRPC_Next(t *testing.T) {
-	_, c := rpcServer(t, server.Config{MaxBatch: 50})
+	_, c := rpcServer(t, server.Config{MaxBatch: 50, MaxRange: 500})
 	ctx := t.Context()
 	one, err := c.Next(ctx, connect.NewRequest(&idgenv1.NextRequest{Tag: "order"}))
 	if err != nil {
@@ -116,6 +117,17 @@ func TestGRPC_Next(t *testing.T) {
 	dec, err := c.DecodeReadable(ctx, connect.NewRequest(&idgenv1.DecodeReadableRequest{Value: pre[0]}))
 	if err != nil || dec.Msg.GetTag() != "order" || dec.Msg.GetId() != 1002 {
 		t.Fatalf("decode %s: %v %v", pre[0], dec, err)
+	}
+	// A range as asked, then one above MaxRange clamped to it, as over
+	// HTTP, so that a caching client learns the cap.
+	// (The tag's step, 100, is below both sizes.)
+	last := ids[49]
+	for _, tc := range []struct{ size, want int64 }{{300, 300}, {5000, 500}} {
+		rg, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: tc.size}))
+		if err != nil || rg.Msg.GetTag() != "order" || rg.Msg.GetEnd()-rg.Msg.GetStart() != tc.want || rg.Msg.GetStart() <= last {
+			t.Fatalf("range of %d: %v %v, want %d IDs above %d", tc.size, rg, err, tc.want, last)
+		}
+		last = rg.Msg.GetEnd() - 1
 	}
 	sf, err := c.DecodeSnowflake(ctx, connect.NewRequest(&idgenv1.DecodeSnowflakeRequest{Id: 123456789012345}))
 	if err != nil || sf.Msg.GetWorkerId() != 221 || sf.Msg.GetTime().AsTime().UnixMilli() != sf.Msg.GetUnixMs() {
@@ -152,9 +164,9 @@ func TestGRPC_ErrorsMatchHTTP(t *testing.T) {
 			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order"}))
 			return err
 		}, 400, "invalid_size", connect.CodeInvalidArgument},
-		// A size above MaxRange is clamped, not refused (rangez.go).
-		{"range size 0", "POST", "/segment/order/range?size=0", func() error {
-			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: 0}))
+		// A size above MaxRange is clamped, not refused (TestGRPC_Next).
+		{"range size negative", "POST", "/segment/order/range?size=-5", func() error {
+			_, err := c.ReserveRange(ctx, connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "order", Size: -5}))
 			return err
 		}, 400, "invalid_size", connect.CodeInvalidArgument},
 		{"negative snowflake", "GET", "/snowflake/decode/-1", func() error {
@@ -392,5 +404,43 @@ func TestGRPC_MetricsStayBounded(t *testing.T) {
 	}
 	if after := series(); after != before {
 		t.Fatalf("%d idgen_ series before the flood, %d after:\n%s", before, after, do(t, "GET", base+"/metrics", "", "").body)
+	}
+}
+
+// The refusals of a tag that cannot take more, over gRPC as over HTTP:
+// past the server's tag cap RESOURCE_EXHAUSTED, a tag at the int64 limit
+// FAILED_PRECONDITION; neither carries a RetryInfo, as waiting does not help.
+func TestGRPC_TagLimits(t *testing.T) {
+	st := openStore(t)
+	if err := st.CreateTag(t.Context(), segment.Tag{Name: "full", MaxID: math.MaxInt64 - 100, Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, MaxTags: 1})
+	h, err := server.New(server.Config{Segment: alloc, Ranges: alloc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveH2(t, h)
+	c := idgenv1connect.NewIDServiceClient(h2c(), base, connect.WithGRPC())
+	// The last 100 IDs below the limit, then none.
+	if a := do(t, "GET", base+"/segment/full?count=100", "", ""); a.status != 200 {
+		t.Fatalf("the last IDs of full: %d %s", a.status, a.body)
+	}
+	for _, tc := range []struct {
+		tag    string
+		status int
+		code   string
+		rpc    connect.Code
+	}{
+		{"full", 503, "tag_exhausted", connect.CodeFailedPrecondition},
+		{"ghost", 409, "tag_limit_reached", connect.CodeResourceExhausted},
+	} {
+		if a := do(t, "GET", base+"/segment/"+tc.tag, "", ""); a.status != tc.status || errCode(t, a.body) != tc.code {
+			t.Fatalf("HTTP /segment/%s: %d %s, want %d %s", tc.tag, a.status, a.body, tc.status, tc.code)
+		}
+		_, err := c.Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: tc.tag, Mode: idgenv1.Mode_MODE_SEGMENT}))
+		if code, retry, _ := idgenCode(t, err); connect.CodeOf(err) != tc.rpc || code != tc.code || retry != 0 {
+			t.Fatalf("gRPC %s: %v (reason %q, retry %v), want %v %s", tc.tag, err, code, retry, tc.rpc, tc.code)
+		}
 	}
 }

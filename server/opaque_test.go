@@ -1,15 +1,19 @@
 package server_test
 
 import (
-	"context"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+
+	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
+	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store/sqlite"
 )
 
 const opaqueAdmin = "opaque-admin-token-0123456789"
@@ -83,17 +87,25 @@ func TestAdmin_OpaqueTags(t *testing.T) {
 	}
 }
 
-// Leaf's and tinyid's routes follow the tag's setting: an opaque tag's
-// counter never leaves the server through them either.
-func TestCompat_OpaqueTags(t *testing.T) {
+// opaqueTagStore returns a key and a store holding the opaque tag "o"
+// under it, step 10.
+func opaqueTagStore(t *testing.T) (*opaque.Key, *sqlite.Store) {
+	t.Helper()
 	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := openStore(t)
-	if err := st.CreateTag(context.Background(), segment.Tag{Name: "o", MaxID: 1, Step: 10, Opaque: key.Fingerprint()}); err != nil {
+	if err := st.CreateTag(t.Context(), segment.Tag{Name: "o", MaxID: 1, Step: 10, Opaque: key.Fingerprint()}); err != nil {
 		t.Fatal(err)
 	}
+	return key, st
+}
+
+// Leaf's and tinyid's routes follow the tag's setting: an opaque tag's
+// counter never leaves the server through them either.
+func TestCompat_OpaqueTags(t *testing.T) {
+	key, st := opaqueTagStore(t)
 	alloc := newAllocator(t, st, segment.Options{})
 	gen := opaque.NewGenerator(alloc, st, key)
 	h, err := server.New(server.Config{Segment: gen, Ranges: gen, Compat: server.Compat{Leaf: true, TinyID: true}})
@@ -120,5 +132,64 @@ func TestCompat_OpaqueTags(t *testing.T) {
 		if c, err := key.Decode("o", id); err != nil || c != int64(i+1) {
 			t.Fatalf("compat ID %d decodes to %d, %v; want counter %d", id, c, err, i+1)
 		}
+	}
+}
+
+// Over gRPC an opaque tag answers as over HTTP: opaque IDs from Next, a
+// range refused as final (FAILED_PRECONDITION, not the ALREADY_EXISTS
+// that HTTP's 409 would map to), and an instance without the key
+// UNAVAILABLE, so the caller tries another.
+func TestGRPC_OpaqueTags(t *testing.T) {
+	key, st := opaqueTagStore(t)
+	serve := func(k *opaque.Key) (string, idgenv1connect.IDServiceClient) {
+		gen := opaque.NewGenerator(newAllocator(t, st, segment.Options{}), st, k)
+		h, err := server.New(server.Config{Segment: gen, Ranges: gen, OpaqueKey: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := serveH2(t, h)
+		return base, idgenv1connect.NewIDServiceClient(h2c(), base, connect.WithGRPC())
+	}
+	keyed, kc := serve(key)
+	keyless, lc := serve(nil)
+
+	resp, err := kc.Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: "o", Count: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range resp.Msg.GetIds() {
+		if c, err := key.Decode("o", id); err != nil || c != int64(i+1) {
+			t.Fatalf("opaque ID %d decodes to %d, %v; want counter %d", id, c, err, i+1)
+		}
+	}
+	for _, tc := range []struct {
+		name, base, path string
+		call             func() error
+		status           int
+		code             string
+		rpc              connect.Code
+	}{
+		{"range of an opaque tag", keyed, "/segment/o/range?size=5", func() error {
+			_, err := kc.ReserveRange(t.Context(), connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: "o", Size: 5}))
+			return err
+		}, 409, "opaque_tag_range", connect.CodeFailedPrecondition},
+		{"instance without the key", keyless, "/id/o", func() error {
+			_, err := lc.Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: "o"}))
+			return err
+		}, 503, "opaque_key_missing", connect.CodeUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			method := "GET"
+			if strings.Contains(tc.path, "/range") {
+				method = "POST"
+			}
+			if a := do(t, method, tc.base+tc.path, "", ""); a.status != tc.status || errCode(t, a.body) != tc.code {
+				t.Fatalf("HTTP %s: %d %s, want %d %s", tc.path, a.status, a.body, tc.status, tc.code)
+			}
+			err := tc.call()
+			if code, _, _ := idgenCode(t, err); connect.CodeOf(err) != tc.rpc || code != tc.code {
+				t.Fatalf("gRPC: %v (reason %q), want %v %s", err, code, tc.rpc, tc.code)
+			}
+		})
 	}
 }

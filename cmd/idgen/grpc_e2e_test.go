@@ -296,6 +296,26 @@ func TestServe_TLS(t *testing.T) {
 	if out, err = runTool(t, tl.probe, "-addr", m.Addr(), "-tls", "-tls-ca-cert", ca.File, "-tls-client-cert", good.CertFile, "-tls-client-key", good.KeyFile); err != nil || !strings.Contains(out, "status: SERVING") {
 		t.Fatalf("grpc-health-probe with a client certificate: %v\n%s", err, out)
 	}
+	// The Go client over HTTP and gRPC: in with the certificate, out
+	// without.
+	pair, err := tls.LoadX509KeyPair(good.CertFile, good.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, certs := range [][]tls.Certificate{{pair}, nil} {
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
+			TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: certs}}}
+		for _, opts := range [][]client.Option{{}, {client.WithGRPC()}} {
+			c, err := client.New(base, append(opts, client.WithHTTPClient(hc), client.WithMode("segment"), client.WithRetries(0))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := c.Next(t.Context(), "order")
+			if (err == nil) != (certs != nil) {
+				t.Fatalf("Go client %v with %d client certificates under mutual TLS: %d %v", opts, len(certs), id, err)
+			}
+		}
+	}
 }
 
 // Flag mistakes are refused before serve touches the store.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ func (s section) end() string   { return "<!-- " + s.name + ":end -->" }
 // liveFlags are the flags this file adds to the report.
 type liveFlags struct {
 	all, quick *bool
+	only       *string
 }
 
 func registerLiveFlags() *liveFlags {
@@ -54,7 +56,58 @@ func registerLiveFlags() *liveFlags {
 			"IDGEN_TEST_POSTGRES_DSN), and render their tables"),
 		quick: flag.Bool("quick", false, "short runs everywhere, to try the report out: -count 1 -benchtime 20ms unless "+
 			"given, and 1-second live runs; every table says it came from a quick run"),
+		only: flag.String("live", "", "run only the live measurements whose test name matches this regular expression "+
+			"(TestLiveGRPC for -live GRPC) and rewrite only their tables, without the in-process benchmarks; implies -all"),
 	}
+}
+
+// inProcess says whether the in-process benchmarks run: not when -live
+// picks some live measurements alone.
+func (l *liveFlags) inProcess() bool { return *l.only == "" }
+
+// liveTest is a live measurement: the TestLive… function of ./httpbench,
+// the JSON file it writes and the section rendered from it.
+type liveTest struct {
+	test, file string
+	s          section
+	render     func([]byte, meta) (string, error)
+}
+
+var liveTests = []liveTest{
+	{"TestLiveHTTP", httpbench.HTTPFile, httpSection, renderHTTP},
+	{"TestLiveHidden", httpbench.HiddenFile, hiddenSection, renderHidden},
+	{"TestLiveRideThrough", httpbench.RideThroughFile, rideSection, renderRide},
+	{"TestLiveGRPC", httpbench.GRPCFile, grpcSection, renderGRPC},
+	{"TestLiveOpaque", httpbench.OpaqueFile, opaqueSection, renderOpaque},
+}
+
+// selectLive returns the live measurements whose test name matches
+// expr, all of them for "". A pattern matching none is an error, so that
+// a typo does not pass as a run that measured nothing.
+func selectLive(expr string) ([]liveTest, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("-live: %w", err)
+	}
+	var out []liveTest
+	for _, lt := range liveTests {
+		if re.MatchString(lt.test) {
+			out = append(out, lt)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-live %q matches none of the live measurements", expr)
+	}
+	return out, nil
+}
+
+// runPattern is go test's -run for tests: exactly their names.
+func runPattern(tests []liveTest) string {
+	names := make([]string, len(tests))
+	for i, lt := range tests {
+		names[i] = lt.test
+	}
+	return "^(" + strings.Join(names, "|") + ")$"
 }
 
 // adjust applies -quick to the in-process flags not given explicitly.
@@ -114,30 +167,34 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// run adds the in-process table's meta line to docs, then, with -all,
-// runs the live measurements and renders them.
+// run adds the in-process table's meta line to docs when they ran, then,
+// with -all or -live, runs the live measurements and renders them.
 func (l *liveFlags) run(ctx context.Context, m meta, docs string) error {
-	if docs != "" {
+	if docs != "" && l.inProcess() {
 		if err := spliceSection(docs, inprocessMeta, wrap(inprocessMeta, m.line(nil)), true); err != nil {
 			return err
 		}
 	}
-	if !*l.all {
+	if !*l.all && *l.only == "" {
 		return nil
+	}
+	tests, err := selectLive(*l.only)
+	if err != nil {
+		return err
 	}
 	dir, err := moduleDir(ctx)
 	if err != nil {
 		return err
 	}
 	results := filepath.Join(dir, "results")
-	for _, f := range []string{httpbench.HTTPFile, httpbench.HiddenFile, httpbench.RideThroughFile, httpbench.GRPCFile, httpbench.OpaqueFile} {
-		if err := os.Remove(filepath.Join(results, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	for _, lt := range tests {
+		if err := os.Remove(filepath.Join(results, lt.file)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
 
 	start := time.Now()
-	args := []string{"test", "-run", "^TestLive", "-count=1", "-v", "-timeout=40m", "./httpbench", "-args", "-live.out=" + results}
+	args := []string{"test", "-run", runPattern(tests), "-count=1", "-v", "-timeout=40m", "./httpbench", "-args", "-live.out=" + results}
 	if *l.quick {
 		args = append(args, "-live.quick")
 	}
@@ -149,18 +206,7 @@ func (l *liveFlags) run(ctx context.Context, m meta, docs string) error {
 	}
 	fmt.Fprintf(os.Stderr, "report: live measurements took %v\n", time.Since(start).Round(time.Second))
 
-	renders := []struct {
-		s      section
-		file   string
-		render func([]byte, meta) (string, error)
-	}{
-		{httpSection, httpbench.HTTPFile, renderHTTP},
-		{hiddenSection, httpbench.HiddenFile, renderHidden},
-		{rideSection, httpbench.RideThroughFile, renderRide},
-		{grpcSection, httpbench.GRPCFile, renderGRPC},
-		{opaqueSection, httpbench.OpaqueFile, renderOpaque},
-	}
-	for _, r := range renders {
+	for _, r := range tests {
 		body, err := os.ReadFile(filepath.Join(results, r.file))
 		var md string
 		switch {

@@ -106,3 +106,34 @@ func TestSpliceSection(t *testing.T) {
 		t.Fatal("required section missing: no error")
 	}
 }
+
+// -live picks measurements by test name and runs exactly those; a
+// pattern that picks none is refused rather than measuring nothing.
+func TestSelectLive(t *testing.T) {
+	for _, tc := range []struct {
+		expr, run string
+		files     []string
+	}{
+		{"", "^(TestLiveHTTP|TestLiveHidden|TestLiveRideThrough|TestLiveGRPC|TestLiveOpaque)$",
+			[]string{httpbench.HTTPFile, httpbench.HiddenFile, httpbench.RideThroughFile, httpbench.GRPCFile, httpbench.OpaqueFile}},
+		{"GRPC", "^(TestLiveGRPC)$", []string{httpbench.GRPCFile}},
+		{"HTTP|Hidden", "^(TestLiveHTTP|TestLiveHidden)$", []string{httpbench.HTTPFile, httpbench.HiddenFile}},
+	} {
+		got, err := selectLive(tc.expr)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.expr, err)
+		}
+		var files []string
+		for _, lt := range got {
+			files = append(files, lt.file)
+		}
+		if run := runPattern(got); run != tc.run || strings.Join(files, " ") != strings.Join(tc.files, " ") {
+			t.Errorf("%q: -run %s, files %v; want %s, %v", tc.expr, run, files, tc.run, tc.files)
+		}
+	}
+	for _, bad := range []string{"gRPC", "("} {
+		if _, err := selectLive(bad); err == nil {
+			t.Errorf("-live %q accepted", bad)
+		}
+	}
+}

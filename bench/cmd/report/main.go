@@ -54,9 +54,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	m := newMeta(*live.quick)
-	if err := run(ctx, *count, *benchtime, *docs); err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(1)
+	if live.inProcess() {
+		if err := run(ctx, *count, *benchtime, *docs); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
 	}
 	if err := live.run(ctx, m, *docs); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
