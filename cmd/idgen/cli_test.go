@@ -50,6 +50,10 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--default-step", "1e3"}, `invalid argument "1e3" for "--default-step" flag: "1e3" is not a whole number`},
 		{[]string{"--max-batch", "0x10"}, `invalid argument "0x10" for "--max-batch" flag: "0x10" is not a whole number`},
 		{[]string{"--max-step", "5x"}, `"5x" is not a whole number`},
+		{[]string{"--metrics-tag-limit", "0x10"}, `invalid argument "0x10" for "--metrics-tag-limit" flag: "0x10" is not a whole number`},
+		{[]string{"--idempotency-max-keys", "1_000"}, `invalid argument "1_000" for "--idempotency-max-keys" flag: "1_000" is not a whole number`},
+		{[]string{"--idempotency-sweep-batch", "0b11"}, `invalid argument "0b11" for "--idempotency-sweep-batch" flag: "0b11" is not a whole number`},
+		{[]string{"--idempotency-sweep-batch", "2000000"}, "--idempotency-sweep-batch must be from 1 to 1000000"},
 		// A store that does not outlive the process (issue 17 item 4).
 		{[]string{"--store", "sqlite://:memory:"}, "in-memory database is lost with its connection and the process, so IDs would repeat: use a file"},
 		{[]string{"--store", "file::memory:?cache=shared"}, "use a file"},
@@ -60,7 +64,7 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--idempotency-ttl", "200h"}, "--idempotency-ttl (200h0m0s) must not exceed --idempotency-max-ttl (168h0m0s)"},
 		{[]string{"--idempotency-lock-timeout", "10ms"}, "--idempotency-lock-timeout must be at least 1s"},
 		{[]string{"--idempotency-max-keys", "-1"}, "--idempotency-max-keys must be 0 (no limit) or more"},
-		{[]string{"--idempotency-sweep-batch", "0"}, "--idempotency-sweep-batch must be at least 1"},
+		{[]string{"--idempotency-sweep-batch", "0"}, "--idempotency-sweep-batch must be from 1 to 1000000"},
 	} {
 		work := t.TempDir() // the working directory, where a DSN taken for a path would become a file
 		// A serve that accepts the flags starts serving: stop it and report.

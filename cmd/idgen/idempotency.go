@@ -14,14 +14,19 @@ import (
 	"github.com/idgen/idgen/store"
 )
 
+// maxSweepBatch bounds --idempotency-sweep-batch: a sweep statement
+// locks the rows it deletes until it commits, and keyed requests for them
+// wait meanwhile.
+const maxSweepBatch = 1_000_000
+
 func idempotencyFlags(f *pflag.FlagSet) {
 	f.Bool("idempotency", true, "answer Idempotency-Key requests from keys kept in the store (off: they get 400 idempotency_disabled)")
 	f.Duration("idempotency-ttl", idempotency.DefaultTTL, "how long a key is kept when the request sends no Idempotency-TTL")
 	f.Duration("idempotency-max-ttl", idempotency.DefaultMaxTTL, "longest Idempotency-TTL a request may ask for")
 	f.Duration("idempotency-lock-timeout", idempotency.DefaultLockTimeout, "how long a first request holds its key; after it a retry may take over the key of an instance that died")
-	f.Int64("idempotency-max-keys", idempotency.DefaultMaxKeys, "most live keys per caller (API token); past it, new keys get 429 idempotency_key_limit_reached (0: no limit)")
+	int64Flag(f, "idempotency-max-keys", idempotency.DefaultMaxKeys, "most live keys per caller (API token); past it, new keys get 429 idempotency_key_limit_reached (0: no limit)")
 	f.Duration("idempotency-sweep-interval", idempotency.DefaultSweepEvery, "how often expired keys are deleted and live keys counted for the cap")
-	f.Int("idempotency-sweep-batch", idempotency.DefaultSweepBatch, "most expired keys one delete statement removes")
+	intFlag(f, "idempotency-sweep-batch", idempotency.DefaultSweepBatch, "most expired keys one delete statement removes")
 }
 
 // idempotencyConfig reads the flags; ok is false with --idempotency=false.
@@ -54,8 +59,8 @@ func idempotencyConfig(cmd *cobra.Command) (cfg idempotency.Config, ok bool, err
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = -1 // Config's "no cap"
 	}
-	if cfg.SweepBatch < 1 {
-		bad("--idempotency-sweep-batch must be at least 1, got %d", cfg.SweepBatch)
+	if cfg.SweepBatch < 1 || cfg.SweepBatch > maxSweepBatch {
+		bad("--idempotency-sweep-batch must be from 1 to %d (one delete statement holds its rows' locks until it commits), got %d", maxSweepBatch, cfg.SweepBatch)
 	}
 	return cfg, ok, errors.Join(errs...)
 }

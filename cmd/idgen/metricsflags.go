@@ -16,7 +16,7 @@ const maxMetricsTagLimit = 10_000
 
 func metricsFlags(f *pflag.FlagSet) {
 	f.StringSlice("metrics-tags", nil, "tags that always get /metrics series of their own, comma-separated")
-	f.Int("metrics-tag-limit", server.DefaultMetricsTagLimit,
+	intFlag(f, "metrics-tag-limit", server.DefaultMetricsTagLimit,
 		"most tags with /metrics series of their own, --metrics-tags included, the others the busiest, chosen again every 5 minutes; the rest are counted under tag=\""+server.OtherTag+"\" (0: --metrics-tags only)")
 }
 

@@ -114,12 +114,14 @@ func (s *Leases) claimRange(ctx context.Context, owner string, now time.Time, tt
 		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: the range starts at %d, below 0", from)
 	}
 	minID, maxID := from, min(to-1, maxWorkerID)
-	if err := s.anchorLayout(ctx, layout); err != nil {
-		return snowflake.Lease{}, fmt.Errorf("store: claim a worker ID: %w", err)
-	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
+	// The anchor is retried with the claim: on Galera a claim on another
+	// node that writes record 0 aborts it as it aborts the claim.
 	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
+		if err := s.anchorLayout(ctx, layout); err != nil {
+			return err
+		}
 		for {
 			l, found, err := s.claimFree(ctx, owner, nowMs, ttl, minID, maxID, layout)
 			if err != nil || found {
@@ -201,17 +203,17 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	if err := snowflake.CheckClaim(owner, ttl, workerID+1); err != nil {
 		return snowflake.Lease{}, err
 	}
-	if err := s.anchorLayout(ctx, layout); err != nil {
-		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
-	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
 	// Retried like Claim: on Galera a static claim and a renewal on
 	// another node abort each other at COMMIT just as two claims do, and
-	// every admission writes the layout's record 0, which a claim on
-	// another node may write too. Lock order: the fence row (inTx),
-	// record 0 (admitLayout), then the worker row.
+	// every admission (and the anchor) writes the layout's record 0, which
+	// a claim on another node may write too. Lock order: the fence row
+	// (inTx), record 0 (admitLayout), then the worker row.
 	err := retry(ctx, s.d, &s.retryHook, "claim", func() error {
+		if err := s.anchorLayout(ctx, layout); err != nil {
+			return err
+		}
 		if _, err := s.db.Exec(ctx, s.d.seedWorkers(workerID, workerID)); err != nil {
 			return err
 		}
