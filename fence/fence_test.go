@@ -262,3 +262,53 @@ func TestStart(t *testing.T) {
 		}
 	}
 }
+
+func TestHolding(t *testing.T) {
+	c, err := fence.Config{LeaseTTL: 30 * time.Second}.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	rec := fence.Record{Generation: 50, FenceUntil: now.UnixMilli() + 33_000}
+	heldSince := c.HeldSince(rec)
+	if want := now.UnixMilli() - 30_000; heldSince != want {
+		t.Fatalf("HeldSince = %d, want the fence's LiveSince %d", heldSince, want)
+	}
+	for _, tc := range []struct {
+		name string
+		rec  fence.Record
+		at   time.Time
+		ws   []fence.Worker
+		want int
+	}{
+		{"a held lease not checked in", rec, now, []fence.Worker{{Owned: true, Expires: rec.FenceUntil, Seen: 49}}, 1},
+		{"checked in against the fence's record", rec, now, []fence.Worker{{Owned: true, Expires: rec.FenceUntil, Seen: 50}}, 0},
+		{"checked in against a newer one", rec, now, []fence.Worker{{Owned: true, Expires: rec.FenceUntil, Seen: 51}}, 0},
+		{"released", rec, now, []fence.Worker{{Expires: rec.FenceUntil}}, 0},
+		{"lapsed before the fence", rec, now, []fence.Worker{{Owned: true, Expires: heldSince, Seen: 1}}, 0},
+		{"the hold is over", rec, time.UnixMilli(rec.FenceUntil), []fence.Worker{{Owned: true, Expires: rec.FenceUntil, Seen: 1}}, 0},
+		{"never fenced", fence.Record{Generation: 50}, now, []fence.Worker{{Owned: true, Expires: now.UnixMilli() + 1, Seen: 1}}, 0},
+		{"two of three", rec, now, []fence.Worker{{Owned: true, Expires: rec.FenceUntil, Seen: 1}, {Owned: true, Expires: rec.FenceUntil, Seen: 50}, {Owned: true, Expires: rec.FenceUntil}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fence.Holding(c, tc.rec, tc.at, tc.ws); got != tc.want {
+				t.Errorf("Holding = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlan_SeveralFailoversHoldEveryOwnedLease(t *testing.T) {
+	c, err := fence.Config{}.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	rec := fence.Record{Identity: pg("1", "00000001", ""), Generation: 10}
+	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000002", ""), 1); p.LiveSince != now.UnixMilli()-30_000 || p.Failovers != 1 {
+		t.Errorf("one failover: LiveSince %d, failovers %d; want now - TTL, 1", p.LiveSince, p.Failovers)
+	}
+	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000004", ""), 1); p.LiveSince != math.MinInt64 || p.Failovers != 3 {
+		t.Errorf("three failovers: LiveSince %d, failovers %d; want every lease held, 3", p.LiveSince, p.Failovers)
+	}
+}

@@ -92,8 +92,9 @@ type Plan struct {
 	// fencing process knew of, the record's or the one it saw.
 	Covers int64
 	// LiveSince: every worker lease whose expiry is after it, live at
-	// some point within the last LeaseTTL, is held (its owner kept, its
-	// expiry raised) until HoldUntil. A holder whose renewal was lost
+	// some point within the last LeaseTTL (or every lease with an owner,
+	// after several failovers: see CountSince), is held (its owner kept,
+	// its expiry raised) until HoldUntil. A holder whose renewal was lost
 	// renewed at most LeaseTTL before now, while its lease was live, so
 	// the expiry the store kept is after LiveSince and the expiry it was
 	// told is before HoldUntil; it renews on as the owner.
@@ -123,15 +124,14 @@ func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.Leas
 // live takes. After one failover, LiveSince(now): what it lost is one
 // lag, reserved by instances live now. After several (Failovers), what
 // they lost was reserved by instances live at any time since the record
-// was written, some of whose leases have lapsed since, so the count
-// reaches back to the record's generation (a time, see NewGeneration),
-// less two TTLs for renewals the failovers lost.
+// was written, whose renewals the failovers may have lost with the rest,
+// so that their rows look lapsed long ago: every row with an owner
+// counts, however old its expiry (math.MinInt64).
 func (c Config) CountSince(now time.Time, rec Record, cur Identity) int64 {
-	since := c.LiveSince(now)
-	if Failovers(rec.Identity, cur) > 1 && rec.Generation > 0 {
-		since = min(since, rec.Generation-2*c.LeaseTTL.Milliseconds())
+	if Failovers(rec.Identity, cur) > 1 {
+		return math.MinInt64
 	}
-	return since
+	return c.LiveSince(now)
 }
 
 // NewPlan returns the plan of a fence at now, by a process whose memory
@@ -167,7 +167,7 @@ func (c Config) CountSince(now time.Time, rec Record, cur Identity) int64 {
 func NewPlan(c Config, now time.Time, rec Record, mem Memory, cur Identity, live int64) Plan {
 	p := Plan{
 		Now:        now.UnixMilli(),
-		LiveSince:  c.LiveSince(now),
+		LiveSince:  c.CountSince(now, rec, cur),
 		HoldUntil:  now.UnixMilli() + c.LeaseTTL.Milliseconds() + c.LeaseMargin.Milliseconds(),
 		Generation: NewGeneration(rec, mem, now),
 		Live:       live,
@@ -247,4 +247,49 @@ type Event struct {
 	Reason string // what Decide said
 	Plan   Plan
 	Tables []string // the sequence tables whose max_id moved up
+}
+
+// Worker is a row of the worker lease table as the reservation hold sees
+// it (Holding).
+type Worker struct {
+	Owned   bool  // the row has an owner
+	Expires int64 // the lease's expiry, Unix milliseconds
+	// Seen is the generation of the record the owner's last claim or
+	// renewal was checked against.
+	Seen int64
+}
+
+// HeldSince returns the expiry, in Unix milliseconds, after which a lease
+// was held by the fence that wrote rec: its LiveSince, which is its
+// HoldUntil (rec.FenceUntil) less two TTLs and the lease margin.
+func (c Config) HeldSince(rec Record) int64 {
+	return rec.FenceUntil - 2*c.LeaseTTL.Milliseconds() - c.LeaseMargin.Milliseconds()
+}
+
+// Holding returns how many of the other instances' leases ws hold a
+// segment reservation back at now, after the fence that wrote rec: while
+// that fence's hold lasts (now before rec.FenceUntil), every lease it
+// held (expiring after HeldSince) whose owner has not since been checked
+// against a record at least as new (Seen below rec.Generation).
+//
+// Why: an instance that saw a fence the store has since lost knows what
+// the fencer could not (Plan.Lost); it fences again at its next checked
+// transaction, which a live lease's renewal is, within a third of a TTL.
+// Until it has, ranges reserved after the lost fence may lie above the
+// rows, and a reservation would hand them out again. Every instance that
+// holds a lease has checked in, or its lease has lapsed, by the end of
+// the hold; a reservation waits at most that long, and instances keep
+// handing out what they have buffered meanwhile. An instance without a
+// lease (a library user of segment alone) is not waited for.
+func Holding(c Config, rec Record, now time.Time, ws []Worker) int {
+	if now.UnixMilli() >= rec.FenceUntil {
+		return 0
+	}
+	since, n := c.HeldSince(rec), 0
+	for _, w := range ws {
+		if w.Owned && w.Expires > since && w.Seen < rec.Generation {
+			n++
+		}
+	}
+	return n
 }

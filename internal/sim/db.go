@@ -48,6 +48,9 @@ type worker struct {
 	owner         string
 	expires, last int64
 	pinned        bool
+	// seen is the generation of the record the owner's last claim or
+	// renewal was checked against (worker_node.seen_generation).
+	seen int64
 }
 
 type snapshot struct {
@@ -185,6 +188,27 @@ func (db *db) checkFirst() {
 // transaction that committed and whose answer it got.
 func (db *db) observe(p *proc, cur fence.Identity, rec fence.Record) {
 	p.mem = p.mem.Observe(cur, rec)
+	p.holdUntil = max(p.holdUntil, rec.FenceUntil)
+}
+
+// held is sqlstore's reservation hold (mu held): while the last fence's
+// hold lasts, as far as p knows (a record it read), a reservation waits
+// until every other lease the fence held has been renewed or claimed
+// against a record at least that new (fence.Holding).
+func (db *db) held(p *proc, now time.Time) error {
+	if db.w.cfg.Plant == PlantNoHold || now.UnixMilli() >= p.holdUntil {
+		return nil
+	}
+	var ws []fence.Worker
+	for _, wk := range db.workers {
+		if wk.owner != p.owner {
+			ws = append(ws, fence.Worker{Owned: wk.owner != "", Expires: wk.expires, Seen: wk.seen})
+		}
+	}
+	if n := fence.Holding(db.w.fenceCfg, db.rec, now, ws); n > 0 {
+		return fmt.Errorf("%w: %d", errHeld, n)
+	}
+	return nil
 }
 
 // fence is sqlstore.Guard.fenceTx on the simulated tables: decide again
@@ -236,6 +260,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 	db.rec = to
 	db.commit()
 	p.mem = fence.Memory{}.Observe(cur, to)
+	p.holdUntil = max(p.holdUntil, to.FenceUntil)
 	db.w.res.Fences++
 	db.unfenced, db.steadyUntil = false, time.Now().Add(2*leaseTTL)
 	if plan.Lost > 0 {
@@ -288,6 +313,10 @@ func (w *world) apply(o *op, lost bool) opResult {
 	var res opResult
 	switch o.kind {
 	case opReserve:
+		if err := db.held(o.p, o.p.wall()); err != nil {
+			w.res.Held++
+			return opResult{err: err}
+		}
 		step := max(o.a, r.step)
 		if r.maxID > math.MaxInt64-step {
 			return opResult{err: fmt.Errorf("%w: %q", segment.ErrExhausted, o.tag)}

@@ -39,7 +39,7 @@ func (t *leaseTable) claim(p *proc, owner string, now time.Time, ttl time.Durati
 		if (wk.owner != "" && wk.expires > nowMs) || wk.pinned {
 			continue
 		}
-		wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil)}
+		wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), seen: rec.Generation}
 		t.db.workers[id] = wk
 		t.db.commit()
 		return wk.lease(id), t.observer(p, cur, rec), nil
@@ -60,7 +60,7 @@ func (t *leaseTable) claimStatic(p *proc, owner string, id int64, now time.Time,
 	if wk.owner != "" && wk.owner != owner && wk.expires > nowMs {
 		return snowflake.Lease{}, nil, fmt.Errorf("%w: worker %d is held by %q", snowflake.ErrNoFreeWorker, id, wk.owner)
 	}
-	wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), pinned: true}
+	wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), pinned: true, seen: rec.Generation}
 	t.db.workers[id] = wk
 	t.db.commit()
 	return wk.lease(id), t.observer(p, cur, rec), nil
@@ -77,6 +77,7 @@ func (t *leaseTable) renew(p *proc, lease snowflake.Lease, now, last time.Time, 
 	}
 	wk.expires = max(wk.expires, now.UnixMilli()+ttl.Milliseconds())
 	wk.last = max(wk.last, snowflake.LeaseMillis(last))
+	wk.seen = rec.Generation
 	t.db.workers[lease.WorkerID] = wk
 	t.db.commit()
 	// The holder's deadline must not pass the stored expiry, and it only

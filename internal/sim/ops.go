@@ -105,7 +105,9 @@ var opFuncs = map[string]opFunc{
 		return nil
 	},
 	// The same, reached first by an instance that had not seen the lost
-	// fence (see TestSimulation_KnownHoles).
+	// fence: the timelines count the failovers (fence.Failovers), and
+	// reservations wait until the instances that saw it have checked in
+	// (fence.Holding).
 	"failover-lose-fence-unseen": func(w *world, _ *proc, _ string) error { w.db.lose(true, keepCreate); return nil },
 	"failover-lose-create":       func(w *world, _ *proc, _ string) error { w.db.lose(true, keepFence); return nil },
 	"restore":                    func(w *world, _ *proc, _ string) error { w.db.lose(false, keepFence|keepCreate); return nil },
@@ -117,10 +119,10 @@ type Weights map[string]int
 
 // DefaultWeights is the mix CI runs: mostly clients and deliveries, with
 // a crash, a restart or a lossy failover every hundred steps or so, some
-// of which lose the last fence or the last tag created. Restores, and
-// failovers that lose a fence reached first by an instance that had not
-// seen it, are out: package fence cannot know of them (see
-// TestSimulation_KnownHoles).
+// of which lose the last fence or the last tag created, reached first by
+// an instance that saw it or by one that did not. Restores are out:
+// package fence cannot know of one first reached by an instance that had
+// not seen what it lost (see TestSimulation_KnownHoles).
 func DefaultWeights() Weights {
 	return Weights{
 		"next": 22, "next-n": 8, "next-n-edge": 1, "next-waiting": 2, "reserve-range": 3,
@@ -129,7 +131,7 @@ func DefaultWeights() Weights {
 		"crash": 1, "restart": 1, "unpin": 1,
 		"snow-next": 6, "snow-all": 3, "heartbeat": 10,
 		"skew": 3, "ntp-sync": 2, "pause": 2, "step-back": 5,
-		"failover": 2, "failover-lose-fence": 1, "failover-lose-create": 1,
+		"failover": 2, "failover-lose-fence": 1, "failover-lose-fence-unseen": 1, "failover-lose-create": 1,
 	}
 }
 

@@ -56,6 +56,9 @@ type proc struct {
 	// process restarted across is otherwise invisible, and the simulator
 	// would only find that documented limit.
 	mem fence.Memory
+	// holdUntil is the end of the newest fence hold p read in a record
+	// (sqlstore's Guard remembers it the same way), under db.mu.
+	holdUntil int64
 	// stocked marks tags whose buffers had IDs left when the calm phase
 	// began: none of their takes may wait for a load. Others may once.
 	stocked map[string]bool

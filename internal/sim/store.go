@@ -51,6 +51,9 @@ type opResult struct {
 var (
 	errInjected = errors.New("sim: injected store failure")
 	errGone     = errors.New("sim: connection closed")
+	// errHeld is a reservation held back after a fence: a store outage
+	// to the allocator, which tries again after its backoff.
+	errHeld = fmt.Errorf("%w: held after a fence until the other instances have checked in", segment.ErrUnavailable)
 )
 
 type store struct {

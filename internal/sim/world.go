@@ -45,6 +45,9 @@ const (
 	// PlantOverlap: now and then a reservation silently hands out a range
 	// overlapping the one before it.
 	PlantOverlap
+	// PlantNoHold: reservations go on during a fence's hold before the
+	// instances that may have seen a lost fence have checked in.
+	PlantNoHold
 )
 
 // Result is what a run did.
@@ -64,6 +67,7 @@ type Result struct {
 	LostCommits  int // commits the failovers and restores lost
 	Fences       int // fences the store performed (fence verdict Fence)
 	LostFences   int // fences that added the margins of fences the record had lost
+	Held         int // reservations held back after a fence (fence.Holding)
 
 	// TraceHash is the FNV-1a hash of every trace line: two runs with the
 	// same hash took the same steps with the same outcomes.
@@ -87,6 +91,7 @@ func (t *Result) Add(r Result) {
 	t.LostCommits += r.LostCommits
 	t.Fences += r.Fences
 	t.LostFences += r.LostFences
+	t.Held += r.Held
 }
 
 // Violation is a broken promise, with the seed and step that replay it.

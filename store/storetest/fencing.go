@@ -14,6 +14,7 @@ import (
 	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
 // FenceMargin and FenceTTL are what Fencing configures its stores with.
@@ -123,23 +124,67 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatal(err)
 	}
 	defer allocC.Close()
+	// Both go on at once; one fences. The fence holds c's reservations
+	// back (fence.Holding) until a's lease, which the fence held, has
+	// been renewed against the new record: a could have seen a fence the
+	// store lost, which its renewal would find. a's own lease never holds
+	// a back. a renews once c has been held.
 	var after, fresh []int64
+	var held, cDone atomic.Bool
 	var wg sync.WaitGroup
-	for _, x := range []struct {
-		alloc *segment.Allocator
-		out   *[]int64
-	}{{allocA, &after}, {allocC, &fresh}} {
-		wg.Go(func() {
-			ids, err := x.alloc.NextN(ctx, tag, 1000)
-			if err != nil {
-				t.Error(err)
+	wg.Go(func() {
+		ids, err := allocA.NextN(ctx, tag, 1000)
+		if err != nil {
+			t.Error(err)
+		}
+		after = ids
+	})
+	wg.Go(func() {
+		defer cDone.Store(true)
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			ids, err := allocC.NextN(ctx, tag, 1000)
+			if err == nil {
+				fresh = ids
+				return
 			}
-			*x.out = ids
-		})
-	}
+			if !errors.Is(err, sqlstore.ErrHeld) || time.Now().After(deadline) {
+				t.Errorf("the fresh process: %v", err)
+				return
+			}
+			held.Store(true)
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		for !held.Load() && !cDone.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		l, err := a.s.Leases().Renew(ctx, lease, time.Now(), time.Now(), FenceTTL)
+		if err != nil {
+			t.Errorf("the holder's renewal after the fence: %v", err)
+			return
+		}
+		lease = l
+	})
 	wg.Wait()
 	if t.Failed() {
 		return
+	}
+	if !held.Load() {
+		t.Fatal("the fresh process reserved after the fence before the holder of a lease the fence held had checked in")
+	}
+	// What let c go on: the renewal recorded the record it was checked
+	// against on the lease.
+	_, recNow, err := a.s.Identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen int64
+	if err := db(a).QueryRowContext(ctx, fmt.Sprintf("SELECT seen_generation FROM worker_node WHERE worker_id = %d", lease.WorkerID)).Scan(&seen); err != nil {
+		t.Fatal(err)
+	}
+	if seen != recNow.Generation {
+		t.Fatalf("the holder's lease after its renewal: seen_generation %d, want the record's %d", seen, recNow.Generation)
 	}
 	all := append(append(append([]int64{}, before...), after...), fresh...)
 	if d := segmenttest.Duplicates(all); d != 0 {
@@ -188,13 +233,19 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 			t.Fatalf("worker %d's floor %v is below the hold's end %v", w.WorkerID, w.LastTimestamp, holdUntil)
 		}
 	}
-	if _, err := a.s.Leases().Renew(ctx, lease, time.Now(), time.Now(), FenceTTL); err != nil {
+	if lease, err = a.s.Leases().Renew(ctx, lease, time.Now(), time.Now(), FenceTTL); err != nil {
 		t.Fatalf("the holder's renewal after the fence: %v", err)
 	}
 	other, err := c.s.Leases().Claim(ctx, "fence-claimer-"+tag, time.Now(), FenceTTL, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Leases left to run out would hold back the reservations of the
+	// next test's fences on this database.
+	defer func() {
+		_ = a.s.Leases().Release(ctx, lease, time.Now())
+		_ = c.s.Leases().Release(ctx, other, time.Now())
+	}()
 	if other.WorkerID == lease.WorkerID || other.LastTimestamp.Before(holdUntil) {
 		t.Fatalf("a claim after the fence got worker %d from %v; want another than %d, from %v on", other.WorkerID, other.LastTimestamp, lease.WorkerID, holdUntil)
 	}

@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/segment"
 )
 
 // IdentitySQL is the fencing part of a Dialect (see package fence): how
@@ -59,6 +61,14 @@ type IdentitySQL struct {
 	// Floor raises every worker's last_timestamp to the argument. Args:
 	// until, until.
 	Floor string
+	// CheckedIn records on a lease the generation of the record its
+	// claim or renewal was checked against. Args: generation, worker ID,
+	// owner.
+	CheckedIn string
+	// HeldBack counts the other owners' leases that hold reservations
+	// back (fence.Holding), read against the record itself. Args: now,
+	// this process's owner ("" if none), 2 × TTL + lease margin.
+	HeldBack string
 	// Write records an identity. Args: backend, system, timeline,
 	// position, generation, fence_until, tag_floor, covers, fences added
 	// (0 or 1), fenced_at.
@@ -99,6 +109,14 @@ type Guard struct {
 
 	mu  sync.Mutex // guards mem
 	mem fence.Memory
+
+	// holdUntil is the end of the newest fence hold this process read in
+	// a record or wrote, Unix milliseconds: until then a reservation asks
+	// whether other instances hold it back (held). owner is the owner of
+	// the lease this process claimed last through the Guard's Leases, ""
+	// if none: its own lease never holds its reservations back.
+	holdUntil atomic.Int64
+	owner     atomic.Pointer[string]
 }
 
 // GuardOptions configures a Guard.
@@ -223,6 +241,7 @@ func (e *errFence) Error() string { return "store: fence needed: " + e.d.Reason 
 // go on.
 func (g *Guard) check(ctx context.Context, q Querier, snap fence.Memory, r *reading) error {
 	r.fixup()
+	g.sawHold(r.rec.FenceUntil)
 	if d := fence.Decide(snap, r.cur, r.rec); d.Verdict != fence.Proceed {
 		return &errFence{d}
 	}
@@ -231,6 +250,57 @@ func (g *Guard) check(ctx context.Context, q Querier, snap fence.Memory, r *read
 			return err
 		}
 		r.cur.Position = tickNext(r.cur.Position)
+	}
+	return nil
+}
+
+// sawHold remembers a fence's hold that ends at until.
+func (g *Guard) sawHold(until int64) {
+	for {
+		h := g.holdUntil.Load()
+		if until <= h || g.holdUntil.CompareAndSwap(h, until) {
+			return
+		}
+	}
+}
+
+// ErrHeld is returned, wrapping segment.ErrUnavailable, for a segment
+// reservation held back after a fence until the other instances with a
+// lease have checked in (fence.Holding): callers retry, as after any
+// outage, and instances hand out what they buffered meanwhile.
+var ErrHeld = fmt.Errorf("%w: reservations are held after a fence until every instance has checked in", segment.ErrUnavailable)
+
+// held returns ErrHeld while, after a fence, the leases of other
+// instances hold reservations back: one more statement, and only while
+// a hold this process knows of lasts.
+func (g *Guard) held(ctx context.Context, q Querier) error {
+	now := time.Now().UnixMilli()
+	if g == nil || now >= g.holdUntil.Load() {
+		return nil
+	}
+	own := ""
+	if o := g.owner.Load(); o != nil {
+		own = *o
+	}
+	var n int64
+	if err := q.QueryRow(ctx, g.id.HeldBack, now, own, 2*g.cfg.LeaseTTL.Milliseconds()+g.cfg.LeaseMargin.Milliseconds()).Scan(&n); err != nil {
+		return fmt.Errorf("count the leases holding reservations back: %w", err)
+	}
+	if n > 0 {
+		return idgen.WithRetryAfter(fmt.Errorf("%w (%d to go)", ErrHeld, n), time.Second)
+	}
+	return nil
+}
+
+// checkedIn records that the lease worker of owner was checked against
+// a record of generation gen, and that it is this process's.
+func (g *Guard) checkedIn(ctx context.Context, q Querier, gen, worker int64, owner string) error {
+	if g == nil {
+		return nil
+	}
+	g.owner.Store(&owner)
+	if _, err := q.Exec(ctx, g.id.CheckedIn, gen, worker, owner); err != nil {
+		return fmt.Errorf("record the lease's check (is migration 00011 applied?): %w", err)
 	}
 	return nil
 }
@@ -438,6 +508,7 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return nil, nil, fmt.Errorf("raise worker floors: %w", err)
 	}
 	to.FenceUntil = max(to.FenceUntil, p.HoldUntil)
+	g.sawHold(to.FenceUntil)
 	to.Floor, to.Covers = p.Floor, p.Covers
 	if err := g.write(ctx, q, to, 1, p.Now); err != nil {
 		return nil, nil, err

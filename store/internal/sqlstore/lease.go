@@ -62,7 +62,7 @@ func NewGuardedLeases(db DB, d Dialect, g *Guard) *Leases {
 // inTx runs fn in one transaction that first reads and checks the
 // store's identity (see begin), fencing and running it again as the
 // Guard decides. fn gets the floor the last fence set.
-func (s *Leases) inTx(ctx context.Context, fn func(q Querier, fenced int64) error) error {
+func (s *Leases) inTx(ctx context.Context, fn func(q Querier, fenced int64, c checkIn) error) error {
 	return s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
 		var r *reading
 		err := s.db.InTx(ctx, func(q Querier) error {
@@ -71,10 +71,25 @@ func (s *Leases) inTx(ctx context.Context, fn func(q Querier, fenced int64) erro
 			if r, fenced, err = s.begin(ctx, q, snap); err != nil {
 				return err
 			}
-			return fn(q, fenced)
+			c := checkIn{g: s.g}
+			if r != nil {
+				c.gen = r.rec.Generation
+			}
+			return fn(q, fenced, c)
 		})
 		return r, err
 	})
+}
+
+// checkIn records on the lease a checked transaction takes or renews
+// the generation of the record it was checked against (Guard.checkedIn).
+type checkIn struct {
+	g   *Guard
+	gen int64
+}
+
+func (c checkIn) done(ctx context.Context, q Querier, worker int64, owner string) error {
+	return c.g.checkedIn(ctx, q, c.gen, worker, owner)
 }
 
 // begin is the start of a checked lease transaction: it reads and checks
@@ -150,13 +165,16 @@ func (s *Leases) claimRange(ctx context.Context, owner string, now time.Time, tt
 func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64, layout *snowflake.Layout) (snowflake.Lease, bool, error) {
 	var lease snowflake.Lease
 	found := false
-	err := s.inTx(ctx, func(q Querier, fenced int64) error {
+	err := s.inTx(ctx, func(q Querier, fenced int64, c checkIn) error {
 		found = false
 		layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: minID, To: maxID + 1})
 		if err != nil {
 			return err
 		}
-		return s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, max(fenced, layoutFloor), &lease, &found)
+		if err := s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, max(fenced, layoutFloor), &lease, &found); err != nil || !found {
+			return err
+		}
+		return c.done(ctx, q, lease.WorkerID, owner)
 	})
 	return lease, found, err
 }
@@ -217,12 +235,15 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 		if _, err := s.db.Exec(ctx, s.d.seedWorkers(workerID, workerID)); err != nil {
 			return err
 		}
-		return s.inTx(ctx, func(q Querier, fenced int64) error {
+		return s.inTx(ctx, func(q Querier, fenced int64, c checkIn) error {
 			layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: workerID, To: workerID + 1})
 			if err != nil {
 				return err
 			}
-			return s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, max(fenced, layoutFloor), &lease)
+			if err := s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, max(fenced, layoutFloor), &lease); err != nil {
+				return err
+			}
+			return c.done(ctx, q, workerID, owner)
 		})
 	})
 	if err != nil {
@@ -284,10 +305,12 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	if s.g == nil {
 		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 	} else {
-		err = s.inTx(ctx, func(q Querier, _ int64) error {
+		err = s.inTx(ctx, func(q Querier, _ int64, c checkIn) error {
 			var err error
-			n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
-			return err
+			if n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli()); err != nil || n == 0 {
+				return err
+			}
+			return c.done(ctx, q, lease.WorkerID, lease.Owner)
 		})
 	}
 	if err != nil {

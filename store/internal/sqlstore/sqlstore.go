@@ -330,14 +330,15 @@ func (s *Store) bumpAllTx(ctx context.Context, q Querier, snap fence.Memory, n i
 //
 // With a Guard, the transaction also checks the store's identity, read in
 // the LockRow statement itself, and the store is fenced first if it
-// changed (see Guard).
+// changed (see Guard); a reservation is held back after a fence until the
+// other instances have checked in (Guard.held).
 func (s *Store) advance(ctx context.Context, op, tag string, next func(maxID, step int64) (int64, error)) error {
 	return retry(ctx, s.d, &s.retryHook, op, func() error {
-		return s.g.run(ctx, func(snap fence.Memory) (*reading, error) { return s.advanceOnce(ctx, tag, next, snap) })
+		return s.g.run(ctx, func(snap fence.Memory) (*reading, error) { return s.advanceOnce(ctx, op == "reserve", tag, next, snap) })
 	})
 }
 
-func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, step int64) (int64, error), snap fence.Memory) (*reading, error) {
+func (s *Store) advanceOnce(ctx context.Context, reserve bool, tag string, next func(maxID, step int64) (int64, error), snap fence.Memory) (*reading, error) {
 	var r *reading
 	err := s.db.InTx(ctx, func(q Querier) error {
 		var maxID, rowStep int64
@@ -359,6 +360,9 @@ func (s *Store) advanceOnce(ctx context.Context, tag string, next func(maxID, st
 			if r, err = s.g.read(ctx, q, snap); err == nil {
 				err = q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep)
 			}
+		}
+		if err == nil && reserve {
+			err = s.g.held(ctx, q)
 		}
 		if err != nil {
 			if errors.Is(err, s.d.NoRows) {
