@@ -21,7 +21,7 @@ func ExampleDecide() {
 func ExampleNewPlan() {
 	c, _ := fence.Config{}.Check()
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	p := fence.NewPlan(c, now, fence.Record{Generation: 1}, fence.Memory{}, fence.Identity{}, 3)
+	p := fence.NewPlan(c, now, fence.Record{Generation: 1}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 3})
 	fmt.Println("max_id up by", p.Margin)
 	fmt.Println("leases held, floors raised until", time.UnixMilli(p.HoldUntil).UTC().Format(time.TimeOnly))
 	// Output:
@@ -39,7 +39,7 @@ func ExampleNewPlan_lostFence() {
 	rec := fence.Record{Generation: 1} // what the promoted replica had
 	saw := fence.Memory{}.Observe(fence.Identity{Kind: fence.Postgres, System: "7714", Timeline: "00000002"},
 		fence.Record{Generation: 2, Floor: 8_000_000})
-	p := fence.NewPlan(c, now, rec, saw, fence.Identity{}, 3)
+	p := fence.NewPlan(c, now, rec, saw, fence.Identity{}, fence.Live{Count: 3})
 	fmt.Println("max_id up by", p.Margin, "of which", p.Lost, "for the lost fence")
 	fmt.Println("a new tag starts at", fence.Start(fence.Record{Generation: p.Generation, Floor: p.Floor}, 1))
 	// Output:

@@ -118,7 +118,7 @@ func TestNewPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.UnixMilli(1_800_000_000_000)
-	p := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, fence.Identity{}, 3)
+	p := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 3})
 	if p.Margin != 2*fence.DefaultRangeCap*4 {
 		t.Errorf("automatic margin with 3 live leases = %d, want 2 × %d × 4", p.Margin, fence.DefaultRangeCap)
 	}
@@ -135,7 +135,7 @@ func TestNewPlan(t *testing.T) {
 		t.Errorf("NewGeneration after a record ahead of the clock = %d, want it plus 1", g)
 	}
 	c.Margin = 42
-	if p := fence.NewPlan(c, now, fence.Record{}, fence.Memory{}, fence.Identity{}, 100); p.Margin != 42 {
+	if p := fence.NewPlan(c, now, fence.Record{}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 100}); p.Margin != 42 {
 		t.Errorf("explicit margin: %d", p.Margin)
 	}
 	if _, err := (fence.Config{Margin: -1}).Check(); err == nil {
@@ -236,14 +236,14 @@ func TestNewPlan_LostFences(t *testing.T) {
 		{"a process behind the record adds nothing", fence.Record{Generation: 30, Floor: 9000}, saw(20, 5600), fence.Identity{}, base, 0, 9000 + base, 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := fence.NewPlan(c, now, tc.rec, tc.mem, tc.cur, 2)
+			p := fence.NewPlan(c, now, tc.rec, tc.mem, tc.cur, fence.Live{Count: 2})
 			if p.Margin != tc.margin || p.Lost != tc.lost || p.Floor != tc.floor || p.Covers != tc.covs {
 				t.Errorf("margin %d, lost %d, floor %d, covers %d; want %d, %d, %d, %d", p.Margin, p.Lost, p.Floor, p.Covers, tc.margin, tc.lost, tc.floor, tc.covs)
 			}
 		})
 	}
 	c.Margin = math.MaxInt64 - 10
-	if p := fence.NewPlan(c, now, fence.Record{Generation: 1, Floor: 100}, saw(2, 200), fence.Identity{}, 0); p.Margin != math.MaxInt64 || p.Floor != math.MaxInt64 {
+	if p := fence.NewPlan(c, now, fence.Record{Generation: 1, Floor: 100}, saw(2, 200), fence.Identity{}, fence.Live{Count: 0}); p.Margin != math.MaxInt64 || p.Floor != math.MaxInt64 {
 		t.Errorf("a margin past the limit: margin %d, floor %d, want both saturated", p.Margin, p.Floor)
 	}
 }
@@ -305,10 +305,35 @@ func TestPlan_SeveralFailoversHoldEveryOwnedLease(t *testing.T) {
 	}
 	now := time.UnixMilli(1_800_000_000_000)
 	rec := fence.Record{Identity: pg("1", "00000001", ""), Generation: 10}
-	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000002", ""), 1); p.LiveSince != now.UnixMilli()-30_000 || p.Failovers != 1 {
+	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000002", ""), fence.Live{Count: 1}); p.LiveSince != now.UnixMilli()-30_000 || p.Failovers != 1 {
 		t.Errorf("one failover: LiveSince %d, failovers %d; want now - TTL, 1", p.LiveSince, p.Failovers)
 	}
-	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000004", ""), 1); p.LiveSince != math.MinInt64 || p.Failovers != 3 {
+	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000004", ""), fence.Live{Count: 1}); p.LiveSince != math.MinInt64 || p.Failovers != 3 {
 		t.Errorf("three failovers: LiveSince %d, failovers %d; want every lease held, 3", p.LiveSince, p.Failovers)
+	}
+}
+
+func TestCountSince_StoreStoppedLongerThanTheTTL(t *testing.T) {
+	c, err := fence.Config{LeaseTTL: 30 * time.Second}.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	rec := fence.Record{Identity: pg("1", "00000001", ""), Generation: 10}
+	cur := pg("1", "00000002", "")
+	for _, tc := range []struct {
+		name   string
+		newest int64
+		want   int64
+	}{
+		{"no lease", 0, now.UnixMilli() - 30_000},
+		{"leases live now", now.UnixMilli() + 20_000, now.UnixMilli() - 30_000},
+		// The newest lease lapsed 30 s ago: the leases live within a TTL
+		// of then count, though lapsed now.
+		{"a failover slower than the TTL", now.UnixMilli() - 30_000, now.UnixMilli() - 60_000},
+	} {
+		if got := c.CountSince(now, rec, cur, tc.newest); got != tc.want {
+			t.Errorf("%s: CountSince = %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -120,23 +120,39 @@ func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.Leas
 
 // CountSince returns the time, in Unix milliseconds, after which a lease
 // expiry counts toward the automatic margin of a fence at now that finds
-// rec on a server that says cur: the argument of the count NewPlan's
-// live takes. After one failover, LiveSince(now): what it lost is one
-// lag, reserved by instances live now. After several (Failovers), what
-// they lost was reserved by instances live at any time since the record
-// was written, whose renewals the failovers may have lost with the rest,
-// so that their rows look lapsed long ago: every row with an owner
-// counts, however old its expiry (math.MinInt64).
-func (c Config) CountSince(now time.Time, rec Record, cur Identity) int64 {
+// rec on a server that says cur, and is held by it: Plan.LiveSince, the
+// argument of the count of Live. newest is the latest expiry of a lease
+// with an owner in the store, 0 if there is none.
+//
+// After one failover, the leases live within the last TTL: LiveSince(now);
+// unless every lease has lapsed (a failover slower than the TTL, or
+// renewals lost with the commits), then those live within a TTL of the
+// newest expiry, about when the store stopped renewing: instances live
+// then may still hold ranges it lost although their leases look lapsed
+// now. After several (Failovers), what they lost was reserved by
+// instances live at any time since the record was written, whose
+// renewals the failovers may have lost with the rest: every row with an
+// owner counts, however old its expiry (math.MinInt64).
+func (c Config) CountSince(now time.Time, rec Record, cur Identity, newest int64) int64 {
 	if Failovers(rec.Identity, cur) > 1 {
 		return math.MinInt64
+	}
+	if newest > 0 && newest < now.UnixMilli() {
+		// Every lease has lapsed: count back from when the newest did,
+		// about when the store stopped renewing.
+		return newest - c.LeaseTTL.Milliseconds()
 	}
 	return c.LiveSince(now)
 }
 
+// Live is what a fence counted of the worker leases: Count leases whose
+// expiry is after Since (CountSince). A zero Since means
+// CountSince(now, rec, cur, 0).
+type Live struct{ Count, Since int64 }
+
 // NewPlan returns the plan of a fence at now, by a process whose memory
-// is mem, of a store whose record is rec and that has live leases live
-// since c.CountSince(now, rec, cur). c must have been through Check.
+// is mem, of a store whose record is rec and whose leases are as live
+// says. c must have been through Check.
 //
 // Why the margin suffices when the record lost fences (a second failover
 // within one replication lag of the first, a restore of a copy taken
@@ -164,18 +180,21 @@ func (c Config) CountSince(now time.Time, rec Record, cur Identity) int64 {
 // margins, whoever reaches the store first. MySQL and MariaDB count
 // nothing of the kind, so there a process that did not see the lost
 // fence still relies on Covers (see docs/deploy.md).
-func NewPlan(c Config, now time.Time, rec Record, mem Memory, cur Identity, live int64) Plan {
+func NewPlan(c Config, now time.Time, rec Record, mem Memory, cur Identity, live Live) Plan {
+	if live.Since == 0 {
+		live.Since = c.CountSince(now, rec, cur, 0)
+	}
 	p := Plan{
 		Now:        now.UnixMilli(),
-		LiveSince:  c.CountSince(now, rec, cur),
+		LiveSince:  live.Since,
 		HoldUntil:  now.UnixMilli() + c.LeaseTTL.Milliseconds() + c.LeaseMargin.Milliseconds(),
 		Generation: NewGeneration(rec, mem, now),
-		Live:       live,
+		Live:       live.Count,
 		Margin:     c.Margin,
 		Covers:     max(rec.Generation, mem.Generation),
 	}
 	if p.Margin == 0 {
-		p.Margin = satMul(satMul(2, c.RangeCap), max(live, 0)+1)
+		p.Margin = satMul(satMul(2, c.RangeCap), max(live.Count, 0)+1)
 	}
 	if mem.Known {
 		p.Lost = max(mem.Floor-max(rec.Floor, 0), 0)

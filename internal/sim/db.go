@@ -218,6 +218,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 	d := fence.Decide(snap, cur, rec)
 	if d.Verdict == fence.Proceed {
 		p.mem = p.mem.Observe(cur, rec)
+		p.holdUntil = max(p.holdUntil, rec.FenceUntil)
 		return
 	}
 	now := p.wall()
@@ -230,10 +231,16 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 		return
 	}
 	cfg := db.w.fenceCfg
-	var live int64
+	var newest int64
 	for _, wk := range db.workers {
-		if wk.owner != "" && wk.expires > cfg.CountSince(now, rec, cur) {
-			live++
+		if wk.owner != "" {
+			newest = max(newest, wk.expires)
+		}
+	}
+	live := fence.Live{Since: cfg.CountSince(now, rec, cur, newest)}
+	for _, wk := range db.workers {
+		if wk.owner != "" && wk.expires > live.Since {
+			live.Count++
 		}
 	}
 	plan := fence.NewPlan(cfg, now, rec, snap, cur, live)
@@ -267,7 +274,7 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 		db.w.res.LostFences++
 	}
 	db.w.trace("  fence by %d.%d: %s; margin %d (%d for lost fences), %d live, hold until +%dms, generation %d, floor %d",
-		p.id, p.inc, d.Reason, plan.Margin, plan.Lost, live, plan.HoldUntil-plan.Now, to.Generation, to.Floor)
+		p.id, p.inc, d.Reason, plan.Margin, plan.Lost, live.Count, plan.HoldUntil-plan.Now, to.Generation, to.Floor)
 }
 
 // apply runs o's transaction against the tables (mu held). lost says

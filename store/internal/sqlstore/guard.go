@@ -55,6 +55,9 @@ type IdentitySQL struct {
 	// CountLive counts worker leases with an owner and an expiry after
 	// the argument.
 	CountLive string
+	// NewestLease returns the latest expiry of a lease with an owner, 0
+	// if none. No args.
+	NewestLease string
 	// Hold raises the expiry of the leases with an owner and an expiry
 	// after the second argument to the first. Args: until, since, until.
 	Hold string
@@ -462,6 +465,10 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return nil, nil, err
 	}
 	r.fixup()
+	// Whether or not this process fences, the record may end a hold it
+	// must honour: another process's fence, found here by a process whose
+	// reservations then read the server alone (the one-statement path).
+	g.sawHold(r.rec.FenceUntil)
 	d := fence.Decide(snap, r.cur, r.rec)
 	if d.Verdict == fence.Proceed {
 		return nil, r, nil
@@ -485,8 +492,12 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		}
 		return ev, r, nil
 	}
-	var live int64
-	if err := q.QueryRow(ctx, g.id.CountLive, g.cfg.CountSince(now, r.rec, r.cur)).Scan(&live); err != nil {
+	var newest int64
+	if err := q.QueryRow(ctx, g.id.NewestLease).Scan(&newest); err != nil {
+		return nil, nil, fmt.Errorf("read the newest lease: %w", err)
+	}
+	live := fence.Live{Since: g.cfg.CountSince(now, r.rec, r.cur, newest)}
+	if err := q.QueryRow(ctx, g.id.CountLive, live.Since).Scan(&live.Count); err != nil {
 		return nil, nil, fmt.Errorf("count live leases: %w", err)
 	}
 	p := fence.NewPlan(g.cfg, now, r.rec, snap, r.cur, live)
