@@ -129,8 +129,8 @@ func (r *renderer) identity() *IdentitySQL {
 	}
 	return &IdentitySQL{
 		Kind: id.Kind, Server: id.Server, ConnSystem: id.ConnSystem, Tick: id.Tick, Tables: id.Tables, Bump: bump,
-		Lock:      r.sql(`SELECT generation FROM idgen_fence WHERE id = 1{{.ForUpdate}}`),
-		CountLive: r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
+		Lock:        r.sql(`SELECT generation FROM idgen_fence WHERE id = 1{{.ForUpdate}}`),
+		CountLive:   r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
 		NewestLease: r.sql(`SELECT COALESCE(MAX(lease_expires_at), 0) FROM worker_node WHERE owner <> ''`),
 		Hold: r.sql(`UPDATE worker_node SET lease_expires_at = ?, updated_at = {{.Now}}
 		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`),
