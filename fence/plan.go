@@ -92,9 +92,12 @@ type Plan struct {
 	// fencing process knew of, the record's or the one it saw.
 	Covers int64
 	// LiveSince: every worker lease whose expiry is after it, live at
-	// some point within the last LeaseTTL (or every lease with an owner,
-	// after several failovers: see CountSince), is held (its owner kept,
-	// its expiry raised) until HoldUntil. A holder whose renewal was lost
+	// some point within the last LeaseTTL, is held (its owner kept, its
+	// expiry raised) until HoldUntil. Not the leases that lapsed before,
+	// even those the margin counts (CountSince): a lapsed lease's owner
+	// has stopped stamping, another instance may have claimed the worker
+	// ID since in a commit the store lost, and holding the lease would
+	// let the first owner renew and stamp beside it. A holder whose renewal was lost
 	// renewed at most LeaseTTL before now, while its lease was live, so
 	// the expiry the store kept is after LiveSince and the expiry it was
 	// told is before HoldUntil; it renews on as the owner.
@@ -120,8 +123,9 @@ func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.Leas
 
 // CountSince returns the time, in Unix milliseconds, after which a lease
 // expiry counts toward the automatic margin of a fence at now that finds
-// rec on a server that says cur, and is held by it: Plan.LiveSince, the
-// argument of the count of Live. newest is the latest expiry of a lease
+// rec on a server that says cur: the argument of the count of Live. It
+// may reach further back than Plan.LiveSince, the leases the fence
+// holds. newest is the latest expiry of a lease
 // with an owner in the store, 0 if there is none.
 //
 // After one failover, the leases live within the last TTL: LiveSince(now);
@@ -186,7 +190,7 @@ func NewPlan(c Config, now time.Time, rec Record, mem Memory, cur Identity, live
 	}
 	p := Plan{
 		Now:        now.UnixMilli(),
-		LiveSince:  live.Since,
+		LiveSince:  c.LiveSince(now),
 		HoldUntil:  now.UnixMilli() + c.LeaseTTL.Milliseconds() + c.LeaseMargin.Milliseconds(),
 		Generation: NewGeneration(rec, mem, now),
 		Live:       live.Count,
@@ -288,8 +292,9 @@ func (c Config) HeldSince(rec Record) int64 {
 // Holding returns how many of the other instances' leases ws hold a
 // segment reservation back at now, after the fence that wrote rec: while
 // that fence's hold lasts (now before rec.FenceUntil), every lease it
-// held (expiring after HeldSince) whose owner has not since been checked
-// against a record at least as new (Seen below rec.Generation).
+// held (expiring after HeldSince) or counted (Seen MustCheckIn) whose
+// owner has not since been checked against a record at least as new
+// (Seen below rec.Generation).
 //
 // Why: an instance that saw a fence the store has since lost knows what
 // the fencer could not (Plan.Lost); it fences again at its next checked
@@ -306,9 +311,16 @@ func Holding(c Config, rec Record, now time.Time, ws []Worker) int {
 	}
 	since, n := c.HeldSince(rec), 0
 	for _, w := range ws {
-		if w.Owned && w.Expires > since && w.Seen < rec.Generation {
+		if w.Owned && (w.Expires > since || w.Seen == MustCheckIn) && w.Seen < rec.Generation {
 			n++
 		}
 	}
 	return n
 }
+
+// MustCheckIn is the Seen a fence gives a lease it counted but did not
+// hold (Plan.LiveSince, CountSince): lapsed, but perhaps the lease of an
+// instance that renewed in commits the store lost and that may have seen
+// a lost fence. Its reservations wait for it (Holding) until it is
+// claimed again, or the hold ends.
+const MustCheckIn = -1

@@ -258,6 +258,8 @@ func (db *db) fence(p *proc, snap fence.Memory) {
 	for id, wk := range db.workers {
 		if wk.owner != "" && wk.expires > plan.LiveSince {
 			wk.expires = max(wk.expires, plan.HoldUntil)
+		} else if wk.owner != "" && wk.expires > live.Since {
+			wk.seen = fence.MustCheckIn // counted, not held: see fence.Holding
 		}
 		wk.last = max(wk.last, plan.HoldUntil)
 		db.workers[id] = wk

@@ -24,6 +24,11 @@ func TestStore_FenceFloor(t *testing.T) {
 	storetest.FenceFloor(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
+func TestStore_FenceCountsLapsedLeases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idgen.db")
+	storetest.FenceCountsLapsedLeases(t, func(t *testing.T) storetest.Store { return open(t, path) })
+}
+
 // A file put back from an older copy while every process was stopped:
 // the process that starts next finds the sidecar ahead of the file,
 // fences, and hands out none of the IDs issued since the copy.

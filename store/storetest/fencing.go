@@ -294,3 +294,64 @@ func Fences(t testing.TB, db *sql.DB) int64 {
 	}
 	return n
 }
+
+// FenceCountsLapsedLeases checks a fence after a failover slower than
+// the lease TTL: every lease has lapsed, so the fence counts those that
+// were live within a TTL of the newest expiry (fence.CountSince) without
+// holding them (a lapsed lease's owner has stopped stamping), marks them
+// fence.MustCheckIn, and another process's reservations wait for them
+// (fence.Holding) until the hold ends or they are claimed again.
+func FenceCountsLapsedLeases(t *testing.T, open func(t *testing.T) Store) {
+	ctx := context.Background()
+	cfg := fence.Config{Margin: FenceMargin, LeaseTTL: FenceTTL}
+	a, b := open(t), open(t)
+	for _, s := range []Store{a, b} {
+		if err := s.ConfigureFence(cfg, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := segmenttest.UniqueTag("lapsed")
+	if err := a.CreateTag(ctx, segment.Tag{Name: tag, MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	owner := "lapsed-holder-" + tag
+	lease, err := a.Leases().Claim(ctx, owner, time.Now(), FenceTTL, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Leases().Release(ctx, lease, time.Now()) }()
+	// The store comes back from a failover that took longer than two
+	// TTLs: the lease's stored expiry is long past, and no other lease
+	// has an owner.
+	lapsed := time.Now().Add(-3 * FenceTTL).UnixMilli()
+	for _, q := range []string{
+		fmt.Sprintf("UPDATE worker_node SET owner = '' WHERE worker_id <> %d", lease.WorkerID),
+		fmt.Sprintf("UPDATE worker_node SET lease_expires_at = %d WHERE worker_id = %d", lapsed, lease.WorkerID),
+		"UPDATE idgen_fence SET system_id = 'another-history' WHERE id = 1",
+	} {
+		if _, err := a.DB().ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_, _ = a.DB().ExecContext(ctx, "UPDATE idgen_fence SET store_id = 'another-file' WHERE id = 1")
+	_, err = b.Reserve(ctx, tag, 0)
+	if !errors.Is(err, sqlstore.ErrHeld) {
+		t.Fatalf("b's reservation after the fence: %v, want it held for the lapsed lease", err)
+	}
+	var expires, seen int64
+	if err := a.DB().QueryRowContext(ctx, fmt.Sprintf("SELECT lease_expires_at, seen_generation FROM worker_node WHERE worker_id = %d", lease.WorkerID)).Scan(&expires, &seen); err != nil {
+		t.Fatal(err)
+	}
+	if expires != lapsed || seen != fence.MustCheckIn {
+		t.Fatalf("the lapsed lease after the fence: expiry %d, seen %d; want it not held (%d) but marked %d", expires, seen, lapsed, fence.MustCheckIn)
+	}
+	// Its worker ID claimed again: checked in.
+	again, err := a.Leases().ClaimRange(ctx, owner, time.Now(), FenceTTL, lease.WorkerID, lease.WorkerID+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease = again
+	if _, err := b.Reserve(ctx, tag, 0); err != nil {
+		t.Fatalf("b's reservation once the lease was claimed again: %v", err)
+	}
+}

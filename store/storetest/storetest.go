@@ -103,6 +103,9 @@ func Run(t *testing.T, b Backend) {
 	t.Run("FarFuture", func(t *testing.T) { farFuture(t, shared) })
 	t.Run("Fencing", func(t *testing.T) { Fencing(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("FenceFloor", func(t *testing.T) { FenceFloor(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
+	t.Run("FenceCountsLapsedLeases", func(t *testing.T) {
+		FenceCountsLapsedLeases(t, func(t *testing.T) Store { return b.open(t, srv.DSN) })
+	})
 	t.Run("Outage", func(t *testing.T) { outage(t, b) })
 }
 

@@ -72,6 +72,9 @@ type IdentitySQL struct {
 	// back (fence.Holding), read against the record itself. Args: now,
 	// this process's owner ("" if none), 2 × TTL + lease margin.
 	HeldBack string
+	// MarkCounted gives the leases a fence counted but did not hold
+	// fence.MustCheckIn. Args: the count's since, the hold's LiveSince.
+	MarkCounted string
 	// Write records an identity. Args: backend, system, timeline,
 	// position, generation, fence_until, tag_floor, covers, fences added
 	// (0 or 1), fenced_at.
@@ -514,6 +517,11 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 	}
 	if _, err := q.Exec(ctx, g.id.Hold, p.HoldUntil, p.LiveSince, p.HoldUntil); err != nil {
 		return nil, nil, fmt.Errorf("hold worker leases: %w", err)
+	}
+	if live.Since < p.LiveSince {
+		if _, err := q.Exec(ctx, g.id.MarkCounted, live.Since, p.LiveSince); err != nil {
+			return nil, nil, fmt.Errorf("mark the leases counted: %w", err)
+		}
 	}
 	if _, err := q.Exec(ctx, g.id.Floor, p.HoldUntil, p.HoldUntil); err != nil {
 		return nil, nil, fmt.Errorf("raise worker floors: %w", err)

@@ -137,7 +137,8 @@ func (r *renderer) identity() *IdentitySQL {
 		Floor:     r.sql(`UPDATE worker_node SET last_timestamp = ?, updated_at = {{.Now}} WHERE last_timestamp < ?`),
 		CheckedIn: r.sql(`UPDATE worker_node SET seen_generation = ? WHERE worker_id = ? AND owner = ?`),
 		HeldBack: r.sql(`SELECT COUNT(*) FROM worker_node w, idgen_fence f WHERE f.id = 1 AND f.fence_until > ?
-		AND w.owner <> '' AND w.owner <> ? AND w.lease_expires_at > f.fence_until - ? AND w.seen_generation < f.generation`),
+		AND w.owner <> '' AND w.owner <> ? AND (w.lease_expires_at > f.fence_until - ? OR w.seen_generation = -1) AND w.seen_generation < f.generation`),
+		MarkCounted: r.sql(`UPDATE worker_node SET seen_generation = -1 WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at <= ?`),
 		Write: r.sql(`UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
 		fence_until = ?, tag_floor = ?, covers = ?, fences = fences + ?, fenced_at = {{.Greatest}}(fenced_at, ?), recorded_at = {{.Now}} WHERE id = 1`),
 		Create:     r.sql(`UPDATE idgen_fence SET tag_creates = tag_creates + 1 WHERE id = 1`),
