@@ -284,9 +284,13 @@ type Worker struct {
 
 // HeldSince returns the expiry, in Unix milliseconds, after which a lease
 // was held by the fence that wrote rec: its LiveSince, which is its
-// HoldUntil (rec.FenceUntil) less two TTLs and the lease margin.
-func (c Config) HeldSince(rec Record) int64 {
-	return rec.FenceUntil - 2*c.LeaseTTL.Milliseconds() - c.LeaseMargin.Milliseconds()
+// HoldUntil (rec.FenceUntil) less HoldSpan.
+func (c Config) HeldSince(rec Record) int64 { return rec.FenceUntil - c.HoldSpan() }
+
+// HoldSpan is, in milliseconds, how far a fence's HoldUntil lies past its
+// LiveSince: two TTLs and the lease margin.
+func (c Config) HoldSpan() int64 {
+	return 2*c.LeaseTTL.Milliseconds() + c.LeaseMargin.Milliseconds()
 }
 
 // Holding returns how many of the other instances' leases ws hold a

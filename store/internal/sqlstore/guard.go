@@ -70,7 +70,7 @@ type IdentitySQL struct {
 	CheckedIn string
 	// HeldBack counts the other owners' leases that hold reservations
 	// back (fence.Holding), read against the record itself. Args: now,
-	// this process's owner ("" if none), 2 × TTL + lease margin.
+	// this process's owner ("" if none), fence.Config.HoldSpan.
 	HeldBack string
 	// MarkCounted gives the leases a fence counted but did not hold
 	// fence.MustCheckIn. Args: the count's since, the hold's LiveSince.
@@ -289,7 +289,7 @@ func (g *Guard) held(ctx context.Context, q Querier) error {
 		own = *o
 	}
 	var n int64
-	if err := q.QueryRow(ctx, g.id.HeldBack, now, own, 2*g.cfg.LeaseTTL.Milliseconds()+g.cfg.LeaseMargin.Milliseconds()).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, g.id.HeldBack, now, own, g.cfg.HoldSpan()).Scan(&n); err != nil {
 		return fmt.Errorf("count the leases holding reservations back: %w", err)
 	}
 	if n > 0 {
