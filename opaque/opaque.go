@@ -13,7 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/idgen/idgen/ff1"
+	"github.com/idgen/idgen/opaque/internal/ff1"
 )
 
 // Errors returned by ParseKey, Encode and Decode; match with errors.Is.

@@ -65,7 +65,7 @@ func reportCPU(b *testing.B) func() {
 }
 
 // BenchmarkServeID is GET /id/order through the whole server, metrics on
-// as in the binary, beside the floor of the HTTP benchmarks (bench/cmd/
+// as in the binary, beside the floor of the HTTP benchmarks (internal/bench/cmd/
 // floor): gin with one bare handler answering the same JSON. The gap is
 // the server's own cost per request, without the network.
 func BenchmarkServeID(b *testing.B) {

@@ -52,7 +52,7 @@ func benchRPC(b *testing.B, h http.Handler, procedure string, body []byte) {
 	})
 }
 
-// floorRPC is bench/cmd/floor's bare connect handler: Next answers a
+// floorRPC is internal/bench/cmd/floor's bare connect handler: Next answers a
 // counter.
 type floorRPC struct {
 	idgenv1connect.UnimplementedIDServiceHandler

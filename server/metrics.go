@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // Metrics are idgen's Prometheus collectors, all under the idgen_

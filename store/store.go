@@ -15,11 +15,11 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 

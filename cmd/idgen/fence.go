@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/store"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // startFencing configures the store's fencing from the flags, counts its

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store"
+	"github.com/idgen/idgen/store/fence"
 )
 
 func newTag() *cobra.Command {

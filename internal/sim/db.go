@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // db is the simulated database: the id_sequence rows, the worker lease

@@ -6,8 +6,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // The lease table: sqlstore.Leases on the simulated database. Claims and

@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // The simulated processes' settings, the fence's among them: the

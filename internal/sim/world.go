@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // Config is one simulation run.

@@ -9,7 +9,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 

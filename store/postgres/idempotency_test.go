@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/internal/idembench"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/storetest"
 )
@@ -16,7 +17,7 @@ func TestIdempotency_Conformance(t *testing.T) {
 
 func BenchmarkIdempotency(b *testing.B) {
 	st := storetest.Migrated(b, dbtest.Postgres, postgres.Open)
-	storetest.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
+	idembench.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
 }
 
 // idemFloor is the floor of BenchmarkIdempotency: the placeholder's

@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/store"
+	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 

@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/sqlite"
 	"github.com/idgen/idgen/store/storetest"
 )

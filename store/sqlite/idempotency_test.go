@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/idembench"
 	"github.com/idgen/idgen/store/sqlite"
 	"github.com/idgen/idgen/store/storetest"
 )
@@ -16,7 +17,7 @@ func TestIdempotency_Conformance(t *testing.T) {
 
 func BenchmarkIdempotency(b *testing.B) {
 	st := open(b, filepath.Join(b.TempDir(), "idgen.db"))
-	storetest.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
+	idembench.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
 }
 
 // idemFloor is the floor of BenchmarkIdempotency: the placeholder's

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // sidecar is the file beside the database, PATH.fence, in which the

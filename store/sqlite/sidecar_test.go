@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // The sidecar keeps the furthest position of one record whatever order

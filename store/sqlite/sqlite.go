@@ -21,9 +21,9 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/store"
+	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // FenceFloor checks the store's side of the tag floor and of covers

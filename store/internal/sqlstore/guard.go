@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idgen/idgen"
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // IdentitySQL is the fencing part of a Dialect (see package fence): how

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/fence"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // Spelling is what one database writes its own way in idgen's SQL. Every

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idgen/idgen/fence"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // Row is the part of *sql.Row and pgx.Row the store uses.

@@ -372,7 +372,7 @@ func merge(ss ...summary) summary {
 // something cannot be detected, all case-insensitively.
 func documented(t *testing.T, words ...string) bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

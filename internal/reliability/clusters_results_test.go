@@ -128,5 +128,5 @@ func writeClusterResults() error {
 	if !complete {
 		return nil // a short, partial or failing run does not replace the documented one
 	}
-	return replaceBetween(filepath.Join("..", "docs", "reliability.md"), "<!-- clusters:begin -->\n", "<!-- clusters:end -->", body)
+	return replaceBetween(filepath.Join("..", "..", "docs", "reliability.md"), "<!-- clusters:begin -->\n", "<!-- clusters:end -->", body)
 }

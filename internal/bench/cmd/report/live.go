@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idgen/idgen/bench/httpbench"
+	"github.com/idgen/idgen/internal/bench/httpbench"
 )
 
 // Markers of the sections this file writes. inprocess-meta sits just above
@@ -137,7 +137,7 @@ type meta struct {
 
 func newMeta(quick bool) meta {
 	return meta{date: time.Now().UTC(), cpu: cpuModel(), nproc: runtime.NumCPU(), goVer: runtime.Version(),
-		command: "cd bench && go run ./cmd/report " + strings.Join(os.Args[1:], " "), quick: quick}
+		command: "cd internal/bench && go run ./cmd/report " + strings.Join(os.Args[1:], " "), quick: quick}
 }
 
 func (m meta) line(load *httpbench.LoadAvg) string {
@@ -263,7 +263,7 @@ func renderGRPC(body []byte, m meta) (string, error) {
 	var b strings.Builder
 	b.WriteString(m.line(&r.LoadAvg))
 	fmt.Fprintf(&b, "\nUnary `idgen.v1.IDService/Next` of the idgen binary (`idgen serve --access-log=false`, SQLite) beside "+
-		"the floor's bare connect-go handler of the same service (`bench/cmd/floor`: `Next` answers an atomic counter, "+
+		"the floor's bare connect-go handler of the same service (`internal/bench/cmd/floor`: `Next` answers an atomic counter, "+
 		"with idgen's http.Server and compression threshold), both cleartext HTTP/2. The load is a closed-loop Go "+
 		"generator (`httpbench.GRPCLoad`, the connect-go client over %d connections), on the same cores. Every figure is "+
 		"a median over %d rounds of %s each, rounds alternating floor, idgen…; the ratio is the median of each round's "+
@@ -297,7 +297,7 @@ func renderHTTP(body []byte, m meta) (string, error) {
 	var b strings.Builder
 	b.WriteString(m.line(&r.LoadAvg))
 	fmt.Fprintf(&b, "\nThe idgen binary (`idgen serve --access-log=false`, its defaults otherwise: metrics, request IDs, "+
-		"snowflake routes on) and the floor (`bench/cmd/floor`: a bare gin handler returning an atomic counter as the "+
+		"snowflake routes on) and the floor (`internal/bench/cmd/floor`: a bare gin handler returning an atomic counter as the "+
 		"same JSON, with idgen's gin and http.Server settings) run side by side on this machine, with the load "+
 		"generators on the same cores. Every figure is a median over %d rounds of %s each; rounds alternate floor, "+
 		"idgen, floor, idgen…, and the ratio is the median of each round's idgen ÷ floor.\n\n", r.Rounds, secs(r.Seconds))

@@ -6,8 +6,8 @@
 # tag label, and the scrape's bytes. Bounded: N requests, then the
 # server is stopped by its PID.
 #
-#   bench/metrics-series.sh BINARY N [serve flags…]
-#   bench/metrics-series.sh /tmp/idgen 10000 --metrics-tag-limit 100
+#   internal/bench/metrics-series.sh BINARY N [serve flags…]
+#   internal/bench/metrics-series.sh /tmp/idgen 10000 --metrics-tag-limit 100
 set -euo pipefail
 bin=${1:?usage: metrics-series.sh BINARY N [serve flags…]}
 n=${2:?usage: metrics-series.sh BINARY N [serve flags…]}

@@ -3,7 +3,7 @@ package ff1_test
 import (
 	"testing"
 
-	"github.com/idgen/idgen/ff1"
+	"github.com/idgen/idgen/opaque/internal/ff1"
 )
 
 // BenchmarkUint_Encrypt63 is one value, ten dependent AES calls:

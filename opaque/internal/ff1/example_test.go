@@ -3,7 +3,7 @@ package ff1_test
 import (
 	"fmt"
 
-	"github.com/idgen/idgen/ff1"
+	"github.com/idgen/idgen/opaque/internal/ff1"
 )
 
 // An order counter encrypted to a 63-bit value and back: the same counter

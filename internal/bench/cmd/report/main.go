@@ -6,7 +6,7 @@
 //
 // Run it from the bench module:
 //
-//	go run ./cmd/report [-count 6] [-benchtime 200ms] [-docs ../docs/benchmarks.md]
+//	go run ./cmd/report [-count 6] [-benchtime 200ms] [-docs ../../docs/benchmarks.md]
 //
 // It writes results/inprocess.txt (raw go test output, the input for
 // benchstat) and results/inprocess.md (the table between the markers
@@ -35,7 +35,7 @@ import (
 )
 
 const (
-	modulePath  = "github.com/idgen/idgen/bench"
+	modulePath  = "github.com/idgen/idgen/internal/bench"
 	beginMarker = "<!-- inprocess:begin -->"
 	endMarker   = "<!-- inprocess:end -->"
 	floor       = "atomic-add"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/store/fence"
 )
 
 func pg(system, timeline, pos string) fence.Identity {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen/idgen/ff1"
+	"github.com/idgen/idgen/opaque/internal/ff1"
 )
 
 const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"

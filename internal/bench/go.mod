@@ -1,4 +1,4 @@
-module github.com/idgen/idgen/bench
+module github.com/idgen/idgen/internal/bench
 
 go 1.26.8
 
@@ -119,6 +119,6 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/idgen/idgen => ../
+replace github.com/idgen/idgen => ../../
 
 tool golang.org/x/perf/cmd/benchstat

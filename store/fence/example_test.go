@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idgen/idgen/fence"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // A fresh process after a PostgreSQL promotion: the server is the same

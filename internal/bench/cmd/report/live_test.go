@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/bench/httpbench"
+	"github.com/idgen/idgen/internal/bench/httpbench"
 )
 
 func TestFormats(t *testing.T) {
@@ -37,7 +37,7 @@ func TestFormats(t *testing.T) {
 // Each renderer turns its JSON into a table with the meta line on top.
 func TestRender(t *testing.T) {
 	m := meta{date: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), cpu: "Test CPU", nproc: 2, goVer: "go1.26",
-		command: "cd bench && go run ./cmd/report -all"}
+		command: "cd internal/bench && go run ./cmd/report -all"}
 	w := func(rps float64) []httpbench.WrkResult { return []httpbench.WrkResult{{RPS: rps}} }
 	tests := []struct {
 		name   string

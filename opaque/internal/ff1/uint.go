@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/idgen/idgen/ff1/internal/aesblocks"
+	"github.com/idgen/idgen/opaque/internal/ff1/internal/aesblocks"
 )
 
 // Uint is FF1 with radix 2 over the low Bits bits of a uint64, under one

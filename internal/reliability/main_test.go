@@ -250,7 +250,7 @@ func writeResults() error {
 	if len(results.rows) < 6 || slices.ContainsFunc(results.rows, func(r result) bool { return r.failed }) {
 		return nil // a partial or failing run does not replace the documented one
 	}
-	return replaceBetween(filepath.Join("..", "docs", "reliability.md"), "<!-- results:begin -->\n", "<!-- results:end -->", body)
+	return replaceBetween(filepath.Join("..", "..", "docs", "reliability.md"), "<!-- results:begin -->\n", "<!-- results:end -->", body)
 }
 
 // replaceBetween replaces what lies between the markers begin and end in

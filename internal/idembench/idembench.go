@@ -1,4 +1,7 @@
-package storetest
+// Package idembench times keyed ID requests through the whole server
+// beside a floor on the same database. It lives apart from storetest so
+// that the store's conformance suite does not import the server.
+package idembench
 
 import (
 	"context"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math/big"
 
-	"github.com/idgen/idgen/ff1/internal/aesblocks"
+	"github.com/idgen/idgen/opaque/internal/ff1/internal/aesblocks"
 )
 
 // Errors returned by New, Encrypt, Decrypt and Uint. Each is wrapped with
