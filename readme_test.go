@@ -126,8 +126,12 @@ func checkSnippet(t *testing.T, root, goLine, code string) {
 	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
 	writeFile(t, filepath.Join(dir, name), code)
 	// -mod=mod adds the requirements the snippet imports directly, from
-	// this checkout's module graph; GOPROXY=off keeps it off the network.
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	// this checkout's module graph, as `go mod tidy` would for a user.
+	// Modules resolve the way the user's go resolves them (their GOPROXY,
+	// GOMODCACHE and GONOSUMDB), never from what an earlier run left in
+	// the cache: with an empty cache the graph is downloaded, as it is on
+	// a new machine.
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0")
 	goCmd(t, dir, env, "vet", ".")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

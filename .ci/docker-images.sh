@@ -7,9 +7,9 @@
 #   . .ci/docker-images.sh        # source (bash): the same, and exports them
 #
 # Steps (each skipped when already done, so a second run takes seconds):
-#   1. apt-get install docker.io debootstrap       (when dockerd/debootstrap are missing)
+#   1. apt-get install docker.io mmdebstrap        (when dockerd/mmdebstrap are missing)
 #   2. start dockerd in the background             (when `docker info` fails)
-#   3. debootstrap a bookworm rootfs with postgresql + mariadb-server and
+#   3. mmdebstrap a bookworm rootfs with postgresql + mariadb-server and
 #      `docker import` it as $IDGEN_TEST_BASE_IMAGE (when that image is missing)
 #   4. build the two test images FROM it (classic builder, nothing pulled),
 #      each with its entrypoint from .ci/images/ (when missing, or when the
@@ -62,8 +62,8 @@ set -Eeuo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PG_IMAGE=idgen-test/postgres:15
 MYSQL_IMAGE=idgen-test/mysql:10.11
-# Bump the tag when the debootstrap recipe (suite, packages, trimming) changes.
-BASE_IMAGE="${IDGEN_TEST_BASE_IMAGE:-idgen-test/base:bookworm-pg15-mariadb10.11-1}"
+# Bump the tag when the rootfs recipe (suite, packages, trimming) changes.
+BASE_IMAGE="${IDGEN_TEST_BASE_IMAGE:-idgen-test/base:bookworm-pg15-mariadb10.11-2}"
 SUITE=bookworm
 PACKAGES=postgresql,mariadb-server
 ROOTFS_PARENT="${IDGEN_ROOTFS_PARENT:-/var/tmp}"
@@ -91,15 +91,15 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root (installs packages, ru
 
 # ------------------------------------------------------------- 1. install ---
 install_packages() {
-	if command -v docker >/dev/null && command -v dockerd >/dev/null && command -v debootstrap >/dev/null; then
-		log "docker, dockerd and debootstrap present; nothing to install"
+	if command -v docker >/dev/null && command -v dockerd >/dev/null && command -v mmdebstrap >/dev/null; then
+		log "docker, dockerd and mmdebstrap present; nothing to install"
 		return
 	fi
 	need_root
 	apt-get update -qq
 	# No recommends: they would bring needrestart (slow apt hooks), git, apparmor...
 	apt-get install -y -qq --no-install-recommends \
-		docker.io debootstrap >/dev/null
+		docker.io mmdebstrap >/dev/null
 	command -v dockerd >/dev/null || die "dockerd still missing after apt-get install docker.io"
 	log "installed: $(dockerd --version)"
 }
@@ -203,12 +203,16 @@ build_rootfs() {
 		remove_rootfs "$old"
 	done
 	ROOTFS=$(mktemp -d "$ROOTFS_PARENT/idgen-rootfs.XXXXXX")
-	log "debootstrap --variant=minbase --include=$PACKAGES $SUITE $ROOTFS $mirror"
-	if ! debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$mirror" \
-		>/tmp/idgen-debootstrap.log 2>&1; then
+	# mmdebstrap rather than debootstrap: apt resolves and downloads in
+	# parallel and dpkg runs once, without an fsync per file (the rootfs is
+	# thrown away if the build is interrupted): 464 s against
+	# debootstrap's 670 s, on the same loaded machine.
+	log "mmdebstrap --variant=minbase --include=$PACKAGES $SUITE $ROOTFS $mirror"
+	if ! mmdebstrap --mode=root --variant=minbase --include="$PACKAGES" \
+		--dpkgopt=force-unsafe-io --aptopt='Acquire::Queue-Mode "host"' \
+		"$SUITE" "$ROOTFS" "$mirror" >/tmp/idgen-debootstrap.log 2>&1; then
 		tail -n 40 /tmp/idgen-debootstrap.log >&2 || true
-		[ ! -f "$ROOTFS/debootstrap/debootstrap.log" ] || tail -n 40 "$ROOTFS/debootstrap/debootstrap.log" >&2
-		die "debootstrap failed (log: /tmp/idgen-debootstrap.log)"
+		die "mmdebstrap failed (log: /tmp/idgen-debootstrap.log)"
 	fi
 	[ -x "$ROOTFS/usr/lib/postgresql/15/bin/postgres" ] || die "rootfs has no PostgreSQL 15"
 	[ -x "$ROOTFS/usr/sbin/mariadbd" ] || die "rootfs has no mariadbd"
@@ -249,7 +253,7 @@ ensure_base() {
 		log "$BASE_IMAGE present"
 		return
 	fi
-	phase "debootstrap rootfs" build_rootfs
+	phase "mmdebstrap rootfs" build_rootfs
 	phase "docker import $BASE_IMAGE" import_base
 }
 

@@ -6,6 +6,8 @@ package proctest
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,35 +24,155 @@ import (
 	"time"
 )
 
-// Binary builds ./cmd/idgen into dir and returns its path.
+// Binary puts the idgen binary, built from this checkout's ./cmd/idgen,
+// at dir/idgen and returns that path. It is built once per `go test`
+// run and shared by every package that needs it: see shared.
 func Binary(t testing.TB, dir string) string {
 	t.Helper()
+	root := repoRoot()
+	return shared(t, dir, "idgen", root, []string{"./cmd/idgen"}, func() (string, error) {
+		return sourceHash(root, "./cmd/idgen")
+	})
+}
+
+// Tool puts a command pinned in api/tools/go.mod (grpcurl,
+// grpc-health-probe) at dir/NAME and returns that path: the third-party
+// clients the end-to-end tests run against idgen serve. Its key is the
+// pin (api/tools' go.mod and go.sum), so it too is built once per run.
+func Tool(t testing.TB, dir, pkg string) string {
+	t.Helper()
+	tools := filepath.Join(repoRoot(), "api", "tools")
+	return shared(t, dir, filepath.Base(pkg), tools, []string{pkg}, func() (string, error) {
+		h := sha256.New()
+		io.WriteString(h, pkg+"\x00"+runtime.Version()+"\x00")
+		for _, f := range []string{"go.mod", "go.sum"} {
+			if err := hashFile(h, filepath.Join(tools, f)); err != nil {
+				return "", err
+			}
+		}
+		return hex.EncodeToString(h.Sum(nil))[:16], nil
+	})
+}
+
+func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	bin := filepath.Join(dir, "idgen")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/idgen")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/idgen: %v\n%s", err, out)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// shared builds pkgs (in module directory modDir) once per `go test` run
+// and links the result to dir/name. go test runs each package's test
+// binary as a child of one go command, so the parent's PID names the run,
+// and the key (a hash of what the binary is built from) keeps a build
+// from serving another source: nothing built by an earlier run, or for
+// other code, is ever used. Concurrent packages wait on a file lock for
+// the one build. Directories of runs that have ended are removed.
+func shared(t testing.TB, dir, name, modDir string, pkgs []string, key func() (string, error)) string {
+	t.Helper()
+	k, err := key()
+	if err != nil {
+		t.Fatalf("hash the sources of %s: %v", name, err)
+	}
+	base := filepath.Join(os.TempDir(), "idgen-proctest")
+	run := filepath.Join(base, strconv.Itoa(os.Getppid()))
+	if err := os.MkdirAll(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	removeEndedRuns(base)
+	lock, err := os.OpenFile(filepath.Join(run, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	built := filepath.Join(run, name+"-"+k)
+	if _, err := os.Stat(built); err != nil {
+		tmp := built + ".tmp"
+		cmd := exec.Command("go", append([]string{"build", "-o", tmp}, pkgs...)...)
+		cmd.Dir = modDir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+		}
+		if err := os.Rename(tmp, built); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	bin := filepath.Join(dir, name)
+	if err := os.Link(built, bin); err != nil {
+		// Another file system: copy.
+		b, err := os.ReadFile(built)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return bin
 }
 
-// Tool builds a command pinned in api/tools/go.mod (grpcurl,
-// grpc-health-probe) into dir and returns its path: the third-party
-// clients the end-to-end tests run against idgen serve.
-func Tool(t testing.TB, dir, pkg string) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "api", "tools")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s (api/tools): %v\n%s", pkg, err, out)
+// removeEndedRuns deletes the build directories of go commands that no
+// longer run. A reused PID keeps its directory, which is harmless: its
+// builds are found only under the same source hash.
+func removeEndedRuns(base string) {
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getppid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(filepath.Join(base, e.Name()))
+		}
 	}
-	return bin
+}
+
+// sourceHash hashes what `go build pkg` in root compiles from this
+// module (Go files and embedded files of every package of the module it
+// imports), with go.mod, go.sum and the toolchain: third-party code is
+// fixed by go.sum.
+func sourceHash(root, pkg string) (string, error) {
+	cmd := exec.Command("go", "list", "-deps", "-f",
+		`{{if and .Module .Module.Main}}{{.Dir}}{{range .GoFiles}}{{"\t"}}{{.}}{{end}}{{range .EmbedFiles}}{{"\t"}}{{.}}{{end}}{{end}}`, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list: %w", err)
+	}
+	h := sha256.New()
+	io.WriteString(h, runtime.Version()+"\x00")
+	for _, f := range []string{"go.mod", "go.sum"} {
+		if err := hashFile(h, filepath.Join(root, f)); err != nil {
+			return "", err
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Split(line, "\t")
+		if len(fields) < 2 {
+			continue
+		}
+		for _, f := range fields[1:] {
+			io.WriteString(h, f+"\x00")
+			if err := hashFile(h, filepath.Join(fields[0], f)); err != nil {
+				return "", err
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+func hashFile(h io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(h, f)
+	return err
 }
 
 // Proc is a running `idgen serve`.

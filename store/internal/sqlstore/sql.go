@@ -247,3 +247,96 @@ func (d Dialect) seedWorkers(lo, hi int64) string {
 	}
 	return fmt.Sprintf(d.WorkerSeed, b.String())
 }
+
+// IdentitySQL is the fencing part of a Dialect (see package fence): how
+// to read the server's identity and the store's record of it, and how to
+// fence. Its statements name the idgen_fence table (migration 00005),
+// whose one row has id 1, except Bump, which runs on each sequence table
+// the store has. NewDialect renders it from a ServerIdentity.
+type IdentitySQL struct {
+	Kind fence.Kind
+	// Server is a select list of four text expressions, without NULLs:
+	// the server's system, timeline, position and node (see
+	// fence.Identity). A reservation by a process that has seen the store
+	// reads them in its LockRow statement, beside max_id and step, so the
+	// check costs no statement and no round trip; the record is read only
+	// when they differ from what the process saw (then under the lock,
+	// by the fence), or by a process that has seen nothing yet.
+	Server string
+	// ConnSystem, if set, returns the server's system (the first of the
+	// Server columns, which then reads as '') for the connection q runs
+	// on: for an identity that is constant per connection and costly to
+	// read per statement (PostgreSQL's system_identifier, read from the
+	// control file), read once per connection.
+	ConnSystem func(ctx context.Context, q Querier) (string, error)
+	// Tick, if set, moves the store's own position up by one. It runs in
+	// the transaction of every checked operation, for a store whose
+	// server has no position of its own (SQLite).
+	Tick string
+	// Lock locks the idgen_fence row (SELECT … FOR UPDATE, or any read
+	// under SQLite's write lock). It returns one integer.
+	Lock string
+	// Tables returns the names of the sequence tables that exist, of
+	// id_sequence and leaf_alloc.
+	Tables string
+	// Bump, by sequence table, adds a margin to every row's max_id, and
+	// sets a row it would carry past the int64 limit to the limit:
+	// exhausted, so that it refuses rather than repeats. Args: limit,
+	// margin.
+	Bump map[string]string
+	// CountLive counts worker leases with an owner and an expiry after
+	// the argument.
+	CountLive string
+	// NewestLease returns the latest expiry of a lease with an owner, 0
+	// if none. No args.
+	NewestLease string
+	// Hold raises the expiry of the leases with an owner and an expiry
+	// after the second argument to the first. Args: until, since, until.
+	Hold string
+	// Floor raises every worker's last_timestamp to the argument. Args:
+	// until, until.
+	Floor string
+	// CheckedIn records on a lease the generation of the record its
+	// claim or renewal was checked against. Args: generation, worker ID,
+	// owner.
+	CheckedIn string
+	// HeldBack counts the other owners' leases that hold reservations
+	// back (fence.Holding), read against the record itself. Args: now,
+	// this process's owner ("" if none), fence.Config.HoldSpan.
+	HeldBack string
+	// MarkCounted gives the leases a fence counted but did not hold
+	// fence.MustCheckIn. Args: the count's since, the hold's LiveSince.
+	MarkCounted string
+	// Write records an identity. Args: backend, system, timeline,
+	// position, generation, fence_until, tag_floor, covers, fences added
+	// (0 or 1), fenced_at.
+	Write string
+	// Create takes the idgen_fence row's lock for a tag's creation, by
+	// writing it (tag_creates moves up): no fence commits between the
+	// creation's read of the floor and its insert, and on Galera the
+	// row is in the creation's write set, so that a creation and a fence
+	// on two nodes conflict at certification. It touches no row on a
+	// store that has none yet, whose floor is 0. No args.
+	Create string
+	// TagFloor reads tag_floor, 0 without a row. No args.
+	TagFloor string
+	// RaiseFloor adds to tag_floor, saturating at the int64 limit, for
+	// `idgen tag bump --all`. Args: limit, n.
+	RaiseFloor string
+}
+
+// IdentityColumns returns the select list of the server's four identity
+// columns (IdentitySQL.Server) followed by the record's seven, read from
+// idgen_fence in SQL every dialect speaks: system, timeline, position
+// (text), generation, fence_until, tag_floor and covers (integers).
+func IdentityColumns(server string) string {
+	const one = "(SELECT %s FROM idgen_fence WHERE id = 1)"
+	rec := make([]string, 0, 7)
+	for _, c := range []string{"system_id", "timeline", "log_position"} {
+		rec = append(rec, "COALESCE("+fmt.Sprintf(one, c)+", '')")
+	}
+	for _, c := range []string{"generation", "fence_until", "tag_floor", "covers"} {
+		rec = append(rec, "COALESCE("+fmt.Sprintf(one, c)+", 0)")
+	}
+	return server + ", " + strings.Join(rec, ", ")
+}
