@@ -59,6 +59,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -66,8 +67,7 @@ import (
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
-	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/opaque"
+	"github.com/idgen/idgen/internal/apierr"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -99,43 +99,15 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("client: server answered %d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// Is lets errors.Is match the sentinel that the code or status means.
+// Is lets errors.Is match the sentinel that the code or status means
+// (the table of internal/apierr, which the server answers from).
 func (e *Error) Is(target error) bool {
-	switch e.Code {
-	case "tag_not_found":
-		if target == segment.ErrTagNotFound {
+	if c, ok := apierr.Lookup(e.Code); ok {
+		if slices.Contains(c.Match, target) || c.BadRequest && target == ErrBadRequest {
 			return true
 		}
-	case "invalid_tag":
-		if target == idgen.ErrInvalidTag {
-			return true
-		}
-	case "invalid_count", "invalid_size":
-		if target == idgen.ErrInvalidCount {
-			return true
-		}
-	case "tag_exhausted":
-		return target == segment.ErrExhausted // a 503 that no wait cures
-	case "idempotency_key_reused":
-		return target == idempotency.ErrKeyReused || target == ErrBadRequest
-	case "idempotency_key_in_flight":
-		return target == idempotency.ErrInFlight
-	case "idempotency_key_limit_reached":
-		return target == idempotency.ErrKeyLimit
-	case "invalid_idempotency_key":
-		if target == idempotency.ErrInvalidKey {
-			return true
-		}
-	case "opaque_tag_range":
-		// An opaque tag's counters are what it hides: final, whatever
-		// the retries.
-		if target == opaque.ErrRangeRefused || target == segment.ErrRefused {
-			return true
-		}
-	case "tag_limit_reached":
-		// Final until the server's operator raises the cap.
-		if target == segment.ErrTagLimit || target == segment.ErrRefused {
-			return true
+		if c.Final {
+			return false
 		}
 	}
 	// 400, 401 and 403 are final: asking again cannot help, so an

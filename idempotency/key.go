@@ -12,7 +12,9 @@ import (
 
 // Header names.
 const (
-	// KeyHeader carries the key of a request.
+	// KeyHeader carries the key of a request. It is in canonical form
+	// (textproto.CanonicalMIMEHeaderKey), so it indexes an http.Header
+	// directly: the server reads every value that way, to refuse two.
 	KeyHeader = "Idempotency-Key"
 	// TTLHeader sets, in seconds, how long a new key is kept. The draft
 	// leaves expiry to the server's published policy; this is idgen's

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"errors"
+	"net/textproto"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,13 @@ func TestFingerprint(t *testing.T) {
 		if other == a {
 			t.Fatal("two requests share a fingerprint")
 		}
+	}
+}
+
+// The server indexes http.Header by KeyHeader directly (TTLHeader goes
+// through Header.Get, which canonicalises).
+func TestKeyHeaderIsCanonical(t *testing.T) {
+	if c := textproto.CanonicalMIMEHeaderKey(idempotency.KeyHeader); c != idempotency.KeyHeader {
+		t.Errorf("%q is not canonical (%q): an http.Header lookup by it finds nothing", idempotency.KeyHeader, c)
 	}
 }

@@ -9,12 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/opaque"
-	"github.com/idgen/idgen/readable"
-	"github.com/idgen/idgen/segment"
-	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/internal/apierr"
 )
 
 // apiError is an error with its HTTP answer already decided.
@@ -36,66 +31,6 @@ var (
 	errInternal         = &apiError{http.StatusInternalServerError, "internal", "internal error; the server log has the details under this request ID"}
 	errNotReady         = &apiError{http.StatusServiceUnavailable, "not_ready", "not ready: the store or the generator cannot issue IDs; the server log has the cause under this request ID"}
 )
-
-// rule maps a sentinel error to its answer. The first match wins.
-type rule struct {
-	err        error
-	status     int
-	code       string
-	retryAfter bool
-}
-
-var rules = []rule{
-	{segment.ErrInvalidTag, http.StatusBadRequest, "invalid_tag", false},
-	{segment.ErrInvalidCount, http.StatusBadRequest, "invalid_count", false},
-	{segment.ErrInvalidStep, http.StatusBadRequest, "invalid_step", false},
-	{segment.ErrInvalidDescription, http.StatusBadRequest, "invalid_description", false},
-	{segment.ErrTagNotFound, http.StatusNotFound, "tag_not_found", false},
-	{segment.ErrTagExists, http.StatusConflict, "tag_exists", false},
-	{segment.ErrTagLimit, http.StatusConflict, "tag_limit_reached", false},
-	{snowflake.ErrInvalidID, http.StatusBadRequest, "invalid_id", false},
-	{readable.ErrInvalid, http.StatusBadRequest, "invalid_id", false},
-	{opaque.ErrRangeRefused, http.StatusConflict, "opaque_tag_range", false},
-	{opaque.ErrRange, http.StatusBadRequest, "invalid_id", false},
-	{opaque.ErrNoKey, http.StatusServiceUnavailable, "opaque_key_missing", false},
-	{opaque.ErrKeyMismatch, http.StatusServiceUnavailable, "opaque_key_mismatch", false},
-	{segment.ErrExhausted, http.StatusServiceUnavailable, "tag_exhausted", false},
-	{segment.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", true},
-	{snowflake.ErrFloorAhead, http.StatusServiceUnavailable, "worker_floor_ahead", true},
-	{snowflake.ErrClockMovedBackwards, http.StatusServiceUnavailable, "clock_moved_backwards", true},
-	{snowflake.ErrTimeExhausted, http.StatusServiceUnavailable, "time_exhausted", false},
-	{snowflake.ErrNoWorkerLease, http.StatusServiceUnavailable, "no_worker_lease", true},
-	{snowflake.ErrLeaseLost, http.StatusServiceUnavailable, "no_worker_lease", true},
-	{segment.ErrClosed, http.StatusServiceUnavailable, "unavailable", true},
-	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", true},
-	{context.Canceled, http.StatusServiceUnavailable, "unavailable", true},
-	{idempotency.ErrInvalidKey, http.StatusBadRequest, "invalid_idempotency_key", false},
-	{idempotency.ErrInvalidTTL, http.StatusBadRequest, "invalid_idempotency_ttl", false},
-	{idempotency.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", false},
-	{idempotency.ErrInFlight, http.StatusConflict, "idempotency_key_in_flight", true},
-	{idempotency.ErrKeyLimit, http.StatusTooManyRequests, "idempotency_key_limit_reached", false},
-	{idempotency.ErrStore, http.StatusServiceUnavailable, "unavailable", true},
-}
-
-// messages replace an error's own text in the answer. Every 5xx gets one
-// (a code without an entry gets the generic one), so that no store,
-// driver or lease detail reaches a caller: those go to the log under the
-// request ID.
-var messages = map[string]string{
-	"tag_limit_reached":     "this server already serves its maximum number of tags; restart it with a higher --max-tags (IDGEN_MAX_TAGS, 0 for no limit), or reuse an existing tag",
-	"unavailable":           "the ID store did not answer in time; retry after the Retry-After delay; if it persists, the server log has the cause under this request ID",
-	"clock_moved_backwards": "this server's clock moved backwards; retry after the Retry-After delay or use another instance",
-	"worker_floor_ahead":    "this server's snowflake worker ID may not issue yet: it is held past now for an earlier holder or by a store fence after a failover or restore; retry after the Retry-After delay or use another instance",
-	"no_worker_lease":       "this server holds no snowflake worker lease; retry after the Retry-After delay or use another instance; the server log has the cause under this request ID",
-	"time_exhausted":        "the snowflake time range of this layout is used up; the operator must move to a new epoch",
-	"tag_exhausted":         "this tag has reached the largest 64-bit ID; use a new tag",
-	"opaque_key_missing":    "this tag is opaque and this instance holds no opaque key; retry on another instance; the operator must start every instance with the fleet's key (--opaque-key-file)",
-	"opaque_key_mismatch":   "this tag is opaque under another key than this instance's; retry on another instance; the operator must start every instance with the same key (--opaque-key-file)",
-
-	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format); send a new key for a new request",
-	"idempotency_key_in_flight":     "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
-	"idempotency_key_limit_reached": "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL",
-}
 
 const serverErrorMessage = "the server could not answer; retry later; the server log has the cause under this request ID"
 
@@ -143,27 +78,26 @@ func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(int64((max(d, time.Second)+time.Second-1)/time.Second), 10)
 }
 
-// classify is the one mapping from errors to answers, shared by HTTP and
-// gRPC (grpc.go): the status, stable code and message of err, and whether
+// classify is the one mapping from errors to answers (from the table of
+// internal/apierr, which the client reads too), shared by HTTP and gRPC
+// (grpc.go): the status, stable code and message of err, and whether
 // the caller should retry (after retryDelay).
 func classify(err error) (ae *apiError, retry bool) {
 	if errors.As(err, &ae) {
 		return ae, false
 	}
-	for _, r := range rules {
-		if errors.Is(err, r.err) {
-			msg, fixed := messages[r.code]
-			switch {
-			case fixed:
-			case r.status >= 500:
-				msg = serverErrorMessage
-			default:
-				msg = err.Error()
-			}
-			return &apiError{r.status, r.code, msg}, r.retryAfter
+	c, ok := apierr.ForError(err)
+	if !ok {
+		return errInternal, false
+	}
+	msg := c.Message
+	if msg == "" {
+		msg = serverErrorMessage
+		if c.Status < 500 {
+			msg = err.Error()
 		}
 	}
-	return errInternal, false
+	return &apiError{c.Status, c.Name, msg}, c.Retry
 }
 
 // monitoredError is how /admin/segments shows a tag's or the worker's

@@ -160,7 +160,7 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 		return nil, &apiError{http.StatusBadRequest, "invalid_count",
 			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
 	}
-	if keys := req.Header()[idempotencyKeyHeader]; keys != nil {
+	if keys := req.Header()[idempotency.KeyHeader]; keys != nil {
 		return s.keyedRPC(ctx, req.Header(), keys, g, keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true})
 	}
 	var ids []int64

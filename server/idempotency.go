@@ -13,10 +13,6 @@ import (
 	"github.com/idgen/idgen/idempotency"
 )
 
-// idempotencyKeyHeader is idempotency.KeyHeader in canonical form, for
-// the one map lookup an unkeyed request pays.
-const idempotencyKeyHeader = "Idempotency-Key"
-
 var (
 	errIdemDisabled = &apiError{http.StatusBadRequest, "idempotency_disabled",
 		"this server keeps no idempotency keys; drop the Idempotency-Key header or ask the operator to enable them (idgen serve --idempotency)"}

@@ -278,7 +278,7 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 				return
 			}
 		}
-		if keys := c.Request.Header[idempotencyKeyHeader]; keys != nil {
+		if keys := c.Request.Header[idempotency.KeyHeader]; keys != nil {
 			s.keyed(c, g, keyedRequest{mode: mode, tag: tag, format: format, text: text, single: !many, n: n}, keys)
 			return
 		}
