@@ -45,7 +45,7 @@ import (
 //     nothing says that it has been outrun. That is undetectable by
 //     design, so what a demanding user is owed is the truth in the
 //     documentation and a remedy that works: the test measures the
-//     duplicates without the remedy, requires docs/deploy.md to say that
+//     duplicates without the remedy, requires docs/fencing.md to say that
 //     idgen cannot detect this and to name `idgen tag bump`, and asserts
 //     that after the bump no ID is handed out twice.
 func TestRestore(t *testing.T) {
@@ -128,7 +128,7 @@ type underRunning struct {
 	// undetectable by design (a documented limit) unless bump is set.
 	frozen bool
 	// bump runs `idgen tag bump --all` before the third process starts:
-	// the remedy docs/deploy.md gives.
+	// the remedy docs/fencing.md gives.
 	bump bool
 }
 
@@ -223,7 +223,7 @@ func bump(t *testing.T, dsn string) {
 	}
 }
 
-// docNote requires docs/deploy.md to document an undetectable case that
+// docNote requires docs/fencing.md to document an undetectable case that
 // handed out dup IDs again (see documented) and says what it found.
 func docNote(t *testing.T, dup int, words ...string) string {
 	t.Helper()
@@ -231,10 +231,10 @@ func docNote(t *testing.T, dup int, words ...string) string {
 		return "idgen noticed after all: no duplicate"
 	}
 	if !documented(t, words...) {
-		t.Errorf("%d IDs handed out again in a case idgen cannot detect; docs/deploy.md must say so, in one section with \"cannot\" (or \"not detect\") and %q", dup, words)
-		return "NOT documented in docs/deploy.md"
+		t.Errorf("%d IDs handed out again in a case idgen cannot detect; docs/fencing.md must say so, in one section with \"cannot\" (or \"not detect\") and %q", dup, words)
+		return "NOT documented in docs/fencing.md"
 	}
-	return "docs/deploy.md says that idgen cannot detect this and names idgen tag bump"
+	return "docs/fencing.md says that idgen cannot detect this and names idgen tag bump"
 }
 
 // restorable is a database whose state can be copied and put back while
@@ -246,7 +246,7 @@ type restorable struct {
 	restore func(string) error
 	how     string
 	// detectable: idgen must notice the restore by itself. Otherwise
-	// doc is what docs/deploy.md must say, with "cannot", in one
+	// doc is what docs/fencing.md must say, with "cannot", in one
 	// section, and idgen tag bump must repair it.
 	detectable bool
 	doc        []string
@@ -254,7 +254,7 @@ type restorable struct {
 
 // restoreBump is what the remedy moves every tag by: far more than the
 // few hundred thousand IDs per tag that a phase of this test reserves,
-// as docs/deploy.md asks ("when in doubt, bump by more"); the command's
+// as docs/fencing.md asks ("when in doubt, bump by more"); the command's
 // own example.
 const restoreBump = 100_000_000
 
@@ -266,7 +266,7 @@ const restorePhase = 3 * time.Second
 // runs a third phase with new processes. If the restore is detectable,
 // the third phase must hand out nothing seen before. If not, what it
 // hands out again is the documented limit; then every tag is bumped as
-// docs/deploy.md says, and a fourth phase must hand out nothing seen
+// docs/fencing.md says, and a fourth phase must hand out nothing seen
 // before.
 func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 	f := newFleet(t, db.dsn, 2, leaseTTL, "--default-step", "100", "--max-step", "1000")
@@ -367,12 +367,12 @@ func merge(ss ...summary) summary {
 	return out
 }
 
-// documented reports whether one section of docs/deploy.md (from a
+// documented reports whether one section of docs/fencing.md (from a
 // heading to the next) mentions every one of words and says that
 // something cannot be detected, all case-insensitively.
 func documented(t *testing.T, words ...string) bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "fencing.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
