@@ -20,7 +20,10 @@ func reportCPU(b *testing.B) func() {
 	}
 }
 
-// BenchmarkUint_Encrypt63 is one value, ten dependent AES calls.
+// BenchmarkUint_Encrypt63 is one value, ten dependent AES calls:
+// 2026-12-01 21:52 UTC, load average 26 to 29 on 2 shared cores, medians
+// of 8: 314 cpu-ns (186 with the AES-NI assembly this package had
+// before; the wall time, 1.3 µs either way, was the load's).
 func BenchmarkUint_Encrypt63(b *testing.B) {
 	c, _ := ff1.New(make([]byte, 16), 2)
 	f, _ := c.Uint(63, []byte("order"))
@@ -34,7 +37,8 @@ func BenchmarkUint_Encrypt63(b *testing.B) {
 
 // BenchmarkUint_EncryptN63 is a batch of 10,000 values, as a count=10000
 // request encodes them, on one core; ns/op divided by 10,000 is the cost
-// of one value in a batch.
+// of one value in a batch. Same run as above: 1.11 ms of CPU, 111 ns a
+// value (116 µs, 11.6 ns, with VAES assembly sixteen blocks in flight).
 func BenchmarkUint_EncryptN63(b *testing.B) {
 	c, _ := ff1.New(make([]byte, 16), 2)
 	f, _ := c.Uint(63, []byte("order"))

@@ -38,7 +38,10 @@
 // other, so Uint.EncryptN takes 64 values through each round together:
 // the blocks of a round are packed in one loop, encrypted in a run of
 // independent crypto/aes calls that the CPU overlaps, and added into the
-// other halves in a third. It is checked against Encrypt, value by value.
+// other halves in a third: about 0.11 µs of CPU a value in a batch of
+// 10,000 against 0.31 µs one at a time (BenchmarkUint_EncryptN63 and
+// BenchmarkUint_Encrypt63). It is checked against Encrypt, value by
+// value.
 //
 // # What it does not promise
 //
