@@ -3,6 +3,7 @@ package ff1
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // Uint is FF1 with radix 2 over the low Bits bits of a uint64, under one
@@ -20,6 +21,26 @@ type Uint struct {
 	// left zero, XORed with the CBC-MAC chaining value after every block
 	// before it: a round only XORs its number and B into lo and encrypts.
 	hi, lo uint64
+	// scratch holds *blocks for EncryptN, kept from one batch to the next:
+	// what goes through the cipher.Block interface is on the heap, and a
+	// fresh buffer per batch was a third of a batch's allocated bytes.
+	scratch sync.Pool
+}
+
+// blocks is EncryptN's scratch: the input blocks of a group, hi already in
+// the first 8 bytes of each (it never changes for a Uint), then the
+// output blocks.
+type blocks [2 * group * 16]byte
+
+func (f *Uint) blocks() *blocks {
+	if b, ok := f.scratch.Get().(*blocks); ok {
+		return b
+	}
+	b := new(blocks)
+	for j := 0; j < group*16; j += 16 {
+		binary.BigEndian.PutUint64(b[j:], f.hi)
+	}
+	return b
 }
 
 // Uint returns the fast radix-2 form of c for values of bits bits (from
@@ -139,15 +160,9 @@ func (f *Uint) EncryptN(xs []uint64) error {
 	if len(xs) == 0 {
 		return nil
 	}
-	// The blocks go through the cipher.Block interface, so they are on
-	// the heap: one buffer for the whole batch, the input blocks in the
-	// first half and the output in the second. hi, the first 8 bytes of
-	// every input block, never changes, so it is written once.
-	buf := make([]byte, 2*group*16)
+	buf := f.blocks()
+	defer f.scratch.Put(buf)
 	in, out := buf[:group*16], buf[group*16:]
-	for j := 0; j < len(in); j += 16 {
-		binary.BigEndian.PutUint64(in[j:], f.hi)
-	}
 	for len(xs) > 0 {
 		n := min(len(xs), group)
 		f.encryptGroup(xs[:n], in, out)
