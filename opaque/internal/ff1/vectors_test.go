@@ -142,9 +142,12 @@ func TestUint_KnownAnswers63(t *testing.T) {
 				t.Errorf("AES-%s: Cipher.Encrypt(%d) = %d, %v; want %d", name, x, valueOf(gen), err, k.ct[i])
 			}
 		}
-		xs := slices.Clone(k.pt)
-		if err := f.EncryptN(xs); err != nil || !slices.Equal(xs, k.ct) {
-			t.Errorf("AES-%s: EncryptN = %v, %v; want %v", name, xs, err, k.ct)
+		// Twice: the second batch takes the block buffer the first left.
+		for range 2 {
+			xs := slices.Clone(k.pt)
+			if err := f.EncryptN(xs); err != nil || !slices.Equal(xs, k.ct) {
+				t.Errorf("AES-%s: EncryptN = %v, %v; want %v", name, xs, err, k.ct)
+			}
 		}
 	}
 }
