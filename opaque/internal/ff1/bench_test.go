@@ -22,7 +22,7 @@ func reportCPU(b *testing.B) func() {
 
 // BenchmarkUint_Encrypt63 is one value, ten dependent AES calls:
 // 2026-12-01 21:52 UTC, load average 26 to 29 on 2 shared cores, medians
-// of 8: 314 cpu-ns (186 with the AES-NI assembly this package had
+// of 8: 314 cpu-ns (186 with the VAES assembly this package had
 // before; the wall time, 1.3 µs either way, was the load's).
 func BenchmarkUint_Encrypt63(b *testing.B) {
 	c, _ := ff1.New(make([]byte, 16), 2)
