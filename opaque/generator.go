@@ -52,7 +52,7 @@ type RangeReserver interface {
 //
 // Next on an opaque tag hands out IDs encoded ahead, Ahead at a time: one
 // FF1 encryption is ten AES calls, each waiting for the one before, while
-// a batch encrypts many values' rounds together for a tenth of the cost
+// a batch encrypts many values' rounds together for a third of the cost
 // per ID. The caller that takes the middle ID of a batch encodes the next
 // one, so the others go on taking without waiting for it. The IDs encoded
 // ahead and not handed out when the process stops, fewer than 2 × Ahead,
@@ -67,8 +67,9 @@ type Generator struct {
 }
 
 // Ahead is how many IDs of an opaque tag Next encodes at a time: enough
-// that the batch's cost per ID (about 25 ns) is most of it, few enough
-// that a refill adds about 2 µs to the call that makes it.
+// that the batch's cost per ID (about 0.1 µs, against 0.3 µs one at a
+// time) is most of it, few enough that a refill adds about 7 µs to the
+// call that makes it.
 const Ahead = 64
 
 // ahead is an opaque tag's IDs encoded ahead. Taking one is an atomic

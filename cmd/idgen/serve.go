@@ -252,6 +252,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if key != nil {
+		warnSoftwareAES(log)
+	}
 	if c.tlsConfig, err = listenerTLS(c.tls, log); err != nil {
 		return err
 	}

@@ -1,12 +1,12 @@
 package ff1
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/big"
-
-	"github.com/idgen/idgen/opaque/internal/ff1/internal/aesblocks"
 )
 
 // Errors returned by New, Encrypt, Decrypt and Uint. Each is wrapped with
@@ -45,7 +45,7 @@ const (
 // Cipher is FF1 under one AES key and radix. It is safe for concurrent
 // use.
 type Cipher struct {
-	block  *aesblocks.Block
+	block  cipher.Block // crypto/aes
 	radix  int
 	minLen int
 }
@@ -66,7 +66,7 @@ func newCipher(key []byte, radix int, minDomain int64) (*Cipher, error) {
 	if radix < 2 || radix > 1<<16 {
 		return nil, fmt.Errorf("%w, got %d", ErrRadix, radix)
 	}
-	block, err := aesblocks.New(key)
+	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrKey, err)
 	}
