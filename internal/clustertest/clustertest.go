@@ -40,6 +40,9 @@ import (
 // test runs as root and the OS user exists.
 func require(t testing.TB, osUser string, progs ...string) *user.User {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a database cluster (several real servers and failovers): skipped under -short")
+	}
 	var missing []string
 	for _, p := range progs {
 		if strings.HasPrefix(p, "/") {

@@ -243,6 +243,9 @@ func RequireDocker(t testing.TB) {
 
 func requireDocker(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Docker (a database container): skipped under -short")
+	}
 	err := dockerHealthy()
 	if err == nil {
 		return

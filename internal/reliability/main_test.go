@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 // binary returns the path of the idgen binary, building it on first use.
 func binary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a long run of real idgen processes: skipped under -short")
+	}
 	binOnce.Do(func() { binPath = proctest.Binary(t, binDir) })
 	if binPath == "" {
 		t.Fatal("the idgen binary failed to build in an earlier test")
