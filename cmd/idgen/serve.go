@@ -68,11 +68,11 @@ func newServe() *cobra.Command {
 // serveConfig is the flags of serve, read once.
 type serveConfig struct {
 	store, addr, grpcAddr, mode, logFormat, adminToken, apiTokens, metricsToken string
-	autoCreate, migrate, snowflake, accessLog                         bool
-	defaultStep, maxStep, maxRange, workerID, fenceMargin             int64
-	maxBatch, maxTags                                                 int
-	leaseTTL, drain                                                   time.Duration
-	trustedProxies                                                    []string
+	autoCreate, migrate, snowflake, accessLog                                   bool
+	defaultStep, maxStep, maxRange, workerID, fenceMargin                       int64
+	maxBatch, maxTags                                                           int
+	leaseTTL, drain                                                             time.Duration
+	trustedProxies                                                              []string
 
 	tokens    server.APITokens // parsed from apiTokens by validate
 	compat    compatConfig     // the layout and compatibility flags
