@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"connectrpc.com/connect"
@@ -21,6 +22,14 @@ import (
 // its transport must speak HTTP/2 (http.Transport.Protocols).
 func WithGRPC() Option { return func(c *Client) { c.grpc = true } }
 
+// WithGRPCAddr is WithGRPC to the server's gRPC port at addr (host:port,
+// idgen serve --grpc-addr), grpc-go's own transport, with the base URL's
+// scheme: cleartext for http://, TLS for https://. The HTTP API's calls
+// still go to the base URL.
+func WithGRPCAddr(addr string) Option {
+	return func(c *Client) { c.grpc, c.grpcAddr = true, addr }
+}
+
 // newRPCClient builds the connect client of c's server, with an HTTP/2
 // transport unless the caller brought one.
 func newRPCClient(c *Client) idgenv1connect.IDServiceClient {
@@ -35,7 +44,11 @@ func newRPCClient(c *Client) idgenv1connect.IDServiceClient {
 		cp.Transport = t
 		hc = &cp
 	}
-	return idgenv1connect.NewIDServiceClient(hc, c.base.String(), connect.WithGRPC())
+	base := *c.base
+	if c.grpcAddr != "" {
+		base = url.URL{Scheme: c.base.Scheme, Host: c.grpcAddr}
+	}
+	return idgenv1connect.NewIDServiceClient(hc, base.String(), connect.WithGRPC())
 }
 
 func rpcMode(mode string) idgenv1.Mode {

@@ -19,10 +19,10 @@ type Allocator struct {
 	store Store
 	opts  Options
 
-	// tags maps a tag name to its *Sequence. Entries are only added for
-	// valid tags, so the hot path can skip validation on a hit. held
-	// counts them, for Options.MaxTags.
-	tags sync.Map
+	// tags maps a tag name to its *Sequence (tagtable.go). Entries are
+	// only added for valid tags, so the hot path can skip validation on a
+	// hit. held counts them, for Options.MaxTags.
+	tags tagTable
 	held atomic.Int64
 
 	// life guards closed against loads being started while Close waits
@@ -68,8 +68,8 @@ func New(store Store, opts Options) (*Allocator, error) {
 // one tag and want to skip the lookup. Handles are shared: two calls with
 // the same tag return the same *Sequence. It does no I/O.
 func (a *Allocator) Sequence(tag string) (*Sequence, error) {
-	if v, ok := a.tags.Load(tag); ok {
-		return v.(*Sequence), nil
+	if s, ok := a.tags.load(tag); ok {
+		return s, nil
 	}
 	if err := idgen.CheckTag(tag); err != nil {
 		return nil, err
@@ -77,16 +77,16 @@ func (a *Allocator) Sequence(tag string) (*Sequence, error) {
 	// Take the slot first, so that concurrent new tags cannot overshoot.
 	if n := a.held.Add(1); a.opts.MaxTags > 0 && n > int64(a.opts.MaxTags) {
 		a.held.Add(-1)
-		if v, ok := a.tags.Load(tag); ok { // added meanwhile by someone else
-			return v.(*Sequence), nil
+		if s, ok := a.tags.load(tag); ok { // added meanwhile by someone else
+			return s, nil
 		}
 		return nil, fmt.Errorf("%w (%d): %q", ErrTagLimit, a.opts.MaxTags, tag)
 	}
-	v, loaded := a.tags.LoadOrStore(tag, &Sequence{tag: tag, a: a})
+	s, loaded := a.tags.loadOrStore(tag, &Sequence{tag: tag, a: a})
 	if loaded {
 		a.held.Add(-1)
 	}
-	return v.(*Sequence), nil
+	return s, nil
 }
 
 // Next returns the next ID of tag. See the package documentation for the
@@ -120,8 +120,8 @@ func (a *Allocator) NextN(ctx context.Context, tag string, n int) ([]int64, erro
 // sequenceFor is Sequence plus the negative cache, which only applies to
 // lookups by name: a handle someone holds is not dropped.
 func (a *Allocator) sequenceFor(tag string) (*Sequence, error) {
-	if v, ok := a.tags.Load(tag); ok {
-		return v.(*Sequence), nil
+	if s, ok := a.tags.load(tag); ok {
+		return s, nil
 	}
 	if err := idgen.CheckTag(tag); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (a *Allocator) forgetIfUnknown(tag string, s *Sequence, err error) {
 	if err == nil || !errors.Is(err, ErrTagNotFound) {
 		return
 	}
-	if a.tags.CompareAndDelete(tag, s) {
+	if a.tags.compareAndDelete(tag, s) {
 		a.held.Add(-1)
 	}
 	now := a.opts.Now()
@@ -186,11 +186,7 @@ func (a *Allocator) Shutdown(ctx context.Context) error {
 	// Every buffer is fenced before the first hand-back, and the tags are
 	// handed back in name order, so that a slow store cannot keep IDs
 	// flowing and a run can be replayed (internal/sim).
-	var seqs []*Sequence
-	a.tags.Range(func(_, v any) bool {
-		seqs = append(seqs, v.(*Sequence))
-		return true
-	})
+	seqs := a.tags.all()
 	slices.SortFunc(seqs, func(x, y *Sequence) int { return strings.Compare(x.tag, y.tag) })
 	fenced := make([][]span, len(seqs))
 	for i, s := range seqs {
@@ -314,10 +310,9 @@ func (a *Allocator) reserveOnce(ctx context.Context, tag string, step int64) (Ra
 // nothing in particular. It is meant for monitoring, not for control.
 func (a *Allocator) Stats() []SequenceStats {
 	var out []SequenceStats
-	a.tags.Range(func(_, v any) bool {
-		out = append(out, v.(*Sequence).Stats())
-		return true
-	})
+	for _, s := range a.tags.all() {
+		out = append(out, s.Stats())
+	}
 	return out
 }
 
@@ -363,14 +358,12 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 // tags: what it can still hand out if the store stops answering now.
 func (a *Allocator) Buffered() int64 {
 	var n int64
-	a.tags.Range(func(_, v any) bool {
-		s := v.(*Sequence)
+	for _, s := range a.tags.all() {
 		for _, b := range []*buffer{s.cur.Load(), s.nextBuffer()} {
 			if b != nil {
 				n += b.end - b.clampedPos()
 			}
 		}
-		return true
-	})
+	}
 	return n
 }

@@ -2,16 +2,17 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
@@ -25,14 +26,25 @@ import (
 	"github.com/idgen/idgen/readable"
 )
 
-// The gRPC API (api/idgen/v1/idgen.proto) is served by connect-go
-// handlers beside gin, on the same port and through the same http.Server:
-// gRPC and gRPC-Web over HTTP/2 (cleartext or TLS) and HTTP/1.1, and the
-// Connect protocol over either. Requests whose path is /package.Service/…
-// go to them (isRPCPath); all others go to gin. Handlers return errors as
-// the HTTP handlers do; one interceptor maps them with classify, the
-// mapping HTTP uses, into a gRPC status with the idgen code in a
-// google.rpc.ErrorInfo, so both APIs answer a mistake the same way.
+// The gRPC API (api/idgen/v1/idgen.proto) is one implementation, the
+// rpc* methods of Server below, which take a message and the call's
+// metadata as an http.Header and return a message or an error, over two
+// transports, each a thin adapter:
+//
+//   - connect-go handlers beside gin, on the same port and through the
+//     same http.Server (this file): gRPC and gRPC-Web over HTTP/2
+//     (cleartext or TLS) and HTTP/1.1, and the Connect protocol over
+//     either. Requests whose path is /package.Service/… go to them
+//     (isRPCPath); all others go to gin.
+//   - grpc-go's own server and transport on a listener of its own
+//     (grpcnative.go, idgen serve --grpc-addr), for gRPC clients: it
+//     costs about a third of the CPU per call of gRPC through net/http's
+//     HTTP/2 server (docs/grpc.md).
+//
+// Handlers return errors as the HTTP handlers do; each transport maps
+// them through rpcFault, with classify, the mapping HTTP uses, into a gRPC
+// status with the idgen code in a google.rpc.ErrorInfo, so every API
+// answers a mistake the same way.
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo detail of every
 // error the gRPC API decides; its reason is the stable idgen error code.
@@ -58,7 +70,7 @@ var errInvalidMode = &apiError{http.StatusBadRequest, "invalid_mode", "mode must
 var rpcProcedures = map[string][]string{
 	"/" + idgenv1connect.IDServiceName + "/": {idgenv1connect.IDServiceNextProcedure, idgenv1connect.IDServiceReserveRangeProcedure,
 		idgenv1connect.IDServiceDecodeSnowflakeProcedure, idgenv1connect.IDServiceDecodeReadableProcedure},
-	"/grpc.health.v1.Health/":                    {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"},
+	"/grpc.health.v1.Health/":                    {healthCheck, healthWatch, healthList},
 	"/grpc.reflection.v1.ServerReflection/":      {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"},
 	"/grpc.reflection.v1alpha.ServerReflection/": {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"},
 }
@@ -83,7 +95,7 @@ func (s *Server) rpcHandler() http.Handler {
 		connect.WithCompressMinBytes(RPCCompressMinBytes),
 		connect.WithRecover(s.rpcRecover),
 	}
-	reflector := grpcreflect.NewStaticReflector(idgenv1connect.IDServiceName, grpchealth.HealthV1ServiceName)
+	reflector := grpcreflect.NewStaticReflector(idgenv1connect.IDServiceName, healthService)
 	// One map lookup by the exact procedure, where an http.ServeMux would
 	// match patterns on the hot path.
 	byProcedure := map[string]http.Handler{}
@@ -93,7 +105,7 @@ func (s *Server) rpcHandler() http.Handler {
 		}
 	}
 	mount(idgenv1connect.NewIDServiceHandler(rpcService{s}, opts...))
-	mount(grpchealth.NewHandler(rpcHealth{s}, opts...))
+	mount(s.connectHealth(opts...))
 	mount(grpcreflect.NewHandlerV1(reflector, opts...))
 	mount(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,12 +113,29 @@ func (s *Server) rpcHandler() http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		// An unknown service or method: gRPC clients read a 404 as
-		// UNIMPLEMENTED.
 		start := time.Now()
-		http.NotFound(w, r)
+		unimplemented(w, r)
 		s.observeRPC("unmatched", connect.CodeUnimplemented, start)
 	})
+}
+
+// unimplemented answers a call of an unknown service or method as grpc-go
+// does: UNIMPLEMENTED as a gRPC status, in a trailers-only response, for
+// gRPC and gRPC-Web; the Connect protocol's own form (404 and a JSON
+// error) otherwise.
+func unimplemented(w http.ResponseWriter, r *http.Request) {
+	msg := "unknown method " + r.URL.Path + ": this server serves " + idgenv1connect.IDServiceName + ", " + healthService + " and server reflection"
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") {
+		w.Header().Set("Content-Type", ct)
+		w.Header().Set("Grpc-Status", strconv.Itoa(int(connect.CodeUnimplemented)))
+		w.Header().Set("Grpc-Message", url.PathEscape(msg))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	b, _ := json.Marshal(map[string]string{"code": connect.CodeUnimplemented.String(), "message": msg})
+	_, _ = w.Write(b)
 }
 
 // rpcRecover answers a panic in a handler as INTERNAL, logged with its
@@ -127,10 +156,23 @@ var _ idgenv1connect.IDServiceHandler = rpcService{}
 // Next serves IDs as GET /id/{tag}, /segment/{tag} and /snowflake/{tag}
 // do.
 func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextRequest]) (*connect.Response[idgenv1.NextResponse], error) {
-	s, m := r.s, req.Msg
-	tag := m.GetTag()
-	if err := s.authorizeTag(req.Header(), tag); err != nil {
+	out, replayed, err := r.s.rpcNext(ctx, req.Header(), req.Msg)
+	if err != nil {
 		return nil, err
+	}
+	resp := connect.NewResponse(out)
+	if replayed {
+		resp.Header()[idempotency.ReplayedHeader] = []string{"true"}
+	}
+	return resp, nil
+}
+
+// rpcNext is Next over either transport; h is the call's metadata.
+// replayed says the answer is one recorded for its idempotency key.
+func (s *Server) rpcNext(ctx context.Context, h http.Header, m *idgenv1.NextRequest) (_ *idgenv1.NextResponse, replayed bool, _ error) {
+	tag := m.GetTag()
+	if err := s.authorizeTag(h, tag); err != nil {
+		return nil, false, err
 	}
 	var mode string
 	switch m.GetMode() {
@@ -141,11 +183,11 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 	case idgenv1.Mode_MODE_SNOWFLAKE:
 		mode = ModeSnowflake
 	default:
-		return nil, errInvalidMode
+		return nil, false, errInvalidMode
 	}
 	g := s.gens[mode]
 	if g == nil {
-		return nil, errModeDisabled
+		return nil, false, errModeDisabled
 	}
 	format := formatNumeric
 	switch m.GetFormat() {
@@ -153,35 +195,32 @@ func (r rpcService) Next(ctx context.Context, req *connect.Request[idgenv1.NextR
 	case idgenv1.Format_FORMAT_PREFIXED:
 		format = formatPrefixed
 	default:
-		return nil, &apiError{http.StatusBadRequest, "invalid_format", "format must be FORMAT_NUMERIC (the default) or FORMAT_PREFIXED"}
+		return nil, false, &apiError{http.StatusBadRequest, "invalid_format", "format must be FORMAT_NUMERIC (the default) or FORMAT_PREFIXED"}
 	}
 	n := m.GetCount()
 	if n < 0 || int64(n) > int64(s.cfg.MaxBatch) {
-		return nil, &apiError{http.StatusBadRequest, "invalid_count",
+		return nil, false, &apiError{http.StatusBadRequest, "invalid_count",
 			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
 	}
-	if keys := req.Header()[idempotency.KeyHeader]; keys != nil {
-		return s.keyedRPC(ctx, req.Header(), keys, g, keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true})
+	if keys := h[idempotency.KeyHeader]; keys != nil {
+		return s.keyedRPC(ctx, h, keys, g, keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true})
 	}
 	var ids []int64
 	if n == 0 {
 		id, err := g.Next(ctx, tag)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		ids = []int64{id}
 	} else {
 		var err error
 		if ids, err = g.NextN(ctx, tag, int(n)); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	s.issued(tag, mode, len(ids))
 	out, err := nextResponse(tag, format, ids)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(out), nil
+	return out, false, err
 }
 
 // nextResponse is the answer to Next for ids.
@@ -207,9 +246,9 @@ const rpcAnswerType = "application/proto; idgen.v1.NextResponse"
 // keyedRPC answers a Next call with Idempotency-Key metadata as keyed
 // does over HTTP, but records the NextResponse message itself, so that a
 // repeat over any of the protocols connect serves (gRPC, gRPC-Web,
-// Connect) gets the same message, with Idempotent-Replayed: true in its
-// response metadata.
-func (s *Server) keyedRPC(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest) (*connect.Response[idgenv1.NextResponse], error) {
+// Connect, and grpc-go's transport) gets the same message; replayed says
+// the adapter sets Idempotent-Replayed: true in the response metadata.
+func (s *Server) keyedRPC(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest) (*idgenv1.NextResponse, bool, error) {
 	var out *idgenv1.NextResponse
 	ans, replayed, err := s.runKeyed(ctx, h, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
 		var err error
@@ -220,30 +259,40 @@ func (s *Server) keyedRPC(ctx context.Context, h http.Header, keys []string, g i
 		return idempotency.Answer{Status: http.StatusOK, ContentType: rpcAnswerType, Body: b}, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !replayed {
-		return connect.NewResponse(out), nil
+		return out, false, nil
 	}
 	// The fingerprint names gRPC, so the row holds a message this server
 	// (or one of its versions) recorded; anything else is a corrupt row.
 	out = new(idgenv1.NextResponse)
 	if ans.ContentType != rpcAnswerType {
-		return nil, fmt.Errorf("idempotency: a gRPC key's recorded answer is %q", ans.ContentType)
+		return nil, false, fmt.Errorf("idempotency: a gRPC key's recorded answer is %q", ans.ContentType)
 	}
 	if err := proto.Unmarshal(ans.Body, out); err != nil {
-		return nil, fmt.Errorf("idempotency: a gRPC key's recorded answer: %w", err)
+		return nil, false, fmt.Errorf("idempotency: a gRPC key's recorded answer: %w", err)
 	}
-	resp := connect.NewResponse(out)
-	resp.Header()[idempotency.ReplayedHeader] = []string{"true"}
-	return resp, nil
+	return out, true, nil
 }
 
 // ReserveRange serves a range as POST /segment/{tag}/range does.
 func (r rpcService) ReserveRange(ctx context.Context, req *connect.Request[idgenv1.ReserveRangeRequest]) (*connect.Response[idgenv1.ReserveRangeResponse], error) {
-	s, m := r.s, req.Msg
+	return wrap(r.s.rpcReserveRange(ctx, req.Header(), req.Msg))
+}
+
+// wrap is a connect response of out, or err.
+func wrap[T any](out *T, err error) (*connect.Response[T], error) {
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// rpcReserveRange is ReserveRange over either transport.
+func (s *Server) rpcReserveRange(ctx context.Context, h http.Header, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
 	tag := m.GetTag()
-	if err := s.authorizeTag(req.Header(), tag); err != nil {
+	if err := s.authorizeTag(h, tag); err != nil {
 		return nil, err
 	}
 	if s.cfg.Ranges == nil {
@@ -258,30 +307,40 @@ func (r rpcService) ReserveRange(ctx context.Context, req *connect.Request[idgen
 		return nil, err
 	}
 	s.issued(tag, "range", int(rg.Size()))
-	return connect.NewResponse(&idgenv1.ReserveRangeResponse{Tag: tag, Start: rg.Start, End: rg.End}), nil
+	return &idgenv1.ReserveRangeResponse{Tag: tag, Start: rg.Start, End: rg.End}, nil
 }
 
 // DecodeSnowflake splits an ID as GET /snowflake/decode/{id} does.
 func (r rpcService) DecodeSnowflake(_ context.Context, req *connect.Request[idgenv1.DecodeSnowflakeRequest]) (*connect.Response[idgenv1.DecodeSnowflakeResponse], error) {
-	id := req.Msg.GetId()
+	return wrap(r.s.rpcDecodeSnowflake(req.Msg))
+}
+
+// rpcDecodeSnowflake is DecodeSnowflake over either transport.
+func (s *Server) rpcDecodeSnowflake(m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
+	id := m.GetId()
 	if id < 0 {
 		return nil, errInvalidSnowflake
 	}
-	p, err := r.s.cfg.Layout.Decode(id)
+	p, err := s.cfg.Layout.Decode(id)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&idgenv1.DecodeSnowflakeResponse{Id: id, Time: timestamppb.New(p.Time),
-		UnixMs: p.Time.UnixMilli(), WorkerId: p.WorkerID, Sequence: p.Sequence}), nil
+	return &idgenv1.DecodeSnowflakeResponse{Id: id, Time: timestamppb.New(p.Time),
+		UnixMs: p.Time.UnixMilli(), WorkerId: p.WorkerID, Sequence: p.Sequence}, nil
 }
 
 // DecodeReadable decodes a prefixed ID as GET /id/decode/{value} does.
 func (r rpcService) DecodeReadable(_ context.Context, req *connect.Request[idgenv1.DecodeReadableRequest]) (*connect.Response[idgenv1.DecodeReadableResponse], error) {
-	tag, id, err := readable.Decode(req.Msg.GetValue())
+	return wrap(rpcDecodeReadable(req.Msg))
+}
+
+// rpcDecodeReadable is DecodeReadable over either transport.
+func rpcDecodeReadable(m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
+	tag, id, err := readable.Decode(m.GetValue())
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&idgenv1.DecodeReadableResponse{Tag: tag, Id: id}), nil
+	return &idgenv1.DecodeReadableResponse{Tag: tag, Id: id}, nil
 }
 
 // authorizeTag admits a call for tag as requireTag does over HTTP
@@ -329,10 +388,32 @@ var rpcCodes = map[int]connect.Code{
 	http.StatusServiceUnavailable: connect.CodeUnavailable,
 }
 
-// rpcError turns a handler's error into its gRPC status, with the idgen
-// code as ErrorInfo and, when retrying helps, a RetryInfo; a 5xx is logged
-// under the request ID, which the caller gets in ErrorInfo's metadata and
-// the X-Request-Id trailer. Errors connect made itself pass unchanged.
+// rpcFault is the gRPC status of a handler's error, whichever transport
+// answers it: its code and message, the idgen code as ErrorInfo and, when
+// retrying helps, a RetryInfo. A 5xx is logged under the request ID,
+// which the caller gets in ErrorInfo's metadata and the X-Request-Id
+// trailer.
+type rpcFault struct {
+	code      connect.Code
+	message   string
+	requestID string
+	details   []proto.Message
+}
+
+func (s *Server) rpcFault(ctx context.Context, procedure string, h http.Header, err error) rpcFault {
+	ae, retry := classify(err)
+	rid := rpcRequestID(h)
+	s.recordError(ctx, rid, procedure, ae, err)
+	f := rpcFault{code: rpcCode(ae), message: ae.message, requestID: rid,
+		details: []proto.Message{&errdetails.ErrorInfo{Reason: ae.code, Domain: ErrorDomain, Metadata: map[string]string{"request_id": rid}}}}
+	if retry {
+		f.details = append(f.details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(err))})
+	}
+	return f
+}
+
+// rpcError is rpcFault as connect-go's error. Errors connect made itself
+// pass unchanged.
 func (s *Server) rpcError(ctx context.Context, procedure string, h http.Header, err error) error {
 	if err == nil {
 		return nil
@@ -341,17 +422,11 @@ func (s *Server) rpcError(ctx context.Context, procedure string, h http.Header, 
 	if errors.As(err, &ce) {
 		return err
 	}
-	ae, retry := classify(err)
-	rid := rpcRequestID(h)
-	s.recordError(ctx, rid, procedure, ae, err)
-	ce = connect.NewError(rpcCode(ae), errors.New(ae.message))
-	ce.Meta().Set(requestIDHeader, rid)
-	if d, e := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: ae.code, Domain: ErrorDomain,
-		Metadata: map[string]string{"request_id": rid}}); e == nil {
-		ce.AddDetail(d)
-	}
-	if retry {
-		if d, e := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(err))}); e == nil {
+	f := s.rpcFault(ctx, procedure, h, err)
+	ce = connect.NewError(f.code, errors.New(f.message))
+	ce.Meta().Set(requestIDHeader, f.requestID)
+	for _, m := range f.details {
+		if d, e := connect.NewErrorDetail(m); e == nil {
 			ce.AddDetail(d)
 		}
 	}
@@ -384,7 +459,7 @@ func (i rpcInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				resp.Header()[requestIDKey] = v[:1]
 			}
 		}
-		i.s.endRPC(ctx, procedure, req.Peer(), req.Header(), err, start)
+		i.s.endRPC(ctx, procedure, req.Peer().Protocol, req.Peer().Addr, req.Header(), rpcStatus(err), connectRequestID(err), start)
 		return resp, err
 	}
 }
@@ -398,16 +473,25 @@ func (i rpcInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 		start := time.Now()
 		procedure := conn.Spec().Procedure
 		err := i.s.rpcError(ctx, procedure, conn.RequestHeader(), next(ctx, conn))
-		i.s.endRPC(ctx, procedure, conn.Peer(), conn.RequestHeader(), err, start)
+		i.s.endRPC(ctx, procedure, conn.Peer().Protocol, conn.Peer().Addr, conn.RequestHeader(), rpcStatus(err), connectRequestID(err), start)
 		return err
 	}
 }
 
-// endRPC records a finished call in the metrics and the access log.
+// connectRequestID is the request ID rpcError put in err, or "".
+func connectRequestID(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Meta().Get(requestIDHeader)
+	}
+	return ""
+}
+
+// endRPC records a finished call of either transport in the metrics and
+// the access log; rid is the request ID an error was answered with.
 // Successful health checks are not logged, as /readyz is not: probes
 // every few seconds would drown the rest.
-func (s *Server) endRPC(ctx context.Context, procedure string, peer connect.Peer, h http.Header, err error, start time.Time) {
-	code := rpcStatus(err)
+func (s *Server) endRPC(ctx context.Context, procedure, protocol, remote string, h http.Header, code connect.Code, rid string, start time.Time) {
 	s.observeRPC(procedure, code, start)
 	if !s.cfg.AccessLog || (code == 0 && strings.HasPrefix(procedure, "/grpc.health.v1.")) {
 		return
@@ -417,21 +501,16 @@ func (s *Server) endRPC(ctx context.Context, procedure string, peer connect.Peer
 	case connect.CodeUnavailable, connect.CodeInternal, connect.CodeUnknown, connect.CodeFailedPrecondition, connect.CodeDataLoss:
 		level = slog.LevelWarn
 	}
-	rid := ""
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		rid = ce.Meta().Get(requestIDHeader)
-	}
 	if rid == "" {
 		rid = rpcRequestID(h)
 	}
 	s.cfg.Logger.LogAttrs(ctx, level, "rpc",
 		slog.String("request_id", rid),
 		slog.String("procedure", procedure),
-		slog.String("protocol", peer.Protocol),
+		slog.String("protocol", protocol),
 		slog.String("code", rpcCodeLabel(code)),
 		slog.Duration("duration", time.Since(start)),
-		slog.String("remote", peer.Addr),
+		slog.String("remote", remote),
 	)
 }
 
@@ -459,54 +538,4 @@ func (s *Server) observeRPC(procedure string, code connect.Code, start time.Time
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.rpcObserver(procedure, code).Observe(time.Since(start).Seconds())
 	}
-}
-
-// rpcHealth is grpc.health.v1 for the whole server ("") and for
-// idgen.v1.IDService: SERVING exactly when /readyz answers 200.
-type rpcHealth struct{ s *Server }
-
-// healthWatchInterval is how often Watch looks at readiness again.
-const healthWatchInterval = time.Second
-
-func (h rpcHealth) known(service string) error {
-	if service != "" && service != idgenv1connect.IDServiceName {
-		return connect.NewError(connect.CodeNotFound, fmt.Errorf("no service %q here: ask for \"\" or %q", service, idgenv1connect.IDServiceName))
-	}
-	return nil
-}
-
-func (h rpcHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
-	if err := h.known(req.Service); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	if err := h.s.cfg.Ready(ctx); err != nil {
-		h.s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("path", "/grpc.health.v1.Health/Check"),
-			slog.String("code", errNotReady.code), slog.Any("err", err))
-		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
-	}
-	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
-}
-
-// Watch makes grpchealth check again every healthWatchInterval; it sends
-// only changes.
-func (h rpcHealth) Watch(_ context.Context, req *grpchealth.CheckRequest, onChange func()) (func(), error) {
-	if err := h.known(req.Service); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(healthWatchInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				onChange()
-			}
-		}
-	}()
-	return func() { close(done) }, nil
 }

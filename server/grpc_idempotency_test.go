@@ -40,8 +40,10 @@ func rpcRefusal(t *testing.T, what string, err error, code connect.Code, want st
 	return retry
 }
 
-func TestGRPC_IdempotencyReplays(t *testing.T) {
-	base, c := rpcServer(t, server.Config{MaxBatch: 50, Idempotency: newKeeper(t, idempotency.Config{})})
+func TestGRPC_IdempotencyReplays(t *testing.T) { eachTransport(t, testGRPC_IdempotencyReplays) }
+
+func testGRPC_IdempotencyReplays(t *testing.T, tr transport) {
+	base, c := rpcServer(t, tr, server.Config{MaxBatch: 50, Idempotency: newKeeper(t, idempotency.Config{})})
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name string
@@ -103,8 +105,10 @@ func TestGRPC_IdempotencyReplays(t *testing.T) {
 	}
 }
 
-func TestGRPC_IdempotencyBadMetadata(t *testing.T) {
-	_, c := rpcServer(t, server.Config{Idempotency: newKeeper(t, idempotency.Config{TTL: time.Minute, MaxTTL: time.Hour})})
+func TestGRPC_IdempotencyBadMetadata(t *testing.T) { eachTransport(t, testGRPC_IdempotencyBadMetadata) }
+
+func testGRPC_IdempotencyBadMetadata(t *testing.T, tr transport) {
+	_, c := rpcServer(t, tr, server.Config{Idempotency: newKeeper(t, idempotency.Config{TTL: time.Minute, MaxTTL: time.Hour})})
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name string
@@ -128,8 +132,10 @@ func TestGRPC_IdempotencyBadMetadata(t *testing.T) {
 	}
 }
 
-func TestGRPC_IdempotencyDisabled(t *testing.T) {
-	_, c := rpcServer(t, server.Config{})
+func TestGRPC_IdempotencyDisabled(t *testing.T) { eachTransport(t, testGRPC_IdempotencyDisabled) }
+
+func testGRPC_IdempotencyDisabled(t *testing.T, tr transport) {
+	_, c := rpcServer(t, tr, server.Config{})
 	_, err := keyedCall(t.Context(), c, &idgenv1.NextRequest{Tag: "order"}, "Idempotency-Key", "k")
 	rpcRefusal(t, "disabled", err, connect.CodeUnimplemented, "idempotency_disabled")
 }
@@ -137,8 +143,12 @@ func TestGRPC_IdempotencyDisabled(t *testing.T) {
 // Keys belong to their caller's token, over gRPC as over HTTP, and one
 // scope serves both APIs.
 func TestGRPC_IdempotencyScopedByToken(t *testing.T) {
+	eachTransport(t, testGRPC_IdempotencyScopedByToken)
+}
+
+func testGRPC_IdempotencyScopedByToken(t *testing.T, tr transport) {
 	tokA, tokB := strings.Repeat("a", 20), strings.Repeat("b", 20)
-	base, c := rpcServer(t, server.Config{APITokens: server.APITokens{tokA: {"*"}, tokB: {"*"}},
+	base, c := rpcServer(t, tr, server.Config{APITokens: server.APITokens{tokA: {"*"}, tokB: {"*"}},
 		Idempotency: newKeeper(t, idempotency.Config{})})
 	ctx := t.Context()
 	call := func(tok string) (*connect.Response[idgenv1.NextResponse], error) {
@@ -160,20 +170,22 @@ func TestGRPC_IdempotencyScopedByToken(t *testing.T) {
 }
 
 // gateRPC serves g over gRPC with a memory keeper of cfg.
-func gateRPC(t *testing.T, g *gate, cfg idempotency.Config) idgenv1connect.IDServiceClient {
+func gateRPC(t *testing.T, tr transport, g *gate, cfg idempotency.Config) idgenv1connect.IDServiceClient {
 	t.Helper()
 	h, err := server.New(server.Config{Segment: g, Idempotency: newKeeper(t, cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idgenv1connect.NewIDServiceClient(h2c(), serveH2(t, h), connect.WithGRPC())
+	return tr.client(t, h)
 }
 
 // Repeats while the first call runs get ABORTED with the lock's wait in
 // RetryInfo; the first call alone allocates.
-func TestGRPC_IdempotencyInFlight(t *testing.T) {
+func TestGRPC_IdempotencyInFlight(t *testing.T) { eachTransport(t, testGRPC_IdempotencyInFlight) }
+
+func testGRPC_IdempotencyInFlight(t *testing.T, tr transport) {
 	g := &gate{release: make(chan struct{})}
-	c := gateRPC(t, g, idempotency.Config{LockTimeout: 30 * time.Second})
+	c := gateRPC(t, tr, g, idempotency.Config{LockTimeout: 30 * time.Second})
 	ctx := t.Context()
 	req := &idgenv1.NextRequest{Tag: "order", Count: 3}
 	type result struct {
@@ -216,8 +228,12 @@ func TestGRPC_IdempotencyInFlight(t *testing.T) {
 // A failed first call frees its key (UNAVAILABLE with RetryInfo), so
 // that its retry allocates.
 func TestGRPC_IdempotencyFailureFreesTheKey(t *testing.T) {
+	eachTransport(t, testGRPC_IdempotencyFailureFreesTheKey)
+}
+
+func testGRPC_IdempotencyFailureFreesTheKey(t *testing.T, tr transport) {
 	g := &gate{}
-	c := gateRPC(t, g, idempotency.Config{})
+	c := gateRPC(t, tr, g, idempotency.Config{})
 	ctx := t.Context()
 	one := &idgenv1.NextRequest{Tag: "order"}
 	g.fail.Store(true)
@@ -233,8 +249,10 @@ func TestGRPC_IdempotencyFailureFreesTheKey(t *testing.T) {
 }
 
 // The cap refuses new keys with RESOURCE_EXHAUSTED but replays live ones.
-func TestGRPC_IdempotencyCap(t *testing.T) {
-	c := gateRPC(t, &gate{}, idempotency.Config{MaxKeys: 2})
+func TestGRPC_IdempotencyCap(t *testing.T) { eachTransport(t, testGRPC_IdempotencyCap) }
+
+func testGRPC_IdempotencyCap(t *testing.T, tr transport) {
+	c := gateRPC(t, tr, &gate{}, idempotency.Config{MaxKeys: 2})
 	ctx := t.Context()
 	one := &idgenv1.NextRequest{Tag: "order"}
 	for _, k := range []string{"a", "b"} {
@@ -251,9 +269,11 @@ func TestGRPC_IdempotencyCap(t *testing.T) {
 
 // Calls without the metadata never touch the keys: after them, a keeper
 // capped at one key still takes a first one.
-func TestGRPC_UnkeyedCallsIgnoreKeys(t *testing.T) {
+func TestGRPC_UnkeyedCallsIgnoreKeys(t *testing.T) { eachTransport(t, testGRPC_UnkeyedCallsIgnoreKeys) }
+
+func testGRPC_UnkeyedCallsIgnoreKeys(t *testing.T, tr transport) {
 	g := &gate{}
-	c := gateRPC(t, g, idempotency.Config{MaxKeys: 1})
+	c := gateRPC(t, tr, g, idempotency.Config{MaxKeys: 1})
 	for range 3 {
 		if _, err := c.Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: "order"})); err != nil {
 			t.Fatal(err)

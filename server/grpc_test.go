@@ -49,8 +49,15 @@ func h2c() *http.Client {
 }
 
 // rpcServer is newServer's server, with ranges, for the gRPC API; it
-// returns the base URL and a gRPC client of it.
-func rpcServer(t *testing.T, cfg server.Config) (string, idgenv1connect.IDServiceClient) {
+// returns the base URL of its main port and a gRPC client of it over tr.
+func rpcServer(t *testing.T, tr transport, cfg server.Config) (string, idgenv1connect.IDServiceClient) {
+	base, target := rpcTargets(t, tr, cfg)
+	return base, idgenv1connect.NewIDServiceClient(h2c(), target, connect.WithGRPC())
+}
+
+// rpcTargets is rpcServer's main port and the base URL of its gRPC API
+// over tr.
+func rpcTargets(t *testing.T, tr transport, cfg server.Config) (base, target string) {
 	t.Helper()
 	st := openStore(t)
 	if err := st.CreateTag(t.Context(), segment.Tag{Name: "order", MaxID: 1001, Step: 100}); err != nil {
@@ -65,8 +72,11 @@ func rpcServer(t *testing.T, cfg server.Config) (string, idgenv1connect.IDServic
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := serveH2(t, h)
-	return base, idgenv1connect.NewIDServiceClient(h2c(), base, connect.WithGRPC())
+	base = serveH2(t, h)
+	if target = base; tr.name != "connect-go" {
+		target = tr.serve(t, h)
+	}
+	return base, target
 }
 
 // idgenCode is the reason of the idgen ErrorInfo of err, and whether it
@@ -95,8 +105,10 @@ func idgenCode(t *testing.T, err error) (code string, retry time.Duration, rid s
 	return code, retry, rid
 }
 
-func TestGRPC_Next(t *testing.T) {
-	_, c := rpcServer(t, server.Config{MaxBatch: 50, MaxRange: 500})
+func TestGRPC_Next(t *testing.T) { eachTransport(t, testGRPC_Next) }
+
+func testGRPC_Next(t *testing.T, tr transport) {
+	_, c := rpcServer(t, tr, server.Config{MaxBatch: 50, MaxRange: 500})
 	ctx := t.Context()
 	one, err := c.Next(ctx, connect.NewRequest(&idgenv1.NextRequest{Tag: "order"}))
 	if err != nil {
@@ -137,8 +149,10 @@ func TestGRPC_Next(t *testing.T) {
 
 // Every kind of bad input gets the same idgen code over gRPC as over HTTP,
 // with the gRPC status that matches the HTTP one.
-func TestGRPC_ErrorsMatchHTTP(t *testing.T) {
-	base, c := rpcServer(t, server.Config{MaxBatch: 50, MaxRange: 1000})
+func TestGRPC_ErrorsMatchHTTP(t *testing.T) { eachTransport(t, testGRPC_ErrorsMatchHTTP) }
+
+func testGRPC_ErrorsMatchHTTP(t *testing.T, tr transport) {
+	base, c := rpcServer(t, tr, server.Config{MaxBatch: 50, MaxRange: 1000})
 	ctx := t.Context()
 	next := func(m *idgenv1.NextRequest) func() error {
 		return func() error { _, err := c.Next(ctx, connect.NewRequest(m)); return err }
@@ -200,7 +214,9 @@ func TestGRPC_ErrorsMatchHTTP(t *testing.T) {
 // A store that cannot be reached is UNAVAILABLE with a RetryInfo, its
 // cause in the log under the request ID the caller gets, never in the
 // answer; a panic is INTERNAL without its value.
-func TestGRPC_UnavailableAndPanics(t *testing.T) {
+func TestGRPC_UnavailableAndPanics(t *testing.T) { eachTransport(t, testGRPC_UnavailableAndPanics) }
+
+func testGRPC_UnavailableAndPanics(t *testing.T, tr transport) {
 	for _, tc := range []struct {
 		name  string
 		gen   server.Config
@@ -219,7 +235,7 @@ func TestGRPC_UnavailableAndPanics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := idgenv1connect.NewIDServiceClient(h2c(), serveH2(t, h), connect.WithGRPC())
+			c := tr.client(t, h)
 			_, err = c.Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: "order"}))
 			code, retry, rid := idgenCode(t, err)
 			if connect.CodeOf(err) != tc.rpc || code != tc.code || retry != tc.retry || rid == "" {
@@ -236,13 +252,15 @@ func TestGRPC_UnavailableAndPanics(t *testing.T) {
 }
 
 // API tokens scope gRPC calls per tag exactly as they scope HTTP calls.
-func TestGRPC_TokensScopeTags(t *testing.T) {
+func TestGRPC_TokensScopeTags(t *testing.T) { eachTransport(t, testGRPC_TokensScopeTags) }
+
+func testGRPC_TokensScopeTags(t *testing.T, tr transport) {
 	const (
 		admin = "grpc-admin-token-0123456789"
 		order = "grpc-order-token-0123456789"
 		other = "grpc-other-token-0123456789"
 	)
-	base, c := rpcServer(t, server.Config{AdminToken: admin, APITokens: server.APITokens{order: {"order"}, other: {"other"}}})
+	base, c := rpcServer(t, tr, server.Config{AdminToken: admin, APITokens: server.APITokens{order: {"order"}, other: {"other"}}})
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name, token string
@@ -295,11 +313,16 @@ func TestGRPC_TokensScopeTags(t *testing.T) {
 // lists the services; Connect's JSON works over HTTP/1.1; the metrics
 // count calls by procedure and code.
 func TestGRPC_HealthReflectionConnectAndMetrics(t *testing.T) {
+	eachTransport(t, testGRPC_HealthReflectionConnectAndMetrics)
+}
+
+func testGRPC_HealthReflectionConnectAndMetrics(t *testing.T, tr transport) {
 	var down error
 	m := server.NewMetrics()
-	base, c := rpcServer(t, server.Config{Metrics: m, Ready: func(context.Context) error { return down }})
+	base, target := rpcTargets(t, tr, server.Config{Metrics: m, Ready: func(context.Context) error { return down }})
+	c := idgenv1connect.NewIDServiceClient(h2c(), target, connect.WithGRPC())
 	ctx := t.Context()
-	hc := grpchealth.NewClient(h2c(), base, connect.WithGRPC())
+	hc := grpchealth.NewClient(h2c(), target, connect.WithGRPC())
 	for _, tc := range []struct {
 		down error
 		want grpchealth.Status
@@ -316,7 +339,7 @@ func TestGRPC_HealthReflectionConnectAndMetrics(t *testing.T) {
 		t.Fatalf("health of an unknown service: %v, want not_found", err)
 	}
 
-	stream := grpcreflect.NewClient(h2c(), base, connect.WithGRPC()).NewStream(ctx)
+	stream := grpcreflect.NewClient(h2c(), target, connect.WithGRPC()).NewStream(ctx)
 	names, err := stream.ListServices()
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +401,7 @@ func TestGRPC_HealthReflectionConnectAndMetrics(t *testing.T) {
 // the gRPC histogram is labelled by registered procedure and code only.
 func TestGRPC_MetricsStayBounded(t *testing.T) {
 	m := server.NewMetrics()
-	base, c := rpcServer(t, server.Config{Metrics: m})
+	base, c := rpcServer(t, transports()[0], server.Config{Metrics: m})
 	ctx := t.Context()
 	series := func() int {
 		n := 0
@@ -410,7 +433,9 @@ func TestGRPC_MetricsStayBounded(t *testing.T) {
 // The refusals of a tag that cannot take more, over gRPC as over HTTP:
 // past the server's tag cap RESOURCE_EXHAUSTED, a tag at the int64 limit
 // FAILED_PRECONDITION; neither carries a RetryInfo, as waiting does not help.
-func TestGRPC_TagLimits(t *testing.T) {
+func TestGRPC_TagLimits(t *testing.T) { eachTransport(t, testGRPC_TagLimits) }
+
+func testGRPC_TagLimits(t *testing.T, tr transport) {
 	st := openStore(t)
 	if err := st.CreateTag(t.Context(), segment.Tag{Name: "full", MaxID: math.MaxInt64 - 100, Step: 100}); err != nil {
 		t.Fatal(err)
@@ -421,7 +446,7 @@ func TestGRPC_TagLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := serveH2(t, h)
-	c := idgenv1connect.NewIDServiceClient(h2c(), base, connect.WithGRPC())
+	c := tr.client(t, h)
 	// The last 100 IDs below the limit, then none.
 	if a := do(t, "GET", base+"/segment/full?count=100", "", ""); a.status != 200 {
 		t.Fatalf("the last IDs of full: %d %s", a.status, a.body)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -106,6 +107,10 @@ type Server struct {
 	auth *authz
 
 	metricsToken *token
+
+	// drained is closed by Drain, once (drainOnce).
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 // New checks cfg and builds the routes.
@@ -141,6 +146,8 @@ func New(cfg Config) (*Server, error) {
 		cfg:  cfg,
 		gens: map[string]idgen.Generator{ModeSegment: cfg.Segment},
 		auth: newAuthz(cfg.AdminToken, cfg.APITokens),
+
+		drained: make(chan struct{}),
 	}
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake

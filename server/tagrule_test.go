@@ -32,7 +32,7 @@ func TestTagRule_SameAnswerOnEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, c := rpcServer(t, server.Config{Snowflake: snowflake.NewTagged(sf), Compat: server.Compat{Leaf: true, TinyID: true}})
+	base, c := rpcServer(t, transports()[0], server.Config{Snowflake: snowflake.NewTagged(sf), Compat: server.Compat{Leaf: true, TinyID: true}})
 	httpGet := func(method, path string) func(*testing.T) tagAnswer {
 		return func(t *testing.T) tagAnswer {
 			a := do(t, method, base+path, "", "")

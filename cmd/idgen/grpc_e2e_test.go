@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +46,40 @@ func runTool(t *testing.T, name string, args ...string) (string, error) {
 
 const e2eToken = "grpc-e2e-order-token-0123456789"
 
+// e2eTransport is one way idgen serve serves gRPC; the gRPC tests run
+// over each.
+type e2eTransport struct {
+	name string
+	// args are serve's flags for it.
+	args []string
+	// addr is the host:port gRPC clients call.
+	addr func(t *testing.T, p *proctest.Proc) string
+	// option makes the Go client call gRPC at addr.
+	option func(addr string) client.Option
+}
+
+// e2eTransports are connect-go on --addr and grpc-go's own transport on
+// --grpc-addr.
+func e2eTransports() []e2eTransport {
+	return []e2eTransport{
+		{"connect-go", nil, func(_ *testing.T, p *proctest.Proc) string { return p.Addr() }, func(string) client.Option { return client.WithGRPC() }},
+		{"grpc-go", []string{"--grpc-addr", "127.0.0.1:0"}, grpcAddr, client.WithGRPCAddr},
+	}
+}
+
+// grpcAddrRE finds the gRPC port in serve's start-up line.
+var grpcAddrRE = regexp.MustCompile(`grpc_addr=(\S+)`)
+
+// grpcAddr is the --grpc-addr port p serves.
+func grpcAddr(t *testing.T, p *proctest.Proc) string {
+	t.Helper()
+	m := grpcAddrRE.FindStringSubmatch(p.Log())
+	if m == nil || m[1] == "off" {
+		t.Fatalf("no gRPC address in the start-up line:\n%s", p.Log())
+	}
+	return m[1]
+}
+
 // grpcurl, grpc-health-probe and curl against a real idgen serve over
 // cleartext HTTP/2 and HTTP/1.1 on the one port, and the Go client over
 // gRPC with its range-caching allocator.
@@ -51,9 +87,16 @@ func TestServe_GRPCThirdPartyClients(t *testing.T) {
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	tl := buildTools(t, dir)
+	for _, tr := range e2eTransports() {
+		t.Run(tr.name, func(t *testing.T) { testGRPCThirdPartyClients(t, tr, bin, tl) })
+	}
+}
+
+func testGRPCThirdPartyClients(t *testing.T, tr e2eTransport, bin string, tl tools) {
+	dir := t.TempDir()
 	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")},
-		"--api-tokens", e2eToken+"=order")
-	addr := p.Addr()
+		append([]string{"--api-tokens", e2eToken + "=order"}, tr.args...)...)
+	addr := tr.addr(t, p)
 
 	out, err := runTool(t, tl.grpcurl, "-plaintext", addr, "list")
 	if err != nil || !strings.Contains(out, "idgen.v1.IDService\n") || !strings.Contains(out, "grpc.health.v1.Health\n") {
@@ -122,7 +165,7 @@ func TestServe_GRPCThirdPartyClients(t *testing.T) {
 	// distinct.
 	var ids []int64
 	for _, mode := range []string{"segment", "snowflake"} {
-		c, err := client.New(p.URL, client.WithGRPC(), client.WithToken(e2eToken), client.WithMode(mode))
+		c, err := client.New(p.URL, tr.option(addr), client.WithToken(e2eToken), client.WithMode(mode))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +177,7 @@ func TestServe_GRPCThirdPartyClients(t *testing.T) {
 			ids = append(ids, got...)
 		}
 	}
-	c, err := client.New(p.URL, client.WithGRPC(), client.WithToken(e2eToken))
+	c, err := client.New(p.URL, tr.option(addr), client.WithToken(e2eToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +263,10 @@ func TestServe_TLS(t *testing.T) {
 	good := clients.Client(t, filepath.Join(dir, "app.crt"), filepath.Join(dir, "app.key"), "app")
 	store := "IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")
 
-	p := proctest.Serve(t, bin, []string{store}, "--tls-cert", certFile, "--tls-key", keyFile)
+	p := proctest.Serve(t, bin, []string{store}, "--tls-cert", certFile, "--tls-key", keyFile, "--grpc-addr", "127.0.0.1:0")
+	// gRPC on both transports: connect-go on --addr, grpc-go on
+	// --grpc-addr, with the one TLS config.
+	rpcAddrs := []string{p.Addr(), grpcAddr(t, p)}
 	if !strings.Contains(p.Log(), "tls=on") {
 		t.Fatalf("start-up line does not say TLS is on:\n%s", p.Log())
 	}
@@ -235,14 +281,16 @@ func TestServe_TLS(t *testing.T) {
 	if out, err = runTool(t, "curl", "-sS", "-f", p.URL+"/id/order"); err == nil || strings.Contains(out, `"id"`) {
 		t.Fatalf("cleartext HTTP on the TLS port answered:\n%s", out)
 	}
-	if out, err = runTool(t, tl.grpcurl, "-cacert", ca.File, "-d", `{"tag":"order"}`, p.Addr(), "idgen.v1.IDService/Next"); err != nil || !strings.Contains(out, `"3"`) {
-		t.Fatalf("grpcurl over TLS: %v\n%s", err, out)
-	}
-	if out, err = runTool(t, tl.probe, "-addr", p.Addr(), "-tls", "-tls-ca-cert", ca.File); err != nil || !strings.Contains(out, "status: SERVING") {
-		t.Fatalf("grpc-health-probe over TLS: %v\n%s", err, out)
+	for _, a := range rpcAddrs {
+		if out, err = runTool(t, tl.grpcurl, "-cacert", ca.File, "-d", `{"tag":"order"}`, a, "idgen.v1.IDService/Next"); err != nil || !strings.Contains(out, `"ids"`) {
+			t.Fatalf("grpcurl over TLS to %s: %v\n%s", a, err, out)
+		}
+		if out, err = runTool(t, tl.probe, "-addr", a, "-tls", "-tls-ca-cert", ca.File); err != nil || !strings.Contains(out, "status: SERVING") {
+			t.Fatalf("grpc-health-probe over TLS to %s: %v\n%s", a, err, out)
+		}
 	}
 	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, ForceAttemptHTTP2: true}}
-	for _, opts := range [][]client.Option{{}, {client.WithGRPC()}} {
+	for _, opts := range [][]client.Option{{}, {client.WithGRPC()}, {client.WithGRPCAddr(rpcAddrs[1])}} {
 		c, err := client.New(base, append(opts, client.WithHTTPClient(tlsClient), client.WithMode("segment"))...)
 		if err != nil {
 			t.Fatal(err)
@@ -253,12 +301,13 @@ func TestServe_TLS(t *testing.T) {
 	}
 
 	serial := func(cfg *tls.Config) (string, error) {
-		conn, err := tls.Dial("tcp", p.Addr(), cfg)
-		if err != nil {
-			return "", err
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+		return serialAt(p.Addr(), cfg)
+	}
+	grpcSerial := func(cfg *tls.Config) (string, error) {
+		return serialAt(rpcAddrs[1], cfg)
+	}
+	if s, err := grpcSerial(&tls.Config{RootCAs: ca.Pool(), NextProtos: []string{"h2"}}); err != nil || s != first.Cert.SerialNumber.String() {
+		t.Fatalf("gRPC port: serial %s %v, want %s", s, err, first.Cert.SerialNumber)
 	}
 	if s, err := serial(&tls.Config{RootCAs: ca.Pool()}); err != nil || s != first.Cert.SerialNumber.String() {
 		t.Fatalf("serial %s %v, want %s", s, err, first.Cert.SerialNumber)
@@ -266,6 +315,9 @@ func TestServe_TLS(t *testing.T) {
 	second := ca.Server(t, certFile, keyFile) // as cert-manager renews it
 	if s, err := serial(&tls.Config{RootCAs: ca.Pool()}); err != nil || s != second.Cert.SerialNumber.String() {
 		t.Fatalf("after rotation: serial %s %v, want %s", s, err, second.Cert.SerialNumber)
+	}
+	if s, err := grpcSerial(&tls.Config{RootCAs: ca.Pool(), NextProtos: []string{"h2"}}); err != nil || s != second.Cert.SerialNumber.String() {
+		t.Fatalf("gRPC port after rotation: serial %s %v, want %s", s, err, second.Cert.SerialNumber)
 	}
 	if out, err = runTool(t, "curl", "-sS", "--cacert", ca.File, base+"/readyz"); err != nil || !strings.Contains(out, "ready") {
 		t.Fatalf("curl after rotation: %v\n%s", err, out)
@@ -279,22 +331,25 @@ func TestServe_TLS(t *testing.T) {
 	}
 
 	// Mutual TLS.
-	m := proctest.Serve(t, bin, []string{store}, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clients.File)
+	m := proctest.Serve(t, bin, []string{store}, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clients.File, "--grpc-addr", "127.0.0.1:0")
 	base = "https://" + m.Addr()
+	rpcAddrs = []string{m.Addr(), grpcAddr(t, m)}
 	if out, err = runTool(t, "curl", "-sS", "--cacert", ca.File, base+"/id/order"); err == nil {
 		t.Fatalf("mutual TLS let curl in without a client certificate:\n%s", out)
 	}
 	if out, err = runTool(t, "curl", "-sS", "--cacert", ca.File, "--cert", good.CertFile, "--key", good.KeyFile, base+"/id/order"); err != nil || !strings.Contains(out, `"id"`) {
 		t.Fatalf("curl with a client certificate: %v\n%s", err, out)
 	}
-	if out, err = runTool(t, tl.grpcurl, "-cacert", ca.File, "-cert", good.CertFile, "-key", good.KeyFile, "-d", `{"tag":"order"}`, m.Addr(), "idgen.v1.IDService/Next"); err != nil || !strings.Contains(out, `"ids"`) {
-		t.Fatalf("grpcurl with a client certificate: %v\n%s", err, out)
-	}
-	if out, err = runTool(t, tl.grpcurl, "-cacert", ca.File, "-d", `{"tag":"order"}`, m.Addr(), "idgen.v1.IDService/Next"); err == nil {
-		t.Fatalf("grpcurl without a client certificate got in:\n%s", out)
-	}
-	if out, err = runTool(t, tl.probe, "-addr", m.Addr(), "-tls", "-tls-ca-cert", ca.File, "-tls-client-cert", good.CertFile, "-tls-client-key", good.KeyFile); err != nil || !strings.Contains(out, "status: SERVING") {
-		t.Fatalf("grpc-health-probe with a client certificate: %v\n%s", err, out)
+	for _, a := range rpcAddrs {
+		if out, err = runTool(t, tl.grpcurl, "-cacert", ca.File, "-cert", good.CertFile, "-key", good.KeyFile, "-d", `{"tag":"order"}`, a, "idgen.v1.IDService/Next"); err != nil || !strings.Contains(out, `"ids"`) {
+			t.Fatalf("grpcurl with a client certificate to %s: %v\n%s", a, err, out)
+		}
+		if out, err = runTool(t, tl.grpcurl, "-cacert", ca.File, "-d", `{"tag":"order"}`, a, "idgen.v1.IDService/Next"); err == nil {
+			t.Fatalf("grpcurl without a client certificate got in at %s:\n%s", a, out)
+		}
+		if out, err = runTool(t, tl.probe, "-addr", a, "-tls", "-tls-ca-cert", ca.File, "-tls-client-cert", good.CertFile, "-tls-client-key", good.KeyFile); err != nil || !strings.Contains(out, "status: SERVING") {
+			t.Fatalf("grpc-health-probe with a client certificate to %s: %v\n%s", a, err, out)
+		}
 	}
 	// The Go client over HTTP and gRPC: in with the certificate, out
 	// without.
@@ -305,7 +360,7 @@ func TestServe_TLS(t *testing.T) {
 	for _, certs := range [][]tls.Certificate{{pair}, nil} {
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
 			TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: certs}}}
-		for _, opts := range [][]client.Option{{}, {client.WithGRPC()}} {
+		for _, opts := range [][]client.Option{{}, {client.WithGRPC()}, {client.WithGRPCAddr(rpcAddrs[1])}} {
 			c, err := client.New(base, append(opts, client.WithHTTPClient(hc), client.WithMode("segment"), client.WithRetries(0))...)
 			if err != nil {
 				t.Fatal(err)
@@ -316,6 +371,16 @@ func TestServe_TLS(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serialAt is the serial number of the certificate addr serves.
+func serialAt(addr string, cfg *tls.Config) (string, error) {
+	conn, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 }
 
 // Flag mistakes are refused before serve touches the store.
@@ -342,4 +407,68 @@ func TestServe_TLSFlags(t *testing.T) {
 	if _, err := exec.Command("test", "-e", filepath.Join(dir, "never.db")).CombinedOutput(); err == nil {
 		t.Error("serve created the store before refusing its TLS flags")
 	}
+}
+
+// On SIGTERM, health turns NOT_SERVING, open Watch streams on both
+// transports are told and ended, and serve exits: an open Watch does not
+// hold the shutdown for its whole --shutdown-timeout.
+func TestServe_SIGTERMEndsWatch(t *testing.T) {
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	tl := buildTools(t, dir)
+	const drain = 20 * time.Second
+	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")},
+		"--grpc-addr", "127.0.0.1:0", "--shutdown-timeout", drain.String())
+	type watcher struct {
+		addr string
+		out  *lockedOutput
+		done chan error
+	}
+	var ws []watcher
+	for _, a := range []string{p.Addr(), grpcAddr(t, p)} {
+		w := watcher{addr: a, out: new(lockedOutput), done: make(chan error, 1)}
+		cmd := exec.CommandContext(t.Context(), tl.grpcurl, "-plaintext", "-d", `{}`, a, "grpc.health.v1.Health/Watch")
+		cmd.Stdout, cmd.Stderr = w.out, w.out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { w.done <- cmd.Wait() }()
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.out.String(), `"SERVING"`); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("Watch at %s sent nothing:\n%s", w.addr, w.out.String())
+			}
+		}
+	}
+	if err := p.Stop(drain + time.Second); err != nil {
+		t.Fatalf("stop with Watch streams open: %v\n%s", err, p.Log())
+	}
+	for _, w := range ws {
+		if err := <-w.done; err != nil || !strings.Contains(w.out.String(), `"NOT_SERVING"`) {
+			t.Errorf("Watch at %s: %v, want NOT_SERVING and the stream's end with OK:\n%s", w.addr, err, w.out.String())
+		}
+	}
+	if strings.Contains(p.Log(), "drain incomplete") {
+		t.Errorf("the drain did not complete:\n%s", p.Log())
+	}
+}
+
+// lockedOutput collects a command's output for another goroutine to read.
+type lockedOutput struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (o *lockedOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *lockedOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
 }

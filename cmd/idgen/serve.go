@@ -19,6 +19,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
@@ -35,6 +36,7 @@ func newServe() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.String("addr", ":8080", "listen address")
+	f.String("grpc-addr", "", "listen address of gRPC on grpc-go's own transport, for gRPC clients (e.g. :9090; default: off, gRPC is served on --addr only)")
 	f.String("mode", server.ModeSegment, "strategy behind /id/{tag}: segment or snowflake")
 	f.Bool("auto-create-tags", true, "create a tag on its first use (turn off in production to refuse typos)")
 	int64Flag(f, "default-step", 1000, "step of auto-created tags")
@@ -65,12 +67,12 @@ func newServe() *cobra.Command {
 
 // serveConfig is the flags of serve, read once.
 type serveConfig struct {
-	store, addr, mode, logFormat, adminToken, apiTokens, metricsToken string
-	autoCreate, migrate, snowflake, accessLog                         bool
-	defaultStep, maxStep, maxRange, workerID, fenceMargin             int64
-	maxBatch, maxTags                                                 int
-	leaseTTL, drain                                                   time.Duration
-	trustedProxies                                                    []string
+	store, addr, grpcAddr, mode, logFormat, adminToken, apiTokens, metricsToken string
+	autoCreate, migrate, snowflake, accessLog                                   bool
+	defaultStep, maxStep, maxRange, workerID, fenceMargin                       int64
+	maxBatch, maxTags                                                           int
+	leaseTTL, drain                                                             time.Duration
+	trustedProxies                                                              []string
 
 	tokens    server.APITokens // parsed from apiTokens by validate
 	compat    compatConfig     // the layout and compatibility flags
@@ -86,6 +88,7 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	f := cmd.Flags()
 	var c serveConfig
 	c.addr, _ = f.GetString("addr")
+	c.grpcAddr, _ = f.GetString("grpc-addr")
 	c.mode, _ = f.GetString("mode")
 	c.autoCreate, _ = f.GetBool("auto-create-tags")
 	c.defaultStep, _ = f.GetInt64("default-step")
@@ -269,6 +272,13 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		return err
 	}
 	defer func() { _ = ln.Close() }() // closed by Shutdown already when serving ran
+	var gln net.Listener
+	if c.grpcAddr != "" {
+		if gln, err = listenFlag(ctx, c.grpcAddr, "--grpc-addr (IDGEN_GRPC_ADDR)"); err != nil {
+			return err
+		}
+		defer func() { _ = gln.Close() }()
+	}
 	newPath, newStore := storeFileMissing(c.store)
 	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
@@ -356,7 +366,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	gin.SetMode(gin.ReleaseMode)
 	h, err := server.New(cfg)
 	if err == nil {
-		err = serveUntilDone(ctx, c, ln, h, log)
+		err = serveUntilDone(ctx, c, ln, gln, h, log)
 	}
 	// Drained: release the worker lease, then hand back unused ranges,
 	// while the store is still open.
@@ -392,26 +402,44 @@ func segmentReady(st *store.Store, alloc *segment.Allocator) func(context.Contex
 
 // listen opens --addr, saying which flag to change when it cannot.
 func listen(ctx context.Context, addr string) (net.Listener, error) {
+	return listenFlag(ctx, addr, "--addr (IDGEN_ADDR)")
+}
+
+// listenFlag opens addr, the value of flag.
+func listenFlag(ctx context.Context, addr, flag string) (net.Listener, error) {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		return nil, fmt.Errorf("listen on %s: the port is in use by another process: stop it, or pick another address with --addr (IDGEN_ADDR)", addr)
+		return nil, fmt.Errorf("listen on %s: the port is in use by another process: stop it, or pick another address with %s", addr, flag)
 	case err != nil:
-		return nil, fmt.Errorf("listen on %s: %w; check --addr (IDGEN_ADDR)", addr, err)
+		return nil, fmt.Errorf("listen on %s: %w; check %s", addr, err, flag)
 	}
 	return ln, nil
 }
 
-// serveUntilDone serves h on ln until ctx ends, then drains in-flight
-// requests.
-func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.Handler, log *slog.Logger) error {
+// serveUntilDone serves h on ln, and its gRPC API on grpc-go's transport
+// on gln unless gln is nil, until ctx ends; then it drains: health turns
+// NOT_SERVING and Watch streams end (Server.Drain), and both servers
+// finish their calls in flight within one --shutdown-timeout.
+func serveUntilDone(ctx context.Context, c serveConfig, ln, gln net.Listener, h *server.Server, log *slog.Logger) error {
 	srv := server.NewHTTPServer(c.addr, h)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	if c.tlsConfig != nil {
 		srv.TLSConfig = c.tlsConfig
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { errc <- srv.Serve(ln) }()
+	}
+	var gs *grpc.Server
+	grpcAddr := "off"
+	if gln != nil {
+		gs = h.NewGRPCServer(c.tlsConfig)
+		grpcAddr = gln.Addr().String()
+		go func() {
+			if err := gs.Serve(gln); err != nil {
+				errc <- err
+			}
+		}()
 	}
 	// The one line that says what is running; tests find the address in it.
 	// auth=none says that the ID endpoints answer anyone who can reach the
@@ -428,7 +456,7 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
 		"store", redact(c.store), "new_store", c.newStore, "auth", auth, "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
 		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
-		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey, "tls", tlsMode(c.tls), "grpc", "on")
+		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey, "tls", tlsMode(c.tls), "grpc", "on", "grpc_addr", grpcAddr)
 
 	var err error
 	select {
@@ -436,10 +464,23 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.
 	case <-ctx.Done():
 		log.Info("shutting down", "timeout", c.drain)
 	}
+	h.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
 	defer cancel()
+	stopped := make(chan struct{})
+	if gs != nil {
+		go func() { gs.GracefulStop(); close(stopped) }()
+	} else {
+		close(stopped)
+	}
 	if e := srv.Shutdown(sctx); e != nil {
 		log.Warn("drain incomplete", "err", e)
+	}
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		log.Warn("gRPC drain incomplete", "err", sctx.Err())
+		gs.Stop()
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

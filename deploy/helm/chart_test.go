@@ -217,25 +217,28 @@ func checkMode(t *testing.T, o objects, mode string) {
 		t.Errorf("%s: terminationGracePeriodSeconds = %v, want more than preStop %v + drain %v", name, g, preStop, drain)
 	}
 
-	// One container port; the Service names it twice.
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" {
-		t.Fatalf("%s: ports = %+v, want one named http", name, c.Ports)
+	// Two container ports: http, and grpc for grpc-go's own transport.
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[1].Name != "grpc" {
+		t.Fatalf("%s: ports = %+v, want http and grpc", name, c.Ports)
 	}
-	port := c.Ports[0].ContainerPort
+	port, grpcPort := c.Ports[0].ContainerPort, c.Ports[1].ContainerPort
 	if got := env["IDGEN_ADDR"].Value; got != ":"+strconv.Itoa(int(port)) {
 		t.Errorf("%s: IDGEN_ADDR = %q, want :%d (the container port)", name, got, port)
+	}
+	if got := env["IDGEN_GRPC_ADDR"].Value; got != ":"+strconv.Itoa(int(grpcPort)) {
+		t.Errorf("%s: IDGEN_GRPC_ADDR = %q, want :%d (the grpc container port)", name, got, grpcPort)
 	}
 	tls := env["IDGEN_TLS_CERT"].Value != ""
 	scheme := corev1.URISchemeHTTP
 	if tls {
 		scheme = corev1.URISchemeHTTPS
 	}
-	checkProbes(t, name, c, port, scheme)
+	checkProbes(t, name, c, grpcPort, scheme)
 	checkTLS(t, name, ps, c, env)
 	names := map[string]string{}
 	for _, p := range svc.Spec.Ports {
-		if p.TargetPort.String() != "http" {
-			t.Errorf("%s: Service port %s targets %s, want the container port named http", name, p.Name, p.TargetPort.String())
+		if p.TargetPort.String() != p.Name {
+			t.Errorf("%s: Service port %s targets %s, want the container port of its name", name, p.Name, p.TargetPort.String())
 		}
 		if p.AppProtocol == nil {
 			t.Errorf("%s: Service port %s has no appProtocol", name, p.Name)
@@ -288,7 +291,7 @@ func checkProbes(t *testing.T, name string, c corev1.Container, port int32, sche
 		// The kubelet's gRPC probe takes a port number, not a name, and
 		// speaks no TLS.
 		if r.GRPC.Port != port {
-			t.Errorf("%s: gRPC readiness probe on port %d, want the container port %d", name, r.GRPC.Port, port)
+			t.Errorf("%s: gRPC readiness probe on port %d, want the grpc container port %d", name, r.GRPC.Port, port)
 		}
 		if r.GRPC.Service != nil && *r.GRPC.Service != "" {
 			t.Errorf("%s: gRPC readiness probe asks for service %q, want \"\" (follows readiness)", name, *r.GRPC.Service)

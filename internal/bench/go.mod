@@ -14,6 +14,7 @@ require (
 	github.com/rs/xid v1.6.0
 	github.com/sony/sonyflake/v2 v2.2.0
 	github.com/yitter/idgenerator-go v1.3.3
+	google.golang.org/grpc v1.85.0
 )
 
 require (

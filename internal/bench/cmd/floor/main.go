@@ -9,10 +9,14 @@
 // between the two is idgen's own server path: middleware or interceptors,
 // the allocator and the response.
 //
-//	floor [-addr 127.0.0.1:0]
+// With -grpc-addr it also serves, on grpc-go's own server and transport,
+// a bare handler of idgen.v1.IDService/Next answering the same counter:
+// the floor of idgen serve --grpc-addr.
 //
-// It prints "serving addr=HOST:PORT" on stderr once it listens, and stops
-// on SIGINT or SIGTERM.
+//	floor [-addr 127.0.0.1:0] [-grpc-addr 127.0.0.1:0]
+//
+// It prints "serving addr=HOST:PORT grpc_addr=HOST:PORT" on stderr once it
+// listens, and stops on SIGINT or SIGTERM.
 package main
 
 import (
@@ -32,6 +36,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/gin-gonic/gin"
+	"google.golang.org/grpc"
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
@@ -40,24 +45,38 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	grpcAddr := flag.String("grpc-addr", "", "listen address of the bare grpc-go server (default: off)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr); err != nil {
+	if err := run(ctx, *addr, *grpcAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, addr string) error {
+func run(ctx context.Context, addr, grpcAddr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := server.NewHTTPServer(addr, handler())
-	errc := make(chan error, 1)
+	var n atomic.Int64
+	srv := server.NewHTTPServer(addr, handler(&n))
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(os.Stderr, "serving addr=%s\n", ln.Addr())
+	native := "off"
+	if grpcAddr != "" {
+		gln, err := net.Listen("tcp", grpcAddr)
+		if err != nil {
+			return err
+		}
+		gs := grpc.NewServer()
+		gs.RegisterService(&floorDesc, &n)
+		defer gs.Stop()
+		go func() { errc <- gs.Serve(gln) }()
+		native = gln.Addr().String()
+	}
+	fmt.Fprintf(os.Stderr, "serving addr=%s grpc_addr=%s\n", ln.Addr(), native)
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -73,11 +92,10 @@ func run(ctx context.Context, addr string) error {
 
 // handler sends gRPC calls to the bare connect handler, as server.Server
 // sends them to its own, and the rest to gin.
-func handler() http.Handler {
-	var n atomic.Int64
+func handler(n *atomic.Int64) http.Handler {
 	// idgen's compression threshold: without it connect-go gzips every
 	// answer, and the floor would spend most of its time there.
-	prefix, rpc := idgenv1connect.NewIDServiceHandler(floorRPC{n: &n}, connect.WithCompressMinBytes(server.RPCCompressMinBytes))
+	prefix, rpc := idgenv1connect.NewIDServiceHandler(floorRPC{n: n}, connect.WithCompressMinBytes(server.RPCCompressMinBytes))
 	web := ginHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, prefix) {
@@ -119,4 +137,20 @@ func ginHandler() http.Handler {
 		c.Data(http.StatusOK, "application/json", b)
 	})
 	return e
+}
+
+// floorDesc is idgen.v1.IDService for grpc-go with Next only, answering
+// the counter, as protoc-gen-go-grpc's generated handler would, with no
+// interceptor.
+var floorDesc = grpc.ServiceDesc{
+	ServiceName: idgenv1connect.IDServiceName,
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Next", Handler: func(srv any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		in := new(idgenv1.NextRequest)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		return &idgenv1.NextResponse{Tag: in.GetTag(), Ids: []int64{srv.(*atomic.Int64).Add(1)}}, nil
+	}}},
+	Metadata: "idgen/v1/idgen.proto",
 }

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
+	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
+	"github.com/idgen/idgen/idempotency"
+)
+
+// The gRPC API on grpc-go's own server and transport, on a listener of
+// its own (idgen serve --grpc-addr).
+//
+// Why a listener of its own, and not a split of the main port: what a
+// connection carries cannot be told from its first bytes. A gRPC client
+// and a Connect or gRPC-Web client over HTTP/2 both open with the same
+// preface (cleartext) or the same ALPN "h2" (TLS); only the content type
+// of a stream's HEADERS frame says which, so a split on the main port
+// would have to decode HPACK before handing the connection over, and a
+// connection that mixes both would be split wrongly. A port of its own
+// costs nothing per call or per connection, is what gRPC deployments
+// (Kubernetes Services with a named grpc port, meshes) expect, and keeps
+// the main port exactly as it was. docs/grpc.md has the measurements.
+
+// The keepalive and connection-age settings of the gRPC server
+// (docs/grpc.md). A maximum connection age is what makes clients spread
+// over pods added by a scale-up: a gRPC channel otherwise keeps its
+// connections as long as they live. grpc-go adds ±10% jitter to the age,
+// so that connections made together do not all close together.
+const (
+	// GRPCMaxConnectionAge is how long a connection serves new calls
+	// before the server asks the client to reconnect (GOAWAY).
+	GRPCMaxConnectionAge = 5 * time.Minute
+	// GRPCMaxConnectionAgeGrace is how long calls in flight on such a
+	// connection may still run.
+	GRPCMaxConnectionAgeGrace = 30 * time.Second
+	// GRPCMaxConnectionIdle closes a connection without calls, as
+	// NewHTTPServer's IdleTimeout does.
+	GRPCMaxConnectionIdle = 120 * time.Second
+	// GRPCKeepaliveTime is how long a quiet connection waits before the
+	// server pings it, and GRPCKeepaliveTimeout how long the ping may take
+	// before the connection is closed as dead.
+	GRPCKeepaliveTime    = 30 * time.Second
+	GRPCKeepaliveTimeout = 10 * time.Second
+	// grpcMinClientPing is the shortest interval between the pings of a
+	// client; pinging more often gets the connection closed (ENHANCE_YOUR_CALM).
+	grpcMinClientPing = 10 * time.Second
+)
+
+// NewGRPCServer returns a grpc-go server of the gRPC API: idgen.v1.IDService,
+// grpc.health.v1 (Check, Watch, List) and server reflection (v1 and
+// v1alpha), with the same auth, idempotency, errors, metrics, access log
+// and message-size cap as the connect-go handlers on the main port. cfg,
+// when not nil, serves TLS: idgen serve passes the main port's config,
+// so a certificate reload and a client CA apply to both. Call Drain
+// before GracefulStop, so that Watch streams end.
+func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
+	creds := insecure.NewCredentials()
+	if cfg != nil {
+		creds = credentials.NewTLS(cfg)
+	}
+	g := grpcAdapter{s}
+	gs := grpc.NewServer(
+		grpc.Creds(creds),
+		grpc.MaxRecvMsgSize(rpcMaxMessage),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     GRPCMaxConnectionIdle,
+			MaxConnectionAge:      GRPCMaxConnectionAge,
+			MaxConnectionAgeGrace: GRPCMaxConnectionAgeGrace,
+			Time:                  GRPCKeepaliveTime,
+			Timeout:               GRPCKeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(g.unary),
+		grpc.ChainStreamInterceptor(g.stream),
+		grpc.UnknownServiceHandler(g.unknown),
+	)
+	gs.RegisterService(&idServiceDesc, g)
+	healthpb.RegisterHealthServer(gs, grpcHealth{s: s})
+	reflection.Register(gs)
+	return gs
+}
+
+// grpcAdapter serves the rpc* methods of Server through grpc-go.
+type grpcAdapter struct{ s *Server }
+
+// grpcMetadata are the metadata keys the API reads, with the header
+// names the rpc* methods look them up by.
+var grpcMetadata = [...]struct{ md, header string }{
+	{"authorization", "Authorization"},
+	{"idempotency-key", idempotency.KeyHeader},
+	{"idempotency-ttl", http.CanonicalHeaderKey(idempotency.TTLHeader)},
+	{"x-request-id", requestIDKey},
+}
+
+// grpcHeader is the call's metadata that the API reads, as an
+// http.Header; nil, without allocating, when the call sent none of it.
+func grpcHeader(ctx context.Context) http.Header {
+	var h http.Header
+	for _, k := range grpcMetadata {
+		if v := metadata.ValueFromIncomingContext(ctx, k.md); v != nil {
+			if h == nil {
+				h = make(http.Header, len(grpcMetadata))
+			}
+			h[k.header] = v
+		}
+	}
+	return h
+}
+
+// grpcError is rpcFault as a grpc-go status, with the request ID in the
+// x-request-id trailer. Statuses grpc-go made itself (a message that
+// does not decode, a cancelled call) pass unchanged.
+func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Header, err error) (error, string) {
+	if err == nil {
+		return nil, ""
+	}
+	if _, ok := status.FromError(err); ok {
+		return err, ""
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		// The health service's NOT_FOUND, written for both transports.
+		return status.Error(codes.Code(ce.Code()), ce.Message()), ""
+	}
+	f := g.s.rpcFault(ctx, procedure, h, err)
+	st := status.New(codes.Code(f.code), f.message)
+	details := make([]protoadapt.MessageV1, len(f.details))
+	for i, m := range f.details {
+		details[i] = protoadapt.MessageV1Of(m)
+	}
+	if withDetails, e := st.WithDetails(details...); e == nil {
+		st = withDetails
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-request-id", f.requestID))
+	return st.Err(), f.requestID
+}
+
+// finish maps err, echoes the caller's request ID on success, and
+// records the call in the metrics and the access log.
+func (g grpcAdapter) finish(ctx context.Context, procedure string, err error, start time.Time) error {
+	h := grpcHeader(ctx)
+	err, rid := g.grpcError(ctx, procedure, h, err)
+	if err == nil {
+		if v := h[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
+			_ = grpc.SetHeader(ctx, metadata.Pairs("x-request-id", v[0]))
+		}
+	}
+	remote := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		remote = p.Addr.String()
+	}
+	g.s.endRPC(ctx, procedure, "grpc", remote, h, connect.Code(status.Code(err)), rid, start)
+	return err
+}
+
+// recovered answers a panic in a handler as INTERNAL, logged with its
+// value, never with a stack trace in the answer, as rpcRecover does.
+func recovered(v any) error { return fmt.Errorf("panic: %v", v) }
+
+func (g grpcAdapter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	start := time.Now()
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, recovered(v)
+		}
+		err = g.finish(ctx, info.FullMethod, err, start)
+	}()
+	return handler(ctx, req)
+}
+
+func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	start := time.Now()
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovered(v)
+		}
+		err = g.finish(ss.Context(), info.FullMethod, err, start)
+	}()
+	return handler(srv, ss)
+}
+
+// unknown answers a call of a service or method not served as
+// UNIMPLEMENTED, counted as "unmatched" as on the main port.
+func (g grpcAdapter) unknown(_ any, ss grpc.ServerStream) error {
+	start := time.Now()
+	method, _ := grpc.MethodFromServerStream(ss)
+	g.s.observeRPC("unmatched", connect.CodeUnimplemented, start)
+	return status.Errorf(codes.Unimplemented, "unknown method %s: this server serves %s, %s and server reflection", method, idgenv1connect.IDServiceName, healthService)
+}
+
+// idService is what idServiceDesc's handlers are registered on; grpc-go
+// checks the implementation against it.
+type idService interface {
+	next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error)
+}
+
+// next adapts rpcNext.
+func (g grpcAdapter) next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
+	out, replayed, err := g.s.rpcNext(ctx, grpcHeader(ctx), m)
+	if replayed {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("idempotent-replayed", "true"))
+	}
+	return out, err
+}
+
+// unaryMethod is the MethodDesc of a unary procedure of IDService: it
+// decodes the request into a new Req and calls fn through the
+// interceptor, as protoc-gen-go-grpc's generated handlers do.
+func unaryMethod[Req any, Resp any](name string, fn func(g grpcAdapter, ctx context.Context, m *Req) (*Resp, error)) grpc.MethodDesc {
+	full := "/" + idgenv1connect.IDServiceName + "/" + name
+	return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := new(Req)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		g := srv.(grpcAdapter)
+		if interceptor == nil {
+			return fn(g, ctx, in)
+		}
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, func(ctx context.Context, req any) (any, error) {
+			return fn(g, ctx, req.(*Req))
+		})
+	}}
+}
+
+// idServiceDesc is idgen.v1.IDService for grpc-go, written here rather
+// than generated: the API is four unary calls, and the module's code
+// generators are protoc-gen-go and protoc-gen-connect-go only.
+var idServiceDesc = grpc.ServiceDesc{
+	ServiceName: idgenv1connect.IDServiceName,
+	HandlerType: (*idService)(nil),
+	Methods: []grpc.MethodDesc{
+		unaryMethod("Next", grpcAdapter.next),
+		unaryMethod("ReserveRange", func(g grpcAdapter, ctx context.Context, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
+			return g.s.rpcReserveRange(ctx, grpcHeader(ctx), m)
+		}),
+		unaryMethod("DecodeSnowflake", func(g grpcAdapter, _ context.Context, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
+			return g.s.rpcDecodeSnowflake(m)
+		}),
+		unaryMethod("DecodeReadable", func(_ grpcAdapter, _ context.Context, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
+			return rpcDecodeReadable(m)
+		}),
+	},
+	Metadata: "idgen/v1/idgen.proto",
+}
+
+// grpcHealth is the health service for grpc-go (rpchealth.go).
+type grpcHealth struct {
+	healthpb.UnimplementedHealthServer
+	s *Server
+}
+
+func (h grpcHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	st, err := h.s.healthOf(ctx, req.GetService())
+	if err != nil {
+		return nil, err
+	}
+	return &healthpb.HealthCheckResponse{Status: st}, nil
+}
+
+func (h grpcHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	return h.s.watchHealth(stream.Context(), req.GetService(), stream.Send)
+}
+
+func (h grpcHealth) List(ctx context.Context, _ *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	return h.s.listHealth(ctx)
+}
