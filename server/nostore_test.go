@@ -33,6 +33,8 @@ func TestNoStore_EveryIDRoute(t *testing.T) {
 		{"id unknown tag", "GET", "/id/nosuch", "", 404, true},
 		{"id bad tag", "GET", "/id/a%20b", "", 400, true},
 		{"id bad count", "GET", "/id/order?count=0", "", 400, true},
+		{"id HEAD (curl -sI)", "HEAD", "/id/order", "", 405, true},
+		{"id POST", "POST", "/id/order", "", 405, true},
 		{"segment", "GET", "/segment/order", "", 200, true},
 		{"segment batch", "GET", "/segment/order?count=2", "", 200, true},
 		{"snowflake", "GET", "/snowflake/order", "", 200, true},

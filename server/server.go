@@ -198,8 +198,10 @@ func (s *Server) routes() error {
 		e.Use(s.cfg.Metrics.observe)
 	}
 	e.Use(s.recover)
-	e.NoRoute(func(c *gin.Context) { s.writeError(c, errNotFound) })
-	e.NoMethod(func(c *gin.Context) { s.writeError(c, errMethodNotAllowed) })
+	// No-store too: a HEAD or a POST of /id/{tag} (curl -sI) lands
+	// here, and an unknown route's answer is no one's to keep either.
+	e.NoRoute(func(c *gin.Context) { noStore(c); s.writeError(c, errNotFound) })
+	e.NoMethod(func(c *gin.Context) { noStore(c); s.writeError(c, errMethodNotAllowed) })
 
 	e.GET("/id/:tag", noStore, s.requireTag, s.ids(s.cfg.Mode))
 	e.GET("/segment/:tag", noStore, s.requireTag, s.ids(ModeSegment))
