@@ -24,6 +24,10 @@ var (
 	// ErrRangeRefused is returned by ReserveRange for an opaque tag: a
 	// range is a run of raw counters, which would give away what the tag
 	// hides. Take batches of IDs instead.
+	// ErrRefused is returned for an opaque tag that this Generator's
+	// store cannot serve safely; a Tags whose TagOpaque returns it,
+	// wrapped, has the tag refused for good, never served raw.
+	ErrRefused      = errors.New("opaque: the tag is opaque and this instance serves no opaque tags")
 	ErrRangeRefused = errors.New("opaque: ranges of an opaque tag cannot be handed out; ask for a batch of IDs instead")
 )
 
@@ -91,6 +95,7 @@ type encoded struct {
 // kind is what a tag is to this Generator.
 type kind struct {
 	opaque bool
+	key    *Key  // the Key the tag's IDs are made under (Key.Under)
 	err    error // ErrNoKey or ErrKeyMismatch, wrapped: the tag is refused
 }
 
@@ -110,7 +115,7 @@ func (g *Generator) Next(ctx context.Context, tag string) (int64, error) {
 		return 0, k.err
 	}
 	if known && k.opaque {
-		return g.nextAhead(ctx, tag)
+		return g.nextAhead(ctx, tag, k.key)
 	}
 	id, err := g.g.Next(ctx, tag)
 	if err != nil {
@@ -127,11 +132,11 @@ func (g *Generator) Next(ctx context.Context, tag string) (int64, error) {
 	if !k.opaque {
 		return id, nil
 	}
-	return g.key.Encode(tag, id)
+	return k.key.Encode(tag, id)
 }
 
 // nextAhead hands out the next of tag's IDs encoded ahead.
-func (g *Generator) nextAhead(ctx context.Context, tag string) (int64, error) {
+func (g *Generator) nextAhead(ctx context.Context, tag string, key *Key) (int64, error) {
 	v, ok := g.ahead.Load(tag)
 	if !ok {
 		v, _ = g.ahead.LoadOrStore(tag, new(ahead))
@@ -143,12 +148,12 @@ func (g *Generator) nextAhead(ctx context.Context, tag string) (int64, error) {
 			i := e.next.Add(1) - 1
 			if i < int64(len(e.ids)) {
 				if i == int64(len(e.ids)/2) {
-					g.prepare(ctx, tag, a)
+					g.prepare(ctx, tag, key, a)
 				}
 				return e.ids[i], nil
 			}
 		}
-		if err := g.moveOn(ctx, tag, a, e); err != nil {
+		if err := g.moveOn(ctx, tag, key, a, e); err != nil {
 			return 0, err
 		}
 	}
@@ -159,13 +164,13 @@ func (g *Generator) nextAhead(ctx context.Context, tag string) (int64, error) {
 // one that finds it run out waits for this batch rather than encoding
 // another. An error is left for moveOn, which encodes the batch itself
 // and returns it.
-func (g *Generator) prepare(ctx context.Context, tag string, a *ahead) {
+func (g *Generator) prepare(ctx context.Context, tag string, key *Key, a *ahead) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.next.Load() != nil {
 		return
 	}
-	if e, err := g.encode(ctx, tag); err == nil {
+	if e, err := g.encode(ctx, tag, key); err == nil {
 		a.next.Store(e)
 	}
 }
@@ -173,7 +178,7 @@ func (g *Generator) prepare(ctx context.Context, tag string, a *ahead) {
 // moveOn replaces a's batch done, which ran out, with the one prepared,
 // or encodes one if none is; unless another caller moved on while this
 // one waited for the lock.
-func (g *Generator) moveOn(ctx context.Context, tag string, a *ahead, done *encoded) error {
+func (g *Generator) moveOn(ctx context.Context, tag string, key *Key, a *ahead, done *encoded) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.cur.Load() != done {
@@ -182,7 +187,7 @@ func (g *Generator) moveOn(ctx context.Context, tag string, a *ahead, done *enco
 	e := a.next.Swap(nil)
 	if e == nil {
 		var err error
-		if e, err = g.encode(ctx, tag); err != nil {
+		if e, err = g.encode(ctx, tag, key); err != nil {
 			return err
 		}
 	}
@@ -190,13 +195,13 @@ func (g *Generator) moveOn(ctx context.Context, tag string, a *ahead, done *enco
 	return nil
 }
 
-// encode takes Ahead of tag's IDs and encodes them.
-func (g *Generator) encode(ctx context.Context, tag string) (*encoded, error) {
+// encode takes Ahead of tag's IDs and encodes them under key.
+func (g *Generator) encode(ctx context.Context, tag string, key *Key) (*encoded, error) {
 	ids, err := g.g.NextN(ctx, tag, Ahead)
 	if err != nil {
 		return nil, err
 	}
-	if err := g.key.EncodeN(tag, ids); err != nil {
+	if err := key.EncodeN(tag, ids); err != nil {
 		return nil, err
 	}
 	return &encoded{ids: ids}, nil
@@ -223,7 +228,7 @@ func (g *Generator) NextN(ctx context.Context, tag string, n int) ([]int64, erro
 	if !k.opaque {
 		return ids, nil
 	}
-	if err := g.key.EncodeN(tag, ids); err != nil {
+	if err := k.key.EncodeN(tag, ids); err != nil {
 		return nil, err
 	}
 	return ids, nil
@@ -304,6 +309,11 @@ func (g *Generator) learn(ctx context.Context, tag string) (kind, error) {
 	if errors.Is(err, segment.ErrTagNotFound) {
 		return kind{}, err
 	}
+	if errors.Is(err, ErrRefused) {
+		k := kind{opaque: true, err: err}
+		g.kinds.Store(tag, k)
+		return k, nil
+	}
 	if err != nil {
 		// The ID already taken is dropped, never handed out raw; the
 		// caller may retry like any store outage.
@@ -314,8 +324,11 @@ func (g *Generator) learn(ctx context.Context, tag string) (kind, error) {
 	case !k.opaque:
 	case g.key == nil:
 		k.err = fmt.Errorf("%w: tag %q was created under key %s; start this instance with that key (--opaque-key-file or IDGEN_OPAQUE_KEY)", ErrNoKey, tag, fp)
-	case g.key.Fingerprint() != fp:
-		k.err = fmt.Errorf("%w: tag %q was created under key %s, this instance holds %s; start every instance with the same key", ErrKeyMismatch, tag, fp, g.key.Fingerprint())
+	default:
+		var err error
+		if k.key, err = g.key.Under(fp); err != nil {
+			k.err = fmt.Errorf("%w: tag %q was created under key %s, this instance holds %s; start every instance with the same key", ErrKeyMismatch, tag, fp, g.key.Fingerprint())
+		}
 	}
 	g.kinds.Store(tag, k)
 	return k, nil

@@ -1,6 +1,7 @@
 package opaque
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idgen/idgen/opaque/internal/ff1"
+	"github.com/idgen/idgen/segment"
 )
 
 // Errors returned by ParseKey, Encode and Decode; match with errors.Is.
@@ -29,9 +31,25 @@ var (
 // bits is the width of the permuted space: the non-negative int64s.
 const bits = 63
 
-// fingerprintLabel separates the fingerprint's HMAC from any other use of
-// the key.
-const fingerprintLabel = "idgen opaque key fingerprint v1"
+// The labels that separate each use of the key. Version 2 derives two
+// subkeys from the key with HKDF-SHA256, one for FF1's AES and one for
+// the fingerprint's HMAC, so that no value computed from the key under
+// one use is ever one of the other. Version 1 used the key itself for
+// both; its tags keep it (Under).
+const (
+	fingerprintLabel   = "idgen opaque key fingerprint v1"
+	fingerprintLabelV2 = "idgen opaque key fingerprint v2"
+	cipherInfoV2       = "idgen opaque ff1 key v2"
+	fingerprintInfoV2  = "idgen opaque fingerprint key v2"
+)
+
+// The prefixes of the two kinds of fingerprint, which a store records
+// with each opaque tag: they tell which derivation the tag's IDs were
+// made under.
+const (
+	prefixV1 = "ff1:"
+	prefixV2 = "ff1v2:"
+)
 
 // Key is one opaque key, with the per-tag permutations made from it so
 // far. It is safe for concurrent use.
@@ -39,18 +57,68 @@ type Key struct {
 	c           *ff1.Cipher
 	fingerprint string
 	tags        sync.Map // tag name → *ff1.Uint
+	// v1 is the same key as version 1 used it, for the tags a store
+	// recorded under a version-1 fingerprint; nil on v1 itself.
+	v1 *Key
 }
 
-// NewKey returns a Key over raw, 16, 24 or 32 bytes (AES-128, -192, -256).
+// NewKey returns a Key over raw, 16, 24 or 32 bytes (AES-128, -192,
+// -256): new tags get version-2 IDs, FF1 under an AES key of the same
+// length derived from raw with HKDF-SHA256.
 func NewKey(raw []byte) (*Key, error) {
+	if _, err := ff1.New(raw, 2); err != nil { // the length check, as version 1 made it
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	aesKey, err := hkdf.Key(sha256.New, raw, nil, cipherInfoV2, len(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	fpKey, err := hkdf.Key(sha256.New, raw, nil, fingerprintInfoV2, sha256.Size)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	c, err := ff1.New(aesKey, 2)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	v1, err := newKeyV1(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{c: c, fingerprint: prefixV2 + mac(fpKey, fingerprintLabelV2), v1: v1}, nil
+}
+
+// newKeyV1 is raw as version 1 used it: FF1 under raw itself, and a
+// fingerprint that is an HMAC under raw.
+func newKeyV1(raw []byte) (*Key, error) {
 	c, err := ff1.New(raw, 2)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrKey, err)
 	}
-	m := hmac.New(sha256.New, raw)
-	m.Write([]byte(fingerprintLabel))
-	sum := m.Sum(nil)
-	return &Key{c: c, fingerprint: "ff1:" + hex.EncodeToString(sum[:8])}, nil
+	return &Key{c: c, fingerprint: prefixV1 + mac(raw, fingerprintLabel)}, nil
+}
+
+// mac is the first 8 bytes of HMAC-SHA256(key, label), in hex.
+func mac(key []byte, label string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(label))
+	return hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+// Under returns the Key that makes the IDs of a tag recorded with
+// fingerprint: k itself for k's fingerprint, or k as version 1 used it
+// for k's version-1 fingerprint ("ff1:…"), which tags created before
+// version 2 carry and keep for their life, since another derivation over
+// the same counter could repeat their IDs. Any other fingerprint is
+// another key's: ErrKeyMismatch.
+func (k *Key) Under(fingerprint string) (*Key, error) {
+	switch {
+	case fingerprint == k.fingerprint:
+		return k, nil
+	case k.v1 != nil && fingerprint == k.v1.fingerprint:
+		return k.v1, nil
+	}
+	return nil, fmt.Errorf("%w: the tag's key is %s, this key is %s", ErrKeyMismatch, fingerprint, k.fingerprint)
 }
 
 // ParseKey reads a key written in hex (32, 48 or 64 digits) or standard
@@ -67,9 +135,11 @@ func ParseKey(s string) (*Key, error) {
 	return nil, fmt.Errorf("%w: it is %d characters of neither", ErrKey, len(s))
 }
 
-// Fingerprint names the key without revealing it: the first 8 bytes of an
-// HMAC-SHA256 under the key, as "ff1:" and 16 hex digits. Two instances
-// with equal fingerprints hold the same key.
+// Fingerprint names the key without revealing it: "ff1v2:" and 16 hex
+// digits, the first 8 bytes of an HMAC-SHA256 under a subkey derived for
+// it alone. Two instances with equal fingerprints hold the same key. A
+// Key returned by Under for a version-1 tag has the version-1
+// fingerprint, "ff1:" and 16 hex digits.
 func (k *Key) Fingerprint() string { return k.fingerprint }
 
 func (k *Key) perm(tag string) (*ff1.Uint, error) {
@@ -204,4 +274,40 @@ func (k *Key) walk(tag string, x int64, f func(*ff1.Uint, uint64) (uint64, error
 		return 0, fmt.Errorf("%w, got %d", ErrRange, y)
 	}
 	return int64(y), nil
+}
+
+// ErrNotOpaque is returned by DecodeTag for a plain tag: its IDs are its
+// counters, and decoding one would make up a counter.
+var ErrNotOpaque = errors.New("opaque: the tag is not opaque; its IDs are its counters")
+
+// Decoded is what DecodeTag tells of an ID.
+type Decoded struct {
+	// Counter is the counter the ID encodes under the tag's key.
+	Counter int64
+	// Issued is false for a counter at or above the tag's max_id: no
+	// instance ever reserved it, so the ID was never handed out (a typo,
+	// a guess, or another tag's ID), whatever counter it decodes to.
+	Issued bool
+	// Fingerprint names the key the tag's IDs are made under.
+	Fingerprint string
+}
+
+// DecodeTag returns what id, an ID of t as the store holds it, encodes:
+// t's counter under the Key its fingerprint names (Under), and whether
+// that counter was ever reserved. A plain tag is ErrNotOpaque, another
+// key's tag ErrKeyMismatch. It caches a permutation only for t, which the
+// caller read from the store, so made-up tag names cost no memory.
+func (k *Key) DecodeTag(t segment.Tag, id int64) (Decoded, error) {
+	if t.Opaque == "" {
+		return Decoded{}, fmt.Errorf("%w (tag %q)", ErrNotOpaque, t.Name)
+	}
+	under, err := k.Under(t.Opaque)
+	if err != nil {
+		return Decoded{}, fmt.Errorf("tag %q: %w", t.Name, err)
+	}
+	c, err := under.Decode(t.Name, id)
+	if err != nil {
+		return Decoded{}, err
+	}
+	return Decoded{Counter: c, Issued: c < t.MaxID, Fingerprint: t.Opaque}, nil
 }

@@ -75,6 +75,12 @@ var rpcProcedures = map[string][]string{
 	"/grpc.reflection.v1alpha.ServerReflection/": {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"},
 }
 
+// issuesIDs reports whether procedure consumes IDs, so that no cache may
+// keep its answer.
+func issuesIDs(procedure string) bool {
+	return procedure == idgenv1connect.IDServiceNextProcedure || procedure == idgenv1connect.IDServiceReserveRangeProcedure
+}
+
 // isRPCPath reports whether path names a gRPC procedure,
 // /package.Service/Method: its first segment has a dot, which no gin
 // route's has.
@@ -110,6 +116,11 @@ func (s *Server) rpcHandler() http.Handler {
 	mount(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := byProcedure[r.URL.Path]; ok {
+			if issuesIDs(r.URL.Path) {
+				// As noStore does for the HTTP routes; set before the
+				// handler runs, so that errors carry it too.
+				w.Header().Set("Cache-Control", "no-store")
+			}
 			h.ServeHTTP(w, r)
 			return
 		}

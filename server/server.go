@@ -205,13 +205,15 @@ func (s *Server) routes() error {
 		e.Use(s.cfg.Metrics.observe)
 	}
 	e.Use(s.recover)
-	e.NoRoute(func(c *gin.Context) { s.writeError(c, errNotFound) })
-	e.NoMethod(func(c *gin.Context) { s.writeError(c, errMethodNotAllowed) })
+	// No-store too: a HEAD or a POST of /id/{tag} (curl -sI) lands
+	// here, and an unknown route's answer is no one's to keep either.
+	e.NoRoute(func(c *gin.Context) { noStore(c); s.writeError(c, errNotFound) })
+	e.NoMethod(func(c *gin.Context) { noStore(c); s.writeError(c, errMethodNotAllowed) })
 
-	e.GET("/id/:tag", s.requireTag, s.ids(s.cfg.Mode))
-	e.GET("/segment/:tag", s.requireTag, s.ids(ModeSegment))
-	e.GET("/snowflake/:tag", s.requireTag, s.ids(ModeSnowflake))
-	e.POST("/segment/:tag/range", s.requireTag, s.reserveRange)
+	e.GET("/id/:tag", noStore, s.requireTag, s.ids(s.cfg.Mode))
+	e.GET("/segment/:tag", noStore, s.requireTag, s.ids(ModeSegment))
+	e.GET("/snowflake/:tag", noStore, s.requireTag, s.ids(ModeSnowflake))
+	e.POST("/segment/:tag/range", noStore, s.requireTag, s.reserveRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
@@ -238,6 +240,14 @@ func (s *Server) routes() error {
 	s.engine = e
 	return nil
 }
+
+// noStore marks the answer of a route that issues IDs, errors included,
+// as one no cache may keep: every call consumes IDs, so a cached answer
+// would hand one caller's IDs to the next. Caches that key on the URL
+// alone (nginx ignores Authorization, CloudFront applies its default TTL
+// to answers without Cache-Control) otherwise repeat IDs. It runs first
+// in the route's chain, so the refusals of requireTag carry it too.
+func noStore(c *gin.Context) { c.Header("Cache-Control", "no-store") }
 
 // recover turns a panic into a logged 500 with the standard body, never
 // a stack trace in the response.

@@ -249,6 +249,14 @@ func (s *Store) TagOpaque(ctx context.Context, tag string) (string, error) {
 	return s.seg.TagOpaque(ctx, tag)
 }
 
+// OpaqueRows returns every row of tag_opaque, tag name → fingerprint,
+// whether or not the sequence table holds the tag: what a check that
+// matches names otherwise than the database does (Leaf's
+// case-insensitive biz_tag) needs to read.
+func (s *Store) OpaqueRows(ctx context.Context) (map[string]string, error) {
+	return s.seg.OpaqueRows(ctx)
+}
+
 // SetStep changes a tag's configured step; allocators pick it up at their
 // next reservation.
 func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {

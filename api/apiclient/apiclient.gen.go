@@ -45,11 +45,13 @@ const (
 	OpaqueFixed                ErrorErrorCode = "opaque_fixed"
 	OpaqueKeyMismatch          ErrorErrorCode = "opaque_key_mismatch"
 	OpaqueKeyMissing           ErrorErrorCode = "opaque_key_missing"
+	OpaqueRefused              ErrorErrorCode = "opaque_refused"
 	OpaqueTagRange             ErrorErrorCode = "opaque_tag_range"
 	TagExhausted               ErrorErrorCode = "tag_exhausted"
 	TagExists                  ErrorErrorCode = "tag_exists"
 	TagLimitReached            ErrorErrorCode = "tag_limit_reached"
 	TagNotFound                ErrorErrorCode = "tag_not_found"
+	TagNotOpaque               ErrorErrorCode = "tag_not_opaque"
 	TimeExhausted              ErrorErrorCode = "time_exhausted"
 	Unauthorized               ErrorErrorCode = "unauthorized"
 	Unavailable                ErrorErrorCode = "unavailable"
@@ -111,6 +113,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case OpaqueKeyMissing:
 		return true
+	case OpaqueRefused:
+		return true
 	case OpaqueTagRange:
 		return true
 	case TagExhausted:
@@ -120,6 +124,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case TagLimitReached:
 		return true
 	case TagNotFound:
+		return true
+	case TagNotOpaque:
 		return true
 	case TimeExhausted:
 		return true
@@ -295,7 +301,14 @@ type NewTag struct {
 type OpaqueDecoded struct {
 	Counter IDString `json:"counter"`
 	Id      IDString `json:"id"`
-	Tag     string   `json:"tag"`
+
+	// Issued false for a counter at or above the tag's max_id: the ID was never handed out
+	Issued bool `json:"issued"`
+
+	// KeyFingerprint The key the tag's IDs are made under (ff1v2: and 16 hex digits, or ff1: for a tag created before the HKDF subkeys)
+	KeyFingerprint string   `json:"key_fingerprint"`
+	MaxId          IDString `json:"max_id"`
+	Tag            string   `json:"tag"`
 }
 
 // Range defines model for Range.
@@ -363,7 +376,7 @@ type StepChange struct {
 type Tag struct {
 	Description string `json:"description"`
 
-	// KeyFingerprint The opaque key the tag was created under (ff1: and 16 hex digits); absent for plain tags
+	// KeyFingerprint The opaque key the tag was created under (ff1v2: and 16 hex digits, or ff1: for a tag created before the HKDF subkeys); absent for plain tags
 	KeyFingerprint *string  `json:"key_fingerprint,omitempty"`
 	NextId         IDString `json:"next_id"`
 
@@ -663,8 +676,13 @@ type ClientInterface interface {
 
 	// DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
+	// The tag is read from the store: 404 tag_not_found for a tag that
+	// does not exist, 409 tag_not_opaque for a plain one (its IDs are its
+	// counters). A counter at or above the tag's max_id comes back with
+	// `issued: false`: no instance ever handed that ID out.
+	//
 	// Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
-	DecodeOpaqueID(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DecodeOpaqueID(ctx context.Context, tag TagParam, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Segments Both buffers of every tag, and the snowflake worker (Leaf's /cache view)
 	//
@@ -829,8 +847,13 @@ type ClientInterface interface {
 
 // DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
 //
+// The tag is read from the store: 404 tag_not_found for a tag that
+// does not exist, 409 tag_not_opaque for a plain one (its IDs are its
+// counters). A counter at or above the tag's max_id comes back with
+// `issued: false`: no instance ever handed that ID out.
+//
 // Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
-func (c *Client) DecodeOpaqueID(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) DecodeOpaqueID(ctx context.Context, tag TagParam, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDecodeOpaqueIDRequest(c.Server, tag, id)
 	if err != nil {
 		return nil, err
@@ -1283,7 +1306,7 @@ func (c *Client) UiAsset(ctx context.Context, file string, reqEditors ...Request
 }
 
 // NewDecodeOpaqueIDRequest constructs an http.Request for the DecodeOpaqueID method
-func NewDecodeOpaqueIDRequest(server string, tag TagParam, id IDString) (*http.Request, error) {
+func NewDecodeOpaqueIDRequest(server string, tag TagParam, id string) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2736,10 +2759,15 @@ type ClientWithResponsesInterface interface {
 
 	// DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
+	// The tag is read from the store: 404 tag_not_found for a tag that
+	// does not exist, 409 tag_not_opaque for a plain one (its IDs are its
+	// counters). A counter at or above the tag's max_id comes back with
+	// `issued: false`: no instance ever handed that ID out.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
-	DecodeOpaqueIDWithResponse(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*DecodeOpaqueIDResponse, error)
+	DecodeOpaqueIDWithResponse(ctx context.Context, tag TagParam, id string, reqEditors ...RequestEditorFn) (*DecodeOpaqueIDResponse, error)
 
 	// SegmentsWithResponse Both buffers of every tag, and the snowflake worker (Leaf's /cache view)
 	//
@@ -2965,6 +2993,21 @@ type DecodeOpaqueIDResponse403Headers struct {
 	RetryAfter *int
 }
 
+// DecodeOpaqueIDResponse404Headers the declared response headers of an HTTP 404 response for DecodeOpaqueID
+type DecodeOpaqueIDResponse404Headers struct {
+	RetryAfter *int
+}
+
+// DecodeOpaqueIDResponse409Headers the declared response headers of an HTTP 409 response for DecodeOpaqueID
+type DecodeOpaqueIDResponse409Headers struct {
+	RetryAfter *int
+}
+
+// DecodeOpaqueIDResponse503Headers the declared response headers of an HTTP 503 response for DecodeOpaqueID
+type DecodeOpaqueIDResponse503Headers struct {
+	RetryAfter *int
+}
+
 type DecodeOpaqueIDResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2976,12 +3019,24 @@ type DecodeOpaqueIDResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *DecodeOpaqueIDResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DecodeOpaqueIDResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *DecodeOpaqueIDResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DecodeOpaqueIDResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DecodeOpaqueIDResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DecodeOpaqueIDResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3002,6 +3057,21 @@ func (r DecodeOpaqueIDResponse) GetJSON401() *Error {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r DecodeOpaqueIDResponse) GetJSON403() *Error {
 	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DecodeOpaqueIDResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DecodeOpaqueIDResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DecodeOpaqueIDResponse) GetJSON503() *Error {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3591,6 +3661,7 @@ func (r DecodePrefixedIDResponse) ContentType() string {
 
 // NextIDsResponse200Headers the declared response headers of an HTTP 200 response for NextIDs
 type NextIDsResponse200Headers struct {
+	CacheControl       *string
 	IdempotentReplayed *string
 }
 
@@ -3882,6 +3953,7 @@ func (r ReadyzResponse) ContentType() string {
 
 // NextSegmentIDsResponse200Headers the declared response headers of an HTTP 200 response for NextSegmentIDs
 type NextSegmentIDsResponse200Headers struct {
+	CacheControl       *string
 	IdempotentReplayed *string
 }
 
@@ -4250,6 +4322,7 @@ func (r DecodeSnowflakeIDResponse) ContentType() string {
 
 // NextSnowflakeIDsResponse200Headers the declared response headers of an HTTP 200 response for NextSnowflakeIDs
 type NextSnowflakeIDsResponse200Headers struct {
+	CacheControl       *string
 	IdempotentReplayed *string
 }
 
@@ -4862,10 +4935,15 @@ func (r UiAssetResponse) ContentType() string {
 
 // DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 //
+// The tag is read from the store: 404 tag_not_found for a tag that
+// does not exist, 409 tag_not_opaque for a plain one (its IDs are its
+// counters). A counter at or above the tag's max_id comes back with
+// `issued: false`: no instance ever handed that ID out.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
-func (c *ClientWithResponses) DecodeOpaqueIDWithResponse(ctx context.Context, tag TagParam, id IDString, reqEditors ...RequestEditorFn) (*DecodeOpaqueIDResponse, error) {
+func (c *ClientWithResponses) DecodeOpaqueIDWithResponse(ctx context.Context, tag TagParam, id string, reqEditors ...RequestEditorFn) (*DecodeOpaqueIDResponse, error) {
 	rsp, err := c.DecodeOpaqueID(ctx, tag, id, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -5291,6 +5369,27 @@ func ParseDecodeOpaqueIDResponse(rsp *http.Response) (*DecodeOpaqueIDResponse, e
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -5324,6 +5423,36 @@ func ParseDecodeOpaqueIDResponse(rsp *http.Response) (*DecodeOpaqueIDResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DecodeOpaqueIDResponse404Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DecodeOpaqueIDResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers DecodeOpaqueIDResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5884,6 +6013,13 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers NextIDsResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6181,6 +6317,13 @@ func ParseNextSegmentIDsResponse(rsp *http.Response) (*NextSegmentIDsResponse, e
 	switch {
 	case rsp.StatusCode == 200:
 		var headers NextSegmentIDsResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6570,6 +6713,13 @@ func ParseNextSnowflakeIDsResponse(rsp *http.Response) (*NextSnowflakeIDsRespons
 	switch {
 	case rsp.StatusCode == 200:
 		var headers NextSnowflakeIDsResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -25,6 +25,7 @@ const (
 	opaqueKeyA = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 	opaqueKeyB = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
 	e2eAdmin   = "admin-token-for-the-e2e-test"
+	e2eMetrics = "metrics-token-for-the-e2e-test"
 )
 
 func send(t *testing.T, method, url, token, body string) (int, string) {
@@ -67,7 +68,7 @@ func TestServe_OpaqueTagOnASharedDatabase(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(opaqueKeyA+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"IDGEN_STORE=" + srv.DSN, "IDGEN_ADMIN_TOKEN=" + e2eAdmin}
+	env := []string{"IDGEN_STORE=" + srv.DSN, "IDGEN_ADMIN_TOKEN=" + e2eAdmin, "IDGEN_METRICS_TOKEN=" + e2eMetrics}
 	a := proctest.Serve(t, bin, env, "--opaque-key-file", keyFile, "--default-step", "20")
 	b := proctest.Serve(t, bin, append(env, "IDGEN_OPAQUE_KEY="+opaqueKeyA), "--default-step", "20")
 	key, err := opaque.ParseKey(opaqueKeyA)
@@ -186,7 +187,7 @@ func TestServe_OpaqueTagOnASharedDatabase(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), key.Fingerprint()) {
 		t.Fatalf("tag list: %v\n%s", err, out)
 	}
-	out, err = exec.CommandContext(context.Background(), bin, "opaque", "decode", tag, strconv.FormatInt(ids[0], 10), "--opaque-key-file", keyFile).CombinedOutput()
+	out, err = exec.CommandContext(context.Background(), bin, "opaque", "decode", tag, strconv.FormatInt(ids[0], 10), "--opaque-key-file", keyFile, "--store", srv.DSN).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "counter "+strconv.FormatInt(want, 10)) {
 		t.Fatalf("opaque decode: %v\n%s", err, out)
 	}
@@ -209,7 +210,7 @@ func parseAnyID(t *testing.T, s string) int64 {
 func TestServe_AutoCreateOpaque(t *testing.T) {
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
-	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}
+	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db"), "IDGEN_METRICS_TOKEN=" + e2eMetrics}
 	out, err := exec.CommandContext(context.Background(), bin, "serve", "--addr", "127.0.0.1:0", "--auto-create-opaque").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--auto-create-opaque needs the opaque key") {
 		t.Fatalf("serve --auto-create-opaque without a key: %v\n%s", err, out)

@@ -238,10 +238,11 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err := c.validate(compatErr); err != nil {
 		return err
 	}
-	key, autoOpaque, err := readServeOpaque(cmd)
+	op, err := readServeOpaque(cmd, c.metricsToken)
 	if err != nil {
 		return err
 	}
+	key, autoOpaque := op.key, op.auto
 	c.opaqueKey = opaqueKeyName(key)
 	metricsCfg, err := readMetricsFlags(cmd)
 	if err != nil {
@@ -260,6 +261,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	}
 	if c.tlsConfig, err = listenerTLS(c.tls, log); err != nil {
 		return err
+	}
+	if op.warning != "" {
+		log.Warn(op.warning)
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -331,7 +335,11 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	// Every route that hands out segment IDs goes through gen, so an
 	// opaque tag is served the same way by /id, /segment, the batches, the
 	// ranges and the Leaf and tinyid routes.
-	gen := opaque.NewGenerator(alloc, st, key)
+	var tags opaque.Tags = st
+	if name, _ := cmd.Flags().GetString("sequence-table"); name == store.LeafAlloc {
+		tags = leafTags{st}
+	}
+	gen := opaque.NewGenerator(alloc, tags, key)
 	cfg := server.Config{
 		Idempotency: keeper,
 		Segment:     gen,

@@ -64,6 +64,9 @@ var codes = func() map[string]Code {
 		// An opaque tag's counters are what it hides: final, whatever
 		// the retries.
 		{Name: "opaque_tag_range", Status: http.StatusConflict, Match: []error{opaque.ErrRangeRefused, segment.ErrRefused}},
+		{Name: "tag_not_opaque", Status: http.StatusConflict},
+		{Name: "opaque_refused", Status: http.StatusServiceUnavailable,
+			Message: "this tag is opaque and this instance serves no opaque tags (it reserves from Leaf's leaf_alloc table); retry on an instance on idgen's own id_sequence table"},
 		{Name: "opaque_key_missing", Status: http.StatusServiceUnavailable,
 			Message: "this tag is opaque and this instance holds no opaque key; retry on another instance; the operator must start every instance with the fleet's key (--opaque-key-file)"},
 		{Name: "opaque_key_mismatch", Status: http.StatusServiceUnavailable,
@@ -114,9 +117,11 @@ var rules = []struct {
 	{snowflake.ErrInvalidID, "invalid_id"},
 	{readable.ErrInvalid, "invalid_id"},
 	{opaque.ErrRangeRefused, "opaque_tag_range"},
+	{opaque.ErrNotOpaque, "tag_not_opaque"},
 	{opaque.ErrRange, "invalid_id"},
 	{opaque.ErrNoKey, "opaque_key_missing"},
 	{opaque.ErrKeyMismatch, "opaque_key_mismatch"},
+	{opaque.ErrRefused, "opaque_refused"},
 	{segment.ErrExhausted, "tag_exhausted"},
 	{segment.ErrUnavailable, "unavailable"},
 	{snowflake.ErrFloorAhead, "worker_floor_ahead"},

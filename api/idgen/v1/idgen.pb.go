@@ -650,9 +650,9 @@ const file_idgen_v1_idgen_proto_rawDesc = "" +
 	"\x06Format\x12\x16\n" +
 	"\x12FORMAT_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFORMAT_NUMERIC\x10\x01\x12\x13\n" +
-	"\x0fFORMAT_PREFIXED\x10\x022\xcd\x02\n" +
-	"\tIDService\x12:\n" +
-	"\x04Next\x12\x15.idgen.v1.NextRequest\x1a\x16.idgen.v1.NextResponse\"\x03\x90\x02\x01\x12M\n" +
+	"\x0fFORMAT_PREFIXED\x10\x022\xc8\x02\n" +
+	"\tIDService\x125\n" +
+	"\x04Next\x12\x15.idgen.v1.NextRequest\x1a\x16.idgen.v1.NextResponse\x12M\n" +
 	"\fReserveRange\x12\x1d.idgen.v1.ReserveRangeRequest\x1a\x1e.idgen.v1.ReserveRangeResponse\x12[\n" +
 	"\x0fDecodeSnowflake\x12 .idgen.v1.DecodeSnowflakeRequest\x1a!.idgen.v1.DecodeSnowflakeResponse\"\x03\x90\x02\x01\x12X\n" +
 	"\x0eDecodeReadable\x12\x1f.idgen.v1.DecodeReadableRequest\x1a .idgen.v1.DecodeReadableResponse\"\x03\x90\x02\x01B-Z+github.com/idgen/idgen/api/idgen/v1;idgenv1b\x06proto3"

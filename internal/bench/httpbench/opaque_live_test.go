@@ -36,7 +36,8 @@ func TestLiveOpaque(t *testing.T) {
 	}
 	dir := t.TempDir()
 	idgen := proctest.Serve(t, proctest.Binary(t, dir), []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db"),
-		"IDGEN_OPAQUE_KEY=" + opaqueBenchKey, "IDGEN_ADMIN_TOKEN=" + opaqueBenchAdmin}, "--access-log=false")
+		"IDGEN_OPAQUE_KEY=" + opaqueBenchKey, "IDGEN_ADMIN_TOKEN=" + opaqueBenchAdmin,
+		"IDGEN_METRICS_TOKEN=metrics-token-of-the-opaque-bench"}, "--access-log=false")
 	for _, body := range []string{`{"tag":"plain","step":100000}`, `{"tag":"opaque","step":100000,"opaque":true}`} {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, idgen.URL+"/admin/tags", strings.NewReader(body))
 		if err != nil {

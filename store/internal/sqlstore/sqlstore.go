@@ -481,23 +481,37 @@ func (s *Store) listRows(ctx context.Context) ([]segment.Tag, error) {
 
 // fillOpaque sets Opaque on the listed tags that have a tag_opaque row.
 func (s *Store) fillOpaque(ctx context.Context, tags []segment.Tag) error {
-	rows, err := s.db.Query(ctx, s.d.OpaqueList)
+	fps, err := s.opaqueRows(ctx)
 	if err != nil {
 		return err
+	}
+	for i := range tags {
+		tags[i].Opaque = fps[tags[i].Name]
+	}
+	return nil
+}
+
+// OpaqueRows returns every tag_opaque row, tag name → fingerprint.
+func (s *Store) OpaqueRows(ctx context.Context) (map[string]string, error) {
+	fps, err := s.opaqueRows(ctx)
+	return fps, wrap("opaque", "", err)
+}
+
+func (s *Store) opaqueRows(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.Query(ctx, s.d.OpaqueList)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	fps := map[string]string{}
 	for rows.Next() {
 		var tag, fp string
 		if err := rows.Scan(&tag, &fp); err != nil {
-			return err
+			return nil, err
 		}
 		fps[tag] = fp
 	}
-	for i := range tags {
-		tags[i].Opaque = fps[tags[i].Name]
-	}
-	return rows.Err()
+	return fps, rows.Err()
 }
 
 // TagOpaque returns the fingerprint of the key the tag was created under,

@@ -64,7 +64,10 @@ type IDServiceClient interface {
 	// With idempotency-key metadata (and optionally idempotency-ttl, in
 	// seconds) a retried call gets the same response, marked by
 	// idempotent-replayed: true in the response metadata; see
-	// docs/idempotency.md for the rules and status codes.
+	// docs/idempotency.md for the rules and status codes. Every call
+	// consumes IDs, so Next has side effects: it is not marked
+	// NO_SIDE_EFFECTS, and the Connect protocol refuses it over GET, which
+	// an HTTP cache could answer with another caller's IDs.
 	Next(context.Context, *connect.Request[v1.NextRequest]) (*connect.Response[v1.NextResponse], error)
 	// ReserveRange reserves a contiguous range straight from the store, for
 	// clients that cache ranges, as POST /segment/{tag}/range does. The
@@ -93,7 +96,6 @@ func NewIDServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			httpClient,
 			baseURL+IDServiceNextProcedure,
 			connect.WithSchema(iDServiceMethods.ByName("Next")),
-			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		reserveRange: connect.NewClient[v1.ReserveRangeRequest, v1.ReserveRangeResponse](
@@ -155,7 +157,10 @@ type IDServiceHandler interface {
 	// With idempotency-key metadata (and optionally idempotency-ttl, in
 	// seconds) a retried call gets the same response, marked by
 	// idempotent-replayed: true in the response metadata; see
-	// docs/idempotency.md for the rules and status codes.
+	// docs/idempotency.md for the rules and status codes. Every call
+	// consumes IDs, so Next has side effects: it is not marked
+	// NO_SIDE_EFFECTS, and the Connect protocol refuses it over GET, which
+	// an HTTP cache could answer with another caller's IDs.
 	Next(context.Context, *connect.Request[v1.NextRequest]) (*connect.Response[v1.NextResponse], error)
 	// ReserveRange reserves a contiguous range straight from the store, for
 	// clients that cache ranges, as POST /segment/{tag}/range does. The
@@ -180,7 +185,6 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 		IDServiceNextProcedure,
 		svc.Next,
 		connect.WithSchema(iDServiceMethods.ByName("Next")),
-		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	iDServiceReserveRangeHandler := connect.NewUnaryHandler(
