@@ -73,7 +73,7 @@ var rules = []rule{
 	{idempotency.ErrInvalidTTL, http.StatusBadRequest, "invalid_idempotency_ttl", false},
 	{idempotency.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", false},
 	{idempotency.ErrInFlight, http.StatusConflict, "idempotency_key_in_flight", true},
-	{idempotency.ErrKeyLimit, http.StatusTooManyRequests, "idempotency_key_limit_reached", false},
+	{idempotency.ErrKeyLimit, http.StatusTooManyRequests, "idempotency_key_limit_reached", true},
 	{idempotency.ErrStore, http.StatusServiceUnavailable, "unavailable", true},
 }
 
@@ -94,7 +94,7 @@ var messages = map[string]string{
 
 	"idempotency_key_reused":        "this Idempotency-Key was first used for another request (another tag, mode, count or format); send a new key for a new request",
 	"idempotency_key_in_flight":     "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
-	"idempotency_key_limit_reached": "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL",
+	"idempotency_key_limit_reached": "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); retry after the Retry-After delay, when expired keys have made room; send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL; callers without an API token share one anonymous cap",
 }
 
 const serverErrorMessage = "the server could not answer; retry later; the server log has the cause under this request ID"

@@ -141,14 +141,29 @@ func RunIdempotency(t *testing.T, st idempotency.Store) {
 		if err != nil || counts["s1"] != 20 || counts["s2"] != 5 || len(counts) != 2 {
 			t.Fatalf("Count: %v %v", counts, err)
 		}
+		if n, err := st.CountScope(ctx, "s2", base); err != nil || n != 5 {
+			t.Fatalf("CountScope s2: %d %v; want 5", n, err)
+		}
+		if n, err := st.CountScope(ctx, "none", base); err != nil || n != 0 {
+			t.Fatalf("CountScope of an unknown scope: %d %v; want 0", n, err)
+		}
 		// 13 rows expire at +1h: two batches of 5, then 3.
 		at := base.Add(time.Hour)
+		if n, err := st.CountExpired(ctx, at); err != nil || n != 13 {
+			t.Fatalf("CountExpired: %d %v; want 13", n, err)
+		}
+		if n, _ := st.CountScope(ctx, "s1", at); n != 10 {
+			t.Fatalf("CountScope s1 at +1h: %d; want 10", n)
+		}
 		for _, want := range []int{5, 5, 3, 0} {
 			if n, err := st.Sweep(ctx, at, 5); err != nil || n != want {
 				t.Fatalf("sweep: %d %v; want %d", n, err, want)
 			}
 		}
 		counts, _ = st.Count(ctx, at)
+		if n, err := st.CountExpired(ctx, at); err != nil || n != 0 {
+			t.Fatalf("CountExpired after the sweep: %d %v; want 0", n, err)
+		}
 		if counts["s1"]+counts["s2"] != 12 {
 			t.Fatalf("Count after the sweep: %v; want 12 live", counts)
 		}
