@@ -242,6 +242,9 @@ func (s *Server) keyedRPC(ctx context.Context, h http.Header, keys []string, g i
 // ReserveRange serves a range as POST /segment/{tag}/range does.
 func (r rpcService) ReserveRange(ctx context.Context, req *connect.Request[idgenv1.ReserveRangeRequest]) (*connect.Response[idgenv1.ReserveRangeResponse], error) {
 	s, m := r.s, req.Msg
+	if req.Header()[idempotencyKeyHeader] != nil {
+		return nil, errIdemNotSupported
+	}
 	tag := m.GetTag()
 	if err := s.authorizeTag(req.Header(), tag); err != nil {
 		return nil, err
