@@ -14,13 +14,18 @@ import (
 	"github.com/idgen/idgen/internal/dbtest"
 )
 
+// IdempotencyNow is the time RunIdempotency starts from: a store that
+// keeps a clock of its own (Redis expires rows by TTL) must count its
+// TTLs from it.
+var IdempotencyNow = time.UnixMilli(1_700_000_000_000)
+
 // RunIdempotency is the conformance suite of an idempotency.Store: the
 // insert-if-absent, the owner compare-and-sets, expiry, sweeps in
 // batches and counts by scope, and one winner among concurrent
 // inserts. st must be empty.
 func RunIdempotency(t *testing.T, st idempotency.Store) {
 	ctx := context.Background()
-	now := time.UnixMilli(1_700_000_000_000)
+	now := IdempotencyNow
 	rec := func(key, owner string, ttl time.Duration) idempotency.Record {
 		return idempotency.Record{Scope: "s1", Key: key, Fingerprint: "fp-" + key, Owner: owner,
 			LockedUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(ttl)}
