@@ -333,3 +333,50 @@ func newServerWith(t *testing.T, cfg server.Config) *httptest.Server {
 	t.Cleanup(ts.Close)
 	return ts
 }
+
+// With a cap of 1,000 and keys of 1s, 1,500 requests spread over three
+// seconds are all served: the cap counts live keys (about 500 at any
+// time here), not every key since the last sweep (no sweep runs), since
+// a scope is counted again before it is refused. The spread is a floor
+// set by sleeps, so a slower machine only spreads them more.
+func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
+	st := openStore(t)
+	k, err := idempotency.New(st.Idempotency(), idempotency.Config{MaxKeys: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	ts := gateServerWith(t, &gate{}, k)
+	refused := 0
+	for batch := range 15 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := range 100 {
+			wg.Go(func() {
+				a := keyed(t, ts.URL+"/id/order", fmt.Sprintf("k-%d-%d", batch, i), "Idempotency-TTL", "1")
+				if a.status != 200 {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Until(start.Add(200 * time.Millisecond)))
+	}
+	if refused != 0 {
+		t.Fatalf("%d of 1,500 requests refused under a cap of 1,000 live keys of 1s; want 0", refused)
+	}
+}
+
+func gateServerWith(t *testing.T, g *gate, k *idempotency.Keeper) *httptest.Server {
+	t.Helper()
+	h, err := server.New(server.Config{Segment: g, Idempotency: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
