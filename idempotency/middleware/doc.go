@@ -8,7 +8,9 @@
 // gets 422, and a repeat while the first runs waits briefly for it and
 // then gets 409 with a Retry-After, as on idgen's own routes.
 //
-// New builds a net/http middleware; its Gin method adapts it to gin.
+// New builds a net/http middleware (Handler); its Gin method adapts it
+// to gin, and its Connect method is a connect-go interceptor for unary
+// procedures, which Replays registers.
 // The store is any idempotency.Store: package store's SQL stores
 // (PostgreSQL, MySQL, SQLite) or package redisstore.
 //

@@ -29,6 +29,9 @@ type Options struct {
 	// Headers are the response headers recorded and replayed besides
 	// Content-Type (Location, say). Others are not replayed.
 	Headers []string
+	// ConnectScope is Scope for the connect-go interceptor, from the
+	// call's context and request metadata. Nil: AnonymousScope.
+	ConnectScope func(ctx context.Context, h http.Header) (string, error)
 	// MaxBody bounds the request body; a larger one gets 413. Default
 	// DefaultMaxBody.
 	MaxBody int64
@@ -183,13 +186,11 @@ func (m *Middleware) answer(rec *recorder) (idempotency.Answer, error) {
 
 // replay writes a recorded answer with Idempotent-Replayed: true.
 func (m *Middleware) replay(w http.ResponseWriter, a idempotency.Answer) {
-	n, k := binary.Uvarint(a.Body)
-	var h map[string][]string
-	if k <= 0 || uint64(len(a.Body)-k) < n || json.Unmarshal(a.Body[k:k+int(n)], &h) != nil {
-		writeError(w, fmt.Errorf("%w: a recorded answer is not the middleware's", idempotency.ErrStore))
+	h, body, err := decodeAnswer(a)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	body := a.Body[k+int(n):]
 	for name, v := range h {
 		w.Header()[name] = v
 	}
@@ -200,6 +201,17 @@ func (m *Middleware) replay(w http.ResponseWriter, a idempotency.Answer) {
 	w.Header().Set(idempotency.ReplayedHeader, "true")
 	w.WriteHeader(a.Status)
 	_, _ = w.Write(body)
+}
+
+// decodeAnswer splits what answer encoded: the chosen headers and the
+// body.
+func decodeAnswer(a idempotency.Answer) (map[string][]string, []byte, error) {
+	n, k := binary.Uvarint(a.Body)
+	var h map[string][]string
+	if k <= 0 || uint64(len(a.Body)-k) < n || json.Unmarshal(a.Body[k:k+int(n)], &h) != nil {
+		return nil, nil, fmt.Errorf("%w: a recorded answer is not the middleware's", idempotency.ErrStore)
+	}
+	return h, a.Body[k+int(n):], nil
 }
 
 // recorder buffers a handler's answer.
