@@ -29,9 +29,9 @@ import (
 // MariaDB (the last two in containers) and a real redis-server.
 var stores = []struct {
 	name string
-	open func(t *testing.T) idempotency.Store
+	open func(t testing.TB) idempotency.Store
 }{
-	{"sqlite", func(t *testing.T) idempotency.Store {
+	{"sqlite", func(t testing.TB) idempotency.Store {
 		ctx := context.Background()
 		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
 		if err != nil {
@@ -43,13 +43,13 @@ var stores = []struct {
 		}
 		return st.Idempotency()
 	}},
-	{"postgres", func(t *testing.T) idempotency.Store {
+	{"postgres", func(t testing.TB) idempotency.Store {
 		return storetest.Migrated(t, dbtest.Postgres, postgres.Open).Idempotency()
 	}},
-	{"mariadb", func(t *testing.T) idempotency.Store {
+	{"mariadb", func(t testing.TB) idempotency.Store {
 		return storetest.Migrated(t, dbtest.MySQL, mysql.Open).Idempotency()
 	}},
-	{"redis", func(t *testing.T) idempotency.Store {
+	{"redis", func(t testing.TB) idempotency.Store {
 		rdb := redis.NewClient(&redis.Options{Addr: dbtest.StartRedis(t)})
 		t.Cleanup(func() { _ = rdb.Close() })
 		st, err := redisstore.New(rdb, redisstore.Options{})

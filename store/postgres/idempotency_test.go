@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,29 @@ func TestIdempotency_OneSweepDrainsABacklog(t *testing.T) {
 		t.Fatalf("%d rows after the sweep (%v); want 0", rows, err)
 	}
 	t.Logf("one sweep deleted 30,000 expired keys in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// BenchmarkIdempotencyPool16 is BenchmarkIdempotency with a pool of 16
+// connections (pool_max_conns=16) for both the store and the floor,
+// as many as the benchmark's goroutines: the default pool (4 on 2
+// cores) makes keyed requests queue for a connection that the floor's
+// single INSERT holds only briefly.
+func BenchmarkIdempotencyPool16(b *testing.B) {
+	srv := dbtest.Start(b, dbtest.Postgres)
+	dsn := srv.DSN
+	if strings.Contains(dsn, "?") {
+		dsn += "&pool_max_conns=16"
+	} else {
+		dsn += "?pool_max_conns=16"
+	}
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	idembench.BenchIdempotency(b, st, st.Idempotency(), idemFloor(st))
 }
