@@ -70,6 +70,7 @@ import (
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/apierr"
 	"github.com/idgen/idgen/segment"
 )
@@ -347,6 +348,12 @@ func (r *rangeStore) CreateTag(context.Context, segment.Tag) error {
 	return errors.New("client: tags are created on the server (idgen tag add or POST /admin/tags)")
 }
 
+// InFlightWait bounds how long a call waits out a key in flight (see
+// WithIdempotencyKey): the server's default lock, after which a retry
+// gets the first answer or, if the first request died, takes the key
+// over. A context deadline ends the wait sooner.
+const InFlightWait = idempotency.DefaultLockTimeout + time.Second
+
 // do runs one API call with retries and decodes a 200 answer into out.
 // hdr is added to every attempt: a key's retries carry the same key.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, hdr http.Header, out any) error {
@@ -360,10 +367,27 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, hdr 
 // retry runs attempt until it succeeds, fails for good (wait < 0) or the
 // retries run out; attempt returns the wait before the next try: 0 for
 // the default backoff, or the server's Retry-After or RetryInfo.
+//
+// A key in flight (409 or ABORTED idempotency_key_in_flight) is not a
+// failure but a wait for the first request's answer: those retries do
+// not count against WithRetries, and go on until the context's deadline
+// or, at the latest, InFlightWait after the first of them, when the
+// first request's lock has expired on a server of the default
+// --idempotency-lock-timeout and a retry takes the key over.
 func (c *Client) retry(ctx context.Context, attempt func() (wait time.Duration, err error)) error {
 	backoff := c.minBackoff
+	var inFlightSince time.Time
 	for n := 0; ; n++ {
 		wait, err := attempt()
+		if err != nil && wait >= 0 && errors.Is(err, idempotency.ErrInFlight) {
+			now := time.Now()
+			if inFlightSince.IsZero() {
+				inFlightSince = now
+			}
+			if now.Add(wait).Sub(inFlightSince) <= InFlightWait {
+				n-- // a wait, not a failed try
+			}
+		}
 		if err == nil || wait < 0 || n >= c.retries {
 			return err
 		}

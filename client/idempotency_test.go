@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,5 +250,130 @@ func TestGRPC_IdempotencyInFlightIsRetried(t *testing.T) {
 	id, err := c.Next(client.WithIdempotencyKey(context.Background(), "k"), "t")
 	if err != nil || id != 77 || h.calls.Load() != 3 {
 		t.Fatalf("%d %v after %d calls; want 77 after 3", id, err, h.calls.Load())
+	}
+}
+
+// statusLog records each answer's status, whether it was a replay, and
+// how long the server took.
+type statusLog struct {
+	mu  sync.Mutex
+	all []served
+}
+
+type served struct {
+	status   int
+	replayed bool
+	took     time.Duration
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
+
+func (l *statusLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		l.mu.Lock()
+		l.all = append(l.all, served{rec.status, w.Header().Get(idempotency.ReplayedHeader) == "true", time.Since(start)})
+		l.mu.Unlock()
+	})
+}
+
+// Two simultaneous calls with one key through the client: one
+// allocates, and the other gets its replay from the server's wait for
+// the first (DefaultInFlightWait, half a second), without a 409 and a
+// Retry-After round trip, so within a second. The bound is checked by
+// its mechanism, not a timer: no race may see a 409 unless its winner
+// itself took longer than the server's wait.
+func TestClient_IdempotencyRaceLoserGetsTheReplay(t *testing.T) {
+	ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
+	log := &statusLog{}
+	base := serve(t, log.wrap(ts.Config.Handler)).URL
+	c, err := client.New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slowest time.Duration
+	for round := range 20 {
+		kctx := client.WithIdempotencyKey(context.Background(), fmt.Sprint("race-", round))
+		start := make(chan struct{})
+		var ids [2][]int64
+		var errs [2]error
+		var took [2]time.Duration
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() {
+				<-start
+				t0 := time.Now()
+				ids[i], errs[i] = c.NextN(kctx, "order", 3)
+				took[i] = time.Since(t0)
+			})
+		}
+		log.mu.Lock()
+		log.all = nil
+		log.mu.Unlock()
+		close(start)
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil || fmt.Sprint(ids[0]) != fmt.Sprint(ids[1]) {
+			t.Fatalf("round %d: %v %v, %v %v; want the same IDs twice", round, ids[0], errs[0], ids[1], errs[1])
+		}
+		slowest = max(slowest, took[0], took[1])
+		log.mu.Lock()
+		var fresh, replays, conflicts int
+		var winner time.Duration
+		for _, a := range log.all {
+			switch {
+			case a.status == http.StatusConflict:
+				conflicts++
+			case a.status == http.StatusOK && a.replayed:
+				replays++
+			case a.status == http.StatusOK:
+				fresh++
+				winner = a.took
+			}
+		}
+		log.mu.Unlock()
+		if fresh != 1 || replays < 1 {
+			t.Fatalf("round %d: %d first answers and %d replays; want 1 and at least 1", round, fresh, replays)
+		}
+		if conflicts > 0 && winner < idempotency.DefaultInFlightWait {
+			t.Fatalf("round %d: %d answers of 409 though the first request took %v, under the server's wait of %v",
+				round, conflicts, winner, idempotency.DefaultInFlightWait)
+		}
+	}
+	t.Logf("slowest of 40 calls in 20 races: %v", slowest)
+}
+
+// In-flight answers are waits, not failures: they do not use up
+// WithRetries, so a lock held for longer than the retries' backoff is
+// waited out.
+func TestClient_IdempotencyInFlightOutlastsTheRetries(t *testing.T) {
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 6 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"error":{"code":"idempotency_key_in_flight","message":"wait"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"tag":"t","id":"77"}`))
+	}))
+	defer ts.Close()
+	c, _ := client.New(ts.URL, client.WithRetries(1), client.WithBackoff(time.Millisecond, 5*time.Millisecond))
+	id, err := c.Next(client.WithIdempotencyKey(context.Background(), "k"), "t")
+	if err != nil || id != 77 || calls.Load() != 7 {
+		t.Fatalf("%d %v after %d calls; want 77 after 7 with 1 retry allowed", id, err, calls.Load())
+	}
+	// A context deadline still ends the wait.
+	calls.Store(-1000)
+	ctx, cancel := context.WithTimeout(client.WithIdempotencyKey(context.Background(), "k"), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Next(ctx, "t"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("in flight past the context's deadline: %v; want DeadlineExceeded", err)
 	}
 }

@@ -22,8 +22,12 @@
 // from succeeding after the cause is fixed.
 //
 // Keeper runs the protocol over a Store: package store's Idempotency for
-// the SQL backends, Memory for tests and single-process use. It also sweeps
-// expired keys in bounded batches and enforces a per-scope cap on live
-// keys from counts refreshed at each sweep, so that the cap costs a map
-// lookup per request rather than a COUNT.
+// the SQL backends, package redisstore for Redis, Memory for tests and
+// single-process use; package middleware runs it in front of any
+// handler. It also sweeps expired keys in batches for as long as they
+// come back full, and enforces a per-scope cap on live keys from an
+// estimate that it counts again half-way to the cap and before it
+// refuses, so that the cap costs a map lookup per request rather than a
+// COUNT. A repeat of a key in flight waits briefly for the first
+// request's answer before it is told to retry.
 package idempotency

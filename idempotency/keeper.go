@@ -23,6 +23,16 @@ const (
 	DefaultMaxKeys     = 1_000_000
 	DefaultSweepEvery  = time.Minute
 	DefaultSweepBatch  = 1000
+	// DefaultInFlightWait is how long a repeat waits for the first
+	// request of its key before it answers ErrInFlight: most first
+	// requests finish in milliseconds, so the repeat gets the replay
+	// rather than a 409 and a second round trip.
+	DefaultInFlightWait = 500 * time.Millisecond
+	// CeilingTTL is the most any TTL or MaxTTL may be: a key kept
+	// longer than a week outlives any retry worth answering, and only
+	// fills the store (the IETF draft's examples and common practice
+	// keep keys 24 hours to 7 days).
+	CeilingTTL = 7 * 24 * time.Hour
 )
 
 // Config configures a Keeper. Zero fields take the defaults.
@@ -36,16 +46,29 @@ type Config struct {
 	// the key over, so a crashed instance blocks its callers no longer.
 	// The winner's allocation is bounded by it too.
 	LockTimeout time.Duration
-	// MaxKeys caps the live keys of one scope; past it, new keys get
-	// ErrKeyLimit. Negative: no cap. The cap is enforced from counts
-	// taken at each sweep plus the keys this process added since, so
-	// other instances' new keys count from the next sweep on.
+	// MaxKeys caps the live keys of one scope; past it, new keys get a
+	// *KeyLimitError (ErrKeyLimit). Negative: no cap. The cap is kept
+	// from a count of the scope's live keys plus the keys this process
+	// added since. That count is taken at each sweep, again whenever
+	// the estimate crosses half the headroom left (so that the keys of
+	// other instances sharing the store are seen before the cap, not a
+	// sweep later), and always before a scope is refused, so that keys
+	// expired since the last count never keep a caller out.
 	MaxKeys int64
 	// SweepEvery is the period of Start's sweeps.
 	SweepEvery time.Duration
-	// SweepBatch bounds the rows one sweep statement deletes; a sweep
-	// runs at most sweepRounds of them.
+	// SweepBatch bounds the rows one sweep statement deletes. A sweep
+	// runs statements while they come back full, within SweepBudget.
 	SweepBatch int
+	// SweepBudget bounds the time of one sweep: a backlog larger than a
+	// sweep can delete in it is worked off over the next sweeps, and
+	// the expired rows left are reported to the Observer. Default half
+	// of SweepEvery.
+	SweepBudget time.Duration
+	// InFlightWait is how long a repeat of a key in flight waits for
+	// the first request to finish before it gets ErrInFlight. Default
+	// DefaultInFlightWait; negative: no wait.
+	InFlightWait time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Observer is told of stored keys, replays, conflicts and sweeps.
@@ -64,14 +87,11 @@ type Observer interface {
 	// or "limit".
 	Conflict(reason string)
 	// Swept: a sweep deleted n expired keys, or failed with err; live
-	// is the number of live keys it counted after (-1 if it failed).
-	Swept(n int, live int64, err error)
+	// and expired are the rows it counted after, all callers (-1 if it
+	// failed): expired rows left are a backlog the sweeps have not
+	// worked off, which a sweep within its budget leaves at 0.
+	Swept(n int, live, expired int64, err error)
 }
-
-// sweepRounds bounds the statements of one sweep, so that a backlog
-// (after an outage of the sweeper) is worked off over several periods
-// rather than in one long burst of deletes.
-const sweepRounds = 10
 
 // Keeper runs the protocol over a Store. It is safe for concurrent use.
 type Keeper struct {
@@ -79,8 +99,7 @@ type Keeper struct {
 	cfg Config
 
 	mu     sync.Mutex
-	counts map[string]int64         // live keys by scope at the last sweep
-	added  map[string]*atomic.Int64 // keys this process added since
+	scopes map[string]*scopeCount // the cap's estimate, by scope
 
 	startOnce sync.Once
 	cancel    context.CancelFunc // set by Start
@@ -101,6 +120,8 @@ func New(st Store, cfg Config) (*Keeper, error) {
 	def(&cfg.MaxTTL, DefaultMaxTTL)
 	def(&cfg.LockTimeout, DefaultLockTimeout)
 	def(&cfg.SweepEvery, DefaultSweepEvery)
+	def(&cfg.SweepBudget, cfg.SweepEvery/2)
+	def(&cfg.InFlightWait, DefaultInFlightWait)
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
@@ -112,10 +133,12 @@ func New(st Store, cfg Config) (*Keeper, error) {
 		return nil, errors.New("idempotency: TTL and MaxTTL must be at least 1s")
 	case cfg.TTL > cfg.MaxTTL:
 		return nil, fmt.Errorf("idempotency: TTL %v is above MaxTTL %v", cfg.TTL, cfg.MaxTTL)
+	case cfg.MaxTTL > CeilingTTL:
+		return nil, fmt.Errorf("idempotency: MaxTTL %v is above the ceiling of %v; keys are for retries, not for records", cfg.MaxTTL, CeilingTTL)
 	case cfg.LockTimeout < time.Second:
 		return nil, errors.New("idempotency: LockTimeout must be at least 1s")
-	case cfg.SweepEvery < time.Second || cfg.SweepBatch < 1:
-		return nil, errors.New("idempotency: SweepEvery must be at least 1s and SweepBatch at least 1")
+	case cfg.SweepEvery < time.Second || cfg.SweepBatch < 1 || cfg.SweepBudget < 0:
+		return nil, errors.New("idempotency: SweepEvery must be at least 1s, SweepBatch at least 1 and SweepBudget not negative")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -123,7 +146,7 @@ func New(st Store, cfg Config) (*Keeper, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Keeper{st: st, cfg: cfg, counts: map[string]int64{}, added: map[string]*atomic.Int64{}}, nil
+	return &Keeper{st: st, cfg: cfg, scopes: map[string]*scopeCount{}}, nil
 }
 
 // ParseTTL reads a request's TTL header against the Keeper's default
@@ -161,14 +184,19 @@ type Ticket struct {
 	added *atomic.Int64
 }
 
-// beginTries bounds Begin's loop: each turn follows a row that changed
-// under it (deleted, taken over), which takes a sweep or another
+// beginTries bounds the turns of Begin that follow a row that changed
+// under them (deleted, taken over), which takes a sweep or another
 // request's failure in between.
 const beginTries = 4
 
+// maxPoll bounds the pause between two looks at a key in flight.
+const maxPoll = 100 * time.Millisecond
+
 // Begin decides a keyed request. It returns a Ticket when the request
 // must allocate, the Answer to replay for a repeat, or an error:
-// ErrKeyReused, an *InFlightError, ErrKeyLimit or ErrStore.
+// ErrKeyReused, an *InFlightError, a *KeyLimitError or ErrStore. A
+// repeat of a key in flight waits up to Config.InFlightWait for the
+// first request's answer, looking again at growing intervals.
 func (k *Keeper) Begin(ctx context.Context, r Request) (*Ticket, *Answer, error) {
 	ttl := r.TTL
 	if ttl == 0 {
@@ -177,65 +205,113 @@ func (k *Keeper) Begin(ctx context.Context, r Request) (*Ticket, *Answer, error)
 	now := k.cfg.Now()
 	rec := Record{Scope: r.Scope, Key: r.Key, Fingerprint: r.Fingerprint, Owner: rand.Text(),
 		LockedUntil: now.Add(k.cfg.LockTimeout), ExpiresAt: now.Add(ttl)}
-	for range beginTries {
-		if !k.underCap(r.Scope) {
-			// Full: only a repeat of a live key may go on.
-			cur, found, err := k.st.Get(ctx, r.Scope, r.Key)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
+	var waited time.Duration
+	pause := 2 * time.Millisecond
+	for changed := 0; ; {
+		tk, ans, busy, err := k.turn(ctx, rec, now)
+		switch {
+		case errors.Is(err, errChanged):
+			if changed++; changed < beginTries {
+				continue
 			}
-			if !found || takeable(cur, now) {
-				k.conflict("limit")
-				return nil, nil, fmt.Errorf("%w: %d live keys", ErrKeyLimit, k.cfg.MaxKeys)
-			}
-			return k.decide(cur, r.Fingerprint, now)
+			k.conflict("in_flight")
+			return nil, nil, &InFlightError{Wait: time.Second}
+		case busy == nil:
+			return tk, ans, err
 		}
-		won, err := k.st.Insert(ctx, rec)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
+		if waited >= k.cfg.InFlightWait {
+			k.conflict("in_flight")
+			return nil, nil, &InFlightError{Wait: k.inFlightWait(*busy, now)}
 		}
-		if won {
-			a := k.addedTo(r.Scope)
-			a.Add(1)
-			return &Ticket{k: k, rec: rec, added: a}, nil, nil
+		p := min(pause, k.cfg.InFlightWait-waited)
+		t := time.NewTimer(p)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			k.conflict("in_flight")
+			return nil, nil, &InFlightError{Wait: k.inFlightWait(*busy, now)}
+		case <-t.C:
 		}
-		cur, found, err := k.st.Get(ctx, r.Scope, r.Key)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
-		}
-		if !found {
-			continue // deleted since the insert: try again
-		}
-		if takeable(cur, now) {
-			won, err := k.st.TakeOver(ctx, rec, cur.Owner, now)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
-			}
-			if won {
-				return &Ticket{k: k, rec: rec}, nil, nil
-			}
-			continue
-		}
-		return k.decide(cur, r.Fingerprint, now)
+		waited += p
+		pause = min(2*pause, maxPoll)
+		now = k.cfg.Now()
 	}
-	k.conflict("in_flight")
-	return nil, nil, &InFlightError{Wait: time.Second}
 }
 
-// decide answers a repeat from the live row cur.
-func (k *Keeper) decide(cur Record, fp string, now time.Time) (*Ticket, *Answer, error) {
+// errChanged is a turn of Begin that saw the row change under it.
+var errChanged = errors.New("idempotency: the row changed; look again")
+
+// turn is one look of Begin at the key: a Ticket, an Answer, an error,
+// or busy, the row of the same request in flight, to wait for.
+func (k *Keeper) turn(ctx context.Context, rec Record, now time.Time) (tk *Ticket, ans *Answer, busy *Record, err error) {
+	if err := k.underCap(ctx, rec.Scope, now); err != nil {
+		// Full (or uncountable): only a repeat of a live key may go on.
+		cur, found, gerr := k.st.Get(ctx, rec.Scope, rec.Key)
+		switch {
+		case gerr != nil:
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrStore, gerr)
+		case !found || takeable(cur, now):
+			if errors.Is(err, ErrKeyLimit) {
+				k.conflict("limit")
+			}
+			return nil, nil, nil, err
+		}
+		return k.decide(cur, rec.Fingerprint)
+	}
+	won, err := k.st.Insert(ctx, rec)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	if won {
+		a := k.addedTo(rec.Scope)
+		a.Add(1)
+		return &Ticket{k: k, rec: rec, added: a}, nil, nil, nil
+	}
+	cur, found, err := k.st.Get(ctx, rec.Scope, rec.Key)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	if !found {
+		return nil, nil, nil, errChanged // deleted since the insert
+	}
+	if takeable(cur, now) {
+		won, err := k.st.TakeOver(ctx, rec, cur.Owner, now)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		if won {
+			return &Ticket{k: k, rec: rec}, nil, nil, nil
+		}
+		return nil, nil, nil, errChanged
+	}
+	return k.decide(cur, rec.Fingerprint)
+}
+
+// decide answers a repeat from the live row cur: the answer, a refusal,
+// or busy when the same request is in flight.
+func (k *Keeper) decide(cur Record, fp string) (tk *Ticket, ans *Answer, busy *Record, err error) {
 	switch {
 	case cur.Fingerprint != fp:
 		k.conflict("reused")
-		return nil, nil, ErrKeyReused
+		return nil, nil, nil, ErrKeyReused
 	case cur.Status == 0:
-		k.conflict("in_flight")
-		return nil, nil, &InFlightError{Wait: cur.LockedUntil.Sub(now)}
+		return nil, nil, &cur, nil
 	}
 	if o := k.cfg.Observer; o != nil {
 		o.Replayed()
 	}
-	return nil, &Answer{Status: cur.Status, ContentType: cur.ContentType, Body: cur.Body}, nil
+	return nil, &Answer{Status: cur.Status, ContentType: cur.ContentType, Body: cur.Body}, nil, nil
+}
+
+// inFlightWait is the wait to announce for a repeat of cur, in flight
+// at now: about as long as the first request has run so far (a request
+// that took 3 s is likely to take a few more), at least a second (the
+// header counts whole seconds), and never past the lock's expiry, when a
+// retry takes the key over.
+func (k *Keeper) inFlightWait(cur Record, now time.Time) time.Duration {
+	left := cur.LockedUntil.Sub(now)
+	age := now.Sub(cur.LockedUntil.Add(-k.cfg.LockTimeout))
+	return max(min(max(age, time.Second), left), time.Second)
 }
 
 func (k *Keeper) conflict(reason string) {
@@ -275,9 +351,13 @@ func (t *Ticket) Complete(ctx context.Context, a Answer) (out Answer, replayed b
 		t.k.conflict("in_flight")
 		return Answer{}, false, &InFlightError{Wait: time.Second}
 	}
-	_, ans, err := t.k.decide(cur, r.Fingerprint, now)
-	if err != nil {
+	_, ans, busy, err := t.k.decide(cur, r.Fingerprint)
+	switch {
+	case err != nil:
 		return Answer{}, false, err
+	case busy != nil:
+		t.k.conflict("in_flight")
+		return Answer{}, false, &InFlightError{Wait: t.k.inFlightWait(*busy, now)}
 	}
 	return *ans, true, nil
 }
@@ -301,50 +381,26 @@ func (t *Ticket) Abandon(ctx context.Context) {
 	}
 }
 
-func (k *Keeper) underCap(scope string) bool {
-	if k.cfg.MaxKeys < 0 {
-		return true
-	}
-	k.mu.Lock()
-	n := k.counts[scope]
-	a := k.added[scope]
-	k.mu.Unlock()
-	if a != nil {
-		n += a.Load()
-	}
-	return n < k.cfg.MaxKeys
-}
-
-func (k *Keeper) addedTo(scope string) *atomic.Int64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	a := k.added[scope]
-	if a == nil {
-		a = new(atomic.Int64)
-		k.added[scope] = a
-	}
-	return a
-}
-
-// Sweep deletes expired keys, in batches of Config.SweepBatch and at
-// most sweepRounds batches, then recounts the live keys of each scope
-// for the cap. Start runs it every Config.SweepEvery; tests call it with
-// a fake clock.
+// Sweep deletes expired keys, in statements of Config.SweepBatch rows
+// for as long as they come back full and Config.SweepBudget lasts, then
+// counts the live keys of each scope for the cap and the expired rows
+// left. Start runs it every Config.SweepEvery; tests call it with a
+// fake clock.
 func (k *Keeper) Sweep(ctx context.Context) (int, error) {
 	now := k.cfg.Now()
 	total := 0
 	var err error
-	for range sweepRounds {
+	for {
 		var n int
 		if n, err = k.st.Sweep(ctx, now, k.cfg.SweepBatch); err != nil {
 			break
 		}
 		total += n
-		if n < k.cfg.SweepBatch {
+		if n < k.cfg.SweepBatch || k.cfg.Now().Sub(now) >= k.cfg.SweepBudget {
 			break
 		}
 	}
-	live := int64(-1)
+	live, expired := int64(-1), int64(-1)
 	if err == nil {
 		var counts map[string]int64
 		if counts, err = k.st.Count(ctx, now); err == nil {
@@ -352,16 +408,15 @@ func (k *Keeper) Sweep(ctx context.Context) (int, error) {
 			for _, n := range counts {
 				live += n
 			}
-			// Keys added while Count ran are counted twice until the next
-			// sweep: the cap errs on the safe side.
-			k.mu.Lock()
-			k.counts = counts
-			k.added = map[string]*atomic.Int64{}
-			k.mu.Unlock()
+			k.recounted(counts)
+			expired, err = k.st.CountExpired(ctx, now)
+			if err != nil {
+				expired = -1
+			}
 		}
 	}
 	if o := k.cfg.Observer; o != nil {
-		o.Swept(total, live, err)
+		o.Swept(total, live, expired, err)
 	}
 	if err != nil {
 		return total, fmt.Errorf("%w: sweep: %w", ErrStore, err)

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ type counts struct {
 	mu                     sync.Mutex
 	stored, replays, swept int
 	conflicts              map[string]int
-	live                   int64
+	live, expired          int64
 }
 
 func (o *counts) KeyStored() { o.mu.Lock(); o.stored++; o.mu.Unlock() }
@@ -41,10 +42,10 @@ func (o *counts) Conflict(r string) {
 	o.conflicts[r]++
 	o.mu.Unlock()
 }
-func (o *counts) Swept(n int, live int64, _ error) {
+func (o *counts) Swept(n int, live, expired int64, _ error) {
 	o.mu.Lock()
 	o.swept += n
-	o.live = live
+	o.live, o.expired = live, expired
 	o.mu.Unlock()
 }
 
@@ -79,7 +80,7 @@ func win(t *testing.T, k *idempotency.Keeper, r idempotency.Request) *idempotenc
 
 func TestKeeper_ReplayReusedInFlight(t *testing.T) {
 	ctx := context.Background()
-	k, _, _, o := newKeeper(t, idempotency.Config{})
+	k, c, _, o := newKeeper(t, idempotency.Config{InFlightWait: -1})
 	tk := win(t, k, req("k1", "fp"))
 
 	// While in flight: the same request waits, another one is refused.
@@ -88,8 +89,14 @@ func TestKeeper_ReplayReusedInFlight(t *testing.T) {
 	if !errors.As(err, &inFlight) || !errors.Is(err, idempotency.ErrInFlight) {
 		t.Fatalf("repeat in flight: %v; want an InFlightError", err)
 	}
-	if got := inFlight.RetryAfter(); got != idempotency.DefaultLockTimeout {
-		t.Errorf("RetryAfter %v; want the lock's remaining %v", got, idempotency.DefaultLockTimeout)
+	// The wait fits the lock's age: a second for a fresh one, not the
+	// whole lock.
+	if got := inFlight.RetryAfter(); got != time.Second {
+		t.Errorf("RetryAfter %v of a fresh lock; want 1s", got)
+	}
+	c.Advance(3 * time.Second)
+	if _, _, err := k.Begin(ctx, req("k1", "fp")); !errors.As(err, &inFlight) || inFlight.RetryAfter() != 3*time.Second {
+		t.Errorf("RetryAfter of a lock 3s old: %v; want 3s", err)
 	}
 	if _, _, err := k.Begin(ctx, req("k1", "other")); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Fatalf("other request in flight: %v; want ErrKeyReused", err)
@@ -112,7 +119,7 @@ func TestKeeper_ReplayReusedInFlight(t *testing.T) {
 	other := req("k1", "other")
 	other.Scope = "digest-of-another-token"
 	win(t, k, other)
-	if o.stored != 1 || o.replays != 3 || o.conflicts["reused"] != 2 || o.conflicts["in_flight"] != 1 {
+	if o.stored != 1 || o.replays != 3 || o.conflicts["reused"] != 2 || o.conflicts["in_flight"] != 2 {
 		t.Errorf("observed %+v", o)
 	}
 }
@@ -199,21 +206,18 @@ func TestKeeper_ExpiryAndSweep(t *testing.T) {
 	if _, _, err := k.Begin(ctx, req("kA", "another")); err != nil {
 		t.Fatalf("expired key with another request: %v; want a new first request", err)
 	}
-	// 49 hour-long keys are left to sweep, in batches of 3, at most 10
-	// batches a sweep.
-	n1, err1 := k.Sweep(ctx)
-	n2, err2 := k.Sweep(ctx)
-	if err := errors.Join(err1, err2); err != nil || n1 != 30 || n2 != 19 {
-		t.Fatalf("sweeps: %d then %d (%v); want 30 then 19", n1, n2, err)
+	// 49 hour-long keys are left to sweep, in batches of 3: one sweep
+	// deletes them all, since its batches come back full.
+	if n, err := k.Sweep(ctx); err != nil || n != 49 {
+		t.Fatalf("sweep: %d (%v); want 49", n, err)
 	}
-	if m.Len() != 51 || o.live != 51 {
-		t.Fatalf("%d rows, %d counted live after the sweeps; want 51", m.Len(), o.live)
+	if m.Len() != 51 || o.live != 51 || o.expired != 0 {
+		t.Fatalf("%d rows, %d counted live and %d expired after the sweep; want 51, 51, 0", m.Len(), o.live, o.expired)
 	}
 	c.Advance(idempotency.DefaultTTL)
-	n1, _ = k.Sweep(ctx)
-	n2, _ = k.Sweep(ctx)
-	if n1 != 30 || n2 != 21 || m.Len() != 0 || o.live != 0 || o.swept != 100 {
-		t.Fatalf("sweeps of 51 keys: %d then %d, %d left, %d live, %d swept in all", n1, n2, m.Len(), o.live, o.swept)
+	n, _ := k.Sweep(ctx)
+	if n != 51 || m.Len() != 0 || o.live != 0 || o.swept != 100 {
+		t.Fatalf("sweep of 51 keys: %d, %d left, %d live, %d swept in all", n, m.Len(), o.live, o.swept)
 	}
 }
 
@@ -292,6 +296,8 @@ func TestKeeper_StartClose(t *testing.T) {
 func TestNew_RejectsBadConfig(t *testing.T) {
 	for _, cfg := range []idempotency.Config{
 		{TTL: 8 * 24 * time.Hour},
+		{MaxTTL: 8760 * time.Hour},
+		{SweepBudget: -time.Second},
 		{TTL: time.Millisecond},
 		{LockTimeout: time.Millisecond},
 		{SweepBatch: -1},
@@ -299,5 +305,145 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		if _, err := idempotency.New(idempotency.NewMemory(), cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
+	}
+}
+
+// tickingClock advances by step at every reading: a store that takes
+// step per statement.
+type tickingClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *tickingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+// A sweep stops at its budget and reports the backlog it left, which
+// the next sweeps work off.
+func TestKeeper_SweepBudgetAndBacklog(t *testing.T) {
+	ctx := context.Background()
+	c := &tickingClock{t: time.Unix(1_700_000_000, 0)}
+	m := idempotency.NewMemory()
+	o := &counts{}
+	k, err := idempotency.New(m, idempotency.Config{Now: c.Now, Observer: o, SweepBatch: 10, SweepEvery: time.Minute, SweepBudget: 5 * time.Second, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, _, err := win(t, k, req(fmt.Sprint("k", i), "fp")).Complete(ctx, ok200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every reading of the clock moves it a second: past the keys'
+	// expiry by the sweep, and 5 statements fill the budget.
+	c.mu.Lock()
+	c.t = c.t.Add(time.Hour)
+	c.mu.Unlock()
+	c.step = time.Second
+	n, err := k.Sweep(ctx)
+	if err != nil || n != 50 || o.expired != 50 || o.live != 0 {
+		t.Fatalf("sweep within a budget of 5 statements: %d deleted (%v), %d expired left, %d live; want 50, 50, 0", n, err, o.expired, o.live)
+	}
+	if n, _ := k.Sweep(ctx); n != 50 || o.expired != 0 || m.Len() != 0 {
+		t.Fatalf("next sweep: %d deleted, %d expired left, %d rows; want 50, 0, 0", n, o.expired, m.Len())
+	}
+}
+
+// The cap counts live keys: keys that expired since the last sweep
+// leave room at once, since a scope is counted again before it is
+// refused (the cap of 3 serves 9 keys of 1s, 3 a second, with no sweep).
+func TestKeeper_CapCountsLiveKeysBeforeItRefuses(t *testing.T) {
+	ctx := context.Background()
+	k, c, _, o := newKeeper(t, idempotency.Config{MaxKeys: 3, TTL: time.Second})
+	for i := range 9 {
+		if _, _, err := win(t, k, req(fmt.Sprint("k", i), "fp")).Complete(ctx, ok200); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 2 {
+			// Full now: refused, with a Retry-After.
+			_, _, err := k.Begin(ctx, req("extra", "fp"))
+			var le *idempotency.KeyLimitError
+			if !errors.As(err, &le) || !errors.Is(err, idempotency.ErrKeyLimit) || le.RetryAfter() != time.Second {
+				t.Fatalf("key past the cap: %v; want a KeyLimitError with a 1s wait", err)
+			}
+			c.Advance(time.Second)
+		}
+	}
+	if o.conflicts["limit"] != 3 {
+		t.Errorf("limit conflicts %d; want 3", o.conflicts["limit"])
+	}
+}
+
+// Another instance's keys in a shared store count before the cap: the
+// scope is counted again half-way to it.
+func TestKeeper_CapSeesOtherInstances(t *testing.T) {
+	ctx := context.Background()
+	m := idempotency.NewMemory()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	var ks []*idempotency.Keeper
+	for range 2 {
+		k, err := idempotency.New(m, idempotency.Config{MaxKeys: 100, Now: c.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks = append(ks, k)
+	}
+	stored := 0
+	for i := range 300 {
+		tk, _, err := ks[i%2].Begin(ctx, req(fmt.Sprint("k", i), "fp"))
+		if errors.Is(err, idempotency.ErrKeyLimit) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := tk.Complete(ctx, ok200); err != nil {
+			t.Fatal(err)
+		}
+		stored++
+	}
+	// Each instance counts at half its headroom, so they overshoot by at
+	// most a few keys, not by a whole cap.
+	if stored < 100 || stored > 104 {
+		t.Fatalf("two instances with a cap of 100 stored %d keys; want 100 to 104", stored)
+	}
+}
+
+// A repeat of a key in flight waits for the first request's answer and
+// replays it, rather than answering 409.
+func TestKeeper_RepeatWaitsForTheFirstRequest(t *testing.T) {
+	ctx := context.Background()
+	k, _, _, o := newKeeper(t, idempotency.Config{InFlightWait: time.Minute})
+	tk := win(t, k, req("k", "fp"))
+	done := make(chan error, 1)
+	var got *idempotency.Answer
+	go func() {
+		var err error
+		_, got, err = k.Begin(ctx, req("k", "fp"))
+		done <- err
+	}()
+	// Complete once the repeat has looked at least once (its first
+	// look is immediate; give it a few polls).
+	time.Sleep(20 * time.Millisecond)
+	if _, _, err := tk.Complete(ctx, ok200); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || got == nil || string(got.Body) != string(ok200.Body) {
+		t.Fatalf("waiting repeat: %v %v; want the replay", got, err)
+	}
+	if o.replays != 1 || o.conflicts["in_flight"] != 0 {
+		t.Fatalf("observed %+v; want one replay and no in-flight conflict", o)
+	}
+	// And the wait is bounded by the context.
+	win(t, k, req("k2", "fp"))
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := k.Begin(cctx, req("k2", "fp")); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("repeat with a short context: %v; want ErrInFlight", err)
 	}
 }

@@ -66,7 +66,8 @@ func (e *InFlightError) RetryAfter() time.Duration {
 // draft's form, a Structured Fields string ("…", with \" and \\
 // escapes), and the bare form most APIs use; the key is what lies
 // between the quotes. A key is 1 to MaxKeyLength printable ASCII
-// characters (0x20 to 0x7e).
+// characters (0x20 to 0x7e); a bare key holds no comma (that is a
+// list) and no quote (that is an unbalanced string).
 func ParseKey(v string) (string, error) {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 		var b strings.Builder
@@ -84,6 +85,12 @@ func ParseKey(v string) (string, error) {
 			b.WriteByte(c)
 		}
 		v = b.String()
+	} else if i := strings.IndexAny(v, `",`); i >= 0 {
+		// A comma is a list of keys (two headers folded into one, or a
+		// caller's mistake) and a stray quote an unbalanced string:
+		// taking either as one key would make a retry that sends it
+		// differently a new request.
+		return "", fmt.Errorf("%w: a bare key must not hold %q (byte %d): send one key, quoted as a Structured Fields string (\"…\") if it holds a comma or quote", ErrInvalidKey, v[i], i)
 	}
 	if v == "" || len(v) > MaxKeyLength {
 		return "", fmt.Errorf("%w: a key must be 1 to %d characters, got %d", ErrInvalidKey, MaxKeyLength, len(v))

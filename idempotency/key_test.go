@@ -29,6 +29,14 @@ func TestParseKey(t *testing.T) {
 		{"del\x7f", "", false},
 		{`"a"b"`, "", false},
 		{`"a\x"`, "", false},
+		// A list, and unbalanced quotes.
+		{"a, b", "", false},
+		{`"a", "b"`, "", false},
+		{`"abc`, "", false},
+		{`abc"`, "", false},
+		{`a"b`, "", false},
+		// Inside quotes, a comma is part of the key.
+		{`"a,b"`, "a,b", true},
 	} {
 		got, err := idempotency.ParseKey(tc.in)
 		if tc.ok != (err == nil) || got != tc.want {

@@ -53,6 +53,11 @@ type Store interface {
 	Sweep(ctx context.Context, now time.Time, limit int) (int, error)
 	// Count returns the number of rows not expired at now, by scope.
 	Count(ctx context.Context, now time.Time) (map[string]int64, error)
+	// CountScope returns the number of rows of scope not expired at now.
+	CountScope(ctx context.Context, scope string, now time.Time) (int64, error)
+	// CountExpired returns the number of rows expired at now, all
+	// scopes: the backlog of the sweeps.
+	CountExpired(ctx context.Context, now time.Time) (int64, error)
 }
 
 // Memory is a Store in a map, for tests and for a single process whose
@@ -154,6 +159,32 @@ func (m *Memory) Count(_ context.Context, now time.Time) (map[string]int64, erro
 		}
 	}
 	return out, nil
+}
+
+// CountScope implements Store.
+func (m *Memory) CountScope(_ context.Context, scope string, now time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for id, r := range m.rows {
+		if id[0] == scope && r.ExpiresAt.After(now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// CountExpired implements Store.
+func (m *Memory) CountExpired(_ context.Context, now time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for _, r := range m.rows {
+		if !r.ExpiresAt.After(now) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Len returns the number of rows, expired ones included, for tests.

@@ -36,6 +36,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idgen/idgen/client"
+	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/snowflake"
@@ -58,6 +59,10 @@ type Options struct {
 	DefaultStep int64
 	// Logger receives the server's logs. Nil discards them.
 	Logger *slog.Logger
+	// IdempotencyTTL is how long the server keeps an Idempotency-Key,
+	// as `idgen serve --idempotency-ttl`. Zero means 24h. Keys are kept
+	// in the same SQLite file, as `idgen serve` keeps them.
+	IdempotencyTTL time.Duration
 }
 
 // Server is a running idgen HTTP server.
@@ -111,19 +116,27 @@ func NewServer(t testing.TB, opts *Options) *Server {
 	}
 	metrics.WatchWorker(worker)
 
+	keeper, err := idempotency.New(st.Idempotency(), idempotency.Config{TTL: o.IdempotencyTTL, Logger: o.Logger, Observer: metrics})
+	if err != nil {
+		t.Fatalf("idgentest: %v", err)
+	}
+	keeper.Start()
+	t.Cleanup(func() { _ = keeper.Close() })
+
 	h, err := server.New(server.Config{
-		Segment:    alloc,
-		Snowflake:  leased,
-		Layout:     leased.Layout(),
-		Worker:     worker,
-		Mode:       o.Mode,
-		Ready:      ready(o.Mode, st, alloc, leased),
-		Logger:     o.Logger,
-		Admin:      st,
-		Stats:      alloc,
-		Ranges:     alloc,
-		AdminToken: o.AdminToken,
-		Metrics:    metrics,
+		Idempotency: keeper,
+		Segment:     alloc,
+		Snowflake:   leased,
+		Layout:      leased.Layout(),
+		Worker:      worker,
+		Mode:        o.Mode,
+		Ready:       ready(o.Mode, st, alloc, leased),
+		Logger:      o.Logger,
+		Admin:       st,
+		Stats:       alloc,
+		Ranges:      alloc,
+		AdminToken:  o.AdminToken,
+		Metrics:     metrics,
 	})
 	if err != nil {
 		t.Fatalf("idgentest: %v", err)

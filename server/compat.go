@@ -57,18 +57,18 @@ const tinyidMaxBatch = 100000
 
 func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
 	if c.Leaf {
-		e.GET("/api/segment/get/:tag", noStore, plainText, s.requireTag, s.leafID(ModeSegment))
-		e.GET("/api/snowflake/get/:tag", noStore, plainText, s.requireTag, s.leafID(ModeSnowflake))
+		e.GET("/api/segment/get/:tag", noStore, plainText, s.noKeys, s.requireTag, s.leafID(ModeSegment))
+		e.GET("/api/snowflake/get/:tag", noStore, plainText, s.noKeys, s.requireTag, s.leafID(ModeSnowflake))
 		e.GET("/decodeSnowflakeId", plainText, s.leafDecode)
 	}
 	if c.TinyID {
 		// tinyid's controller maps every method; GET and POST are the
 		// ones its callers use.
 		methods := []string{http.MethodGet, http.MethodPost}
-		e.Match(methods, "/tinyid/id/nextIdSimple", noStore, plainText, s.tinyid(false))
-		e.Match(methods, "/tinyid/id/nextId", noStore, s.tinyid(true))
-		e.Match(methods, "/tinyid/id/nextSegmentIdSimple", noStore, plainText, s.tinyidSegment(false))
-		e.Match(methods, "/tinyid/id/nextSegmentId", noStore, s.tinyidSegment(true))
+		e.Match(methods, "/tinyid/id/nextIdSimple", noStore, plainText, s.noKeys, s.tinyid(false))
+		e.Match(methods, "/tinyid/id/nextId", noStore, s.noKeys, s.tinyid(true))
+		e.Match(methods, "/tinyid/id/nextSegmentIdSimple", noStore, plainText, s.noKeys, s.tinyidSegment(false))
+		e.Match(methods, "/tinyid/id/nextSegmentId", noStore, s.noKeys, s.tinyidSegment(true))
 	}
 }
 

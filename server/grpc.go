@@ -302,6 +302,9 @@ func wrap[T any](out *T, err error) (*connect.Response[T], error) {
 
 // rpcReserveRange is ReserveRange over either transport.
 func (s *Server) rpcReserveRange(ctx context.Context, h http.Header, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
+	if h[idempotency.KeyHeader] != nil {
+		return nil, errIdemNotSupported
+	}
 	tag := m.GetTag()
 	if err := s.authorizeTag(h, tag); err != nil {
 		return nil, err

@@ -16,9 +16,24 @@ import (
 var (
 	errIdemDisabled = &apiError{http.StatusBadRequest, "idempotency_disabled",
 		"this server keeps no idempotency keys; drop the Idempotency-Key header or ask the operator to enable them (idgen serve --idempotency)"}
+	// errIdemNotSupported refuses a key where it cannot work: a range
+	// (POST /segment/{tag}/range, ReserveRange) is a claim on the store
+	// that is not recorded, and Leaf's and tinyid's routes have callers
+	// that never send one. Ignoring the key would hand a retry a second
+	// range, the very duplicate the caller sent the key to prevent.
+	errIdemNotSupported = &apiError{http.StatusBadRequest, "idempotency_not_supported",
+		"this route keeps no idempotency keys, and a retry with one would get new IDs: drop the Idempotency-Key header, or ask for IDs with GET /id/{tag}?count=N (or the Next RPC), which honour it"}
 	errTwoKeys = &apiError{http.StatusBadRequest, "invalid_idempotency_key",
 		"send one Idempotency-Key header, not several"}
 )
+
+// noKeys refuses a request that carries an Idempotency-Key on a route
+// that cannot honour it (see errIdemNotSupported).
+func (s *Server) noKeys(c *gin.Context) {
+	if c.Request.Header[idempotency.KeyHeader] != nil {
+		s.writeError(c, errIdemNotSupported)
+	}
+}
 
 // keyedRequest is what a keyed ID request asks for: its fingerprint
 // and, when it wins the key, what it allocates.

@@ -11,7 +11,7 @@ import (
 type idemMetrics struct {
 	stored, replays, swept prometheus.Counter
 	conflicts, sweeps      *prometheus.CounterVec
-	live                   prometheus.Gauge
+	live, expired          prometheus.Gauge
 }
 
 func newIdemMetrics(reg *prometheus.Registry) idemMetrics {
@@ -28,6 +28,8 @@ func newIdemMetrics(reg *prometheus.Registry) idemMetrics {
 			Help: "Sweeps of expired idempotency keys, by result (ok or error)."}, []string{"result"}),
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idgen", Name: "idempotency_keys",
 			Help: "Live idempotency keys in the store, all callers, as counted at the last sweep."}),
+		expired: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idgen", Name: "idempotency_expired_keys",
+			Help: "Expired idempotency keys still in the store after the last sweep: a backlog the sweeps have not worked off (0 when each sweep keeps up)."}),
 	}
 	for _, r := range []string{"reused", "in_flight", "limit"} {
 		m.conflicts.WithLabelValues(r)
@@ -35,7 +37,7 @@ func newIdemMetrics(reg *prometheus.Registry) idemMetrics {
 	for _, r := range []string{"ok", "error"} {
 		m.sweeps.WithLabelValues(r)
 	}
-	reg.MustRegister(m.stored, m.replays, m.conflicts, m.swept, m.sweeps, m.live)
+	reg.MustRegister(m.stored, m.replays, m.conflicts, m.swept, m.sweeps, m.live, m.expired)
 	return m
 }
 
@@ -51,12 +53,17 @@ func (m *Metrics) Replayed() { m.idem.replays.Inc() }
 func (m *Metrics) Conflict(reason string) { m.idem.conflicts.WithLabelValues(reason).Inc() }
 
 // Swept implements idempotency.Observer.
-func (m *Metrics) Swept(n int, live int64, err error) {
+func (m *Metrics) Swept(n int, live, expired int64, err error) {
 	if err != nil {
 		m.idem.sweeps.WithLabelValues("error").Inc()
 	} else {
 		m.idem.sweeps.WithLabelValues("ok").Inc()
+	}
+	if live >= 0 {
 		m.idem.live.Set(float64(live))
+	}
+	if expired >= 0 {
+		m.idem.expired.Set(float64(expired))
 	}
 	m.idem.swept.Add(float64(n))
 }

@@ -213,8 +213,10 @@ func TestServer_IdempotencyInFlight(t *testing.T) {
 			if a.status != 409 || errCode(t, a.body) != "idempotency_key_in_flight" {
 				t.Errorf("repeat in flight: %d %q; want 409", a.status, a.body)
 			}
-			if ra := a.header.Get("Retry-After"); ra != "30" && ra != "29" {
-				t.Errorf("Retry-After %q; want the lock's remaining 30s", ra)
+			// The server waited its half second first; the wait fits the
+			// lock's age (under 3s here), not the whole 30s lock.
+			if ra := a.header.Get("Retry-After"); ra != "1" && ra != "2" && ra != "3" {
+				t.Errorf("Retry-After %q; want 1 to 3", ra)
 			}
 		})
 	}
@@ -252,8 +254,8 @@ func TestServer_IdempotencyCap(t *testing.T) {
 			t.Fatal(a.body)
 		}
 	}
-	if a := keyed(t, ts.URL+"/id/order", "c"); a.status != 429 || errCode(t, a.body) != "idempotency_key_limit_reached" {
-		t.Fatalf("third key: %d %q; want 429", a.status, a.body)
+	if a := keyed(t, ts.URL+"/id/order", "c"); a.status != 429 || errCode(t, a.body) != "idempotency_key_limit_reached" || a.header.Get("Retry-After") != "1" {
+		t.Fatalf("third key: %d %q Retry-After %q; want 429 with Retry-After 1", a.status, a.body, a.header.Get("Retry-After"))
 	}
 	if a := keyed(t, ts.URL+"/id/order", "a"); a.status != 200 || a.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("repeat at the cap: %d %q", a.status, a.body)
@@ -268,4 +270,113 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A repeat that comes while the first request runs, and the first ends
+// within the server's wait, gets the replay, not a 409.
+func TestServer_IdempotencyRepeatWaitsForTheFirst(t *testing.T) {
+	g := &gate{release: make(chan struct{})}
+	ts := gateServer(t, g, idempotency.Config{InFlightWait: time.Minute})
+	first := make(chan answer, 1)
+	go func() { first <- keyed(t, ts.URL+"/id/order?count=3", "k") }()
+	for g.calls.Load() == 0 {
+		time.Sleep(time.Millisecond) // until the first request allocates
+	}
+	second := make(chan answer, 1)
+	go func() { second <- keyed(t, ts.URL+"/id/order?count=3", "k") }()
+	time.Sleep(20 * time.Millisecond) // the repeat is waiting now, or soon
+	close(g.release)
+	a, b := <-first, <-second
+	if a.status != 200 || b.status != 200 || b.body != a.body || b.header.Get("Idempotent-Replayed") != "true" || g.calls.Load() != 1 {
+		t.Fatalf("first %d %q, repeat %d %q replayed=%q, %d allocations; want the replay and 1 allocation",
+			a.status, a.body, b.status, b.body, b.header.Get("Idempotent-Replayed"), g.calls.Load())
+	}
+}
+
+// A key where it cannot work is refused with 400, not ignored: a range
+// and the routes of other services' APIs record no answer.
+func TestServer_IdempotencyNotSupported(t *testing.T) {
+	tsRange := newServerWith(t, server.Config{Idempotency: newKeeper(t, idempotency.Config{}),
+		Compat: server.Compat{Leaf: true, TinyID: true}})
+	for _, tc := range []struct{ method, path string }{
+		{"POST", "/segment/order/range?size=10"},
+		{"GET", "/api/segment/get/order"},
+		{"GET", "/tinyid/id/nextIdSimple?bizType=order"},
+		{"POST", "/tinyid/id/nextId?bizType=order"},
+		{"GET", "/tinyid/id/nextSegmentId?bizType=order"},
+	} {
+		a := do(t, tc.method, tsRange.URL+tc.path, "", "", "Idempotency-Key", "k")
+		if a.status != 400 || !strings.Contains(a.body, "idempotency_not_supported") {
+			t.Errorf("%s %s with a key: %d %q; want 400 idempotency_not_supported", tc.method, tc.path, a.status, a.body)
+		}
+	}
+	// Without a key the range route serves.
+	if a := do(t, "POST", tsRange.URL+"/segment/order/range?size=10", "", ""); a.status != 200 {
+		t.Fatalf("range without a key: %d %q", a.status, a.body)
+	}
+}
+
+// newServerWith is newServer with the range route served too.
+func newServerWith(t *testing.T, cfg server.Config) *httptest.Server {
+	t.Helper()
+	st := openStore(t)
+	if err := st.CreateTag(context.Background(), segment.Tag{Name: "order", MaxID: 1_000_000, Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := newAllocator(t, st, segment.Options{})
+	cfg.Segment, cfg.Ranges = alloc, alloc
+	h, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// With a cap of 1,000 and keys of 1s, 1,500 requests spread over three
+// seconds are all served: the cap counts live keys (about 500 at any
+// time here), not every key since the last sweep (no sweep runs), since
+// a scope is counted again before it is refused. The spread is a floor
+// set by sleeps, so a slower machine only spreads them more.
+func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
+	st := openStore(t)
+	k, err := idempotency.New(st.Idempotency(), idempotency.Config{MaxKeys: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	ts := gateServerWith(t, &gate{}, k)
+	refused := 0
+	for batch := range 15 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := range 100 {
+			wg.Go(func() {
+				a := keyed(t, ts.URL+"/id/order", fmt.Sprintf("k-%d-%d", batch, i), "Idempotency-TTL", "1")
+				if a.status != 200 {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Until(start.Add(200 * time.Millisecond)))
+	}
+	if refused != 0 {
+		t.Fatalf("%d of 1,500 requests refused under a cap of 1,000 live keys of 1s; want 0", refused)
+	}
+}
+
+func gateServerWith(t *testing.T, g *gate, k *idempotency.Keeper) *httptest.Server {
+	t.Helper()
+	h, err := server.New(server.Config{Segment: g, Idempotency: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
 }

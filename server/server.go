@@ -213,7 +213,7 @@ func (s *Server) routes() error {
 	e.GET("/id/:tag", noStore, s.requireTag, s.ids(s.cfg.Mode))
 	e.GET("/segment/:tag", noStore, s.requireTag, s.ids(ModeSegment))
 	e.GET("/snowflake/:tag", noStore, s.requireTag, s.ids(ModeSnowflake))
-	e.POST("/segment/:tag/range", noStore, s.requireTag, s.reserveRange)
+	e.POST("/segment/:tag/range", noStore, s.noKeys, s.requireTag, s.reserveRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })

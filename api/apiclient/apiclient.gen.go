@@ -27,6 +27,7 @@ const (
 	IdempotencyKeyInFlight     ErrorErrorCode = "idempotency_key_in_flight"
 	IdempotencyKeyLimitReached ErrorErrorCode = "idempotency_key_limit_reached"
 	IdempotencyKeyReused       ErrorErrorCode = "idempotency_key_reused"
+	IdempotencyNotSupported    ErrorErrorCode = "idempotency_not_supported"
 	Internal                   ErrorErrorCode = "internal"
 	InvalidBody                ErrorErrorCode = "invalid_body"
 	InvalidCount               ErrorErrorCode = "invalid_count"
@@ -76,6 +77,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case IdempotencyKeyLimitReached:
 		return true
 	case IdempotencyKeyReused:
+		return true
+	case IdempotencyNotSupported:
 		return true
 	case Internal:
 		return true

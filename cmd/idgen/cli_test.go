@@ -62,6 +62,7 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--store", "sqlite:/idgen.db"}, "sqlite needs :// after it: use sqlite://PATH (sqlite://./idgen.db, sqlite:///var/lib/idgen/idgen.db)"},
 		{[]string{"--store", "root:S3cret@tcp(127.0.0.1:3306)/idgen"}, "the DSN has no scheme: use sqlite://PATH"},
 		{[]string{"--idempotency-ttl", "200h"}, "--idempotency-ttl (200h0m0s) must not exceed --idempotency-max-ttl (168h0m0s)"},
+		{[]string{"--idempotency-max-ttl", "8760h"}, "--idempotency-max-ttl must be at most 168h0m0s"},
 		{[]string{"--idempotency-lock-timeout", "10ms"}, "--idempotency-lock-timeout must be at least 1s"},
 		{[]string{"--idempotency-max-keys", "-1"}, "--idempotency-max-keys must be 0 (no limit) or more"},
 		{[]string{"--idempotency-sweep-batch", "0"}, "--idempotency-sweep-batch must be from 1 to 1000000"},

@@ -22,7 +22,7 @@ const maxSweepBatch = 1_000_000
 func idempotencyFlags(f *pflag.FlagSet) {
 	f.Bool("idempotency", true, "answer Idempotency-Key requests from keys kept in the store (off: they get 400 idempotency_disabled)")
 	f.Duration("idempotency-ttl", idempotency.DefaultTTL, "how long a key is kept when the request sends no Idempotency-TTL")
-	f.Duration("idempotency-max-ttl", idempotency.DefaultMaxTTL, "longest Idempotency-TTL a request may ask for")
+	f.Duration("idempotency-max-ttl", idempotency.DefaultMaxTTL, "longest Idempotency-TTL a request may ask for (at most 168h, 7 days)")
 	f.Duration("idempotency-lock-timeout", idempotency.DefaultLockTimeout, "how long a first request holds its key; after it a retry may take over the key of an instance that died")
 	int64Flag(f, "idempotency-max-keys", idempotency.DefaultMaxKeys, "most live keys per caller (API token); past it, new keys get 429 idempotency_key_limit_reached (0: no limit)")
 	f.Duration("idempotency-sweep-interval", idempotency.DefaultSweepEvery, "how often expired keys are deleted and live keys counted for the cap")
@@ -49,6 +49,9 @@ func idempotencyConfig(cmd *cobra.Command) (cfg idempotency.Config, ok bool, err
 		if d.v < time.Second {
 			bad("%s must be at least 1s, got %v", d.flag, d.v)
 		}
+	}
+	if cfg.MaxTTL > idempotency.CeilingTTL {
+		bad("--idempotency-max-ttl must be at most %v (7 days: keys are for retries, and longer ones only fill the store), got %v", idempotency.CeilingTTL, cfg.MaxTTL)
 	}
 	if cfg.TTL > cfg.MaxTTL {
 		bad("--idempotency-ttl (%v) must not exceed --idempotency-max-ttl (%v)", cfg.TTL, cfg.MaxTTL)

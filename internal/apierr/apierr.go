@@ -91,9 +91,9 @@ var codes = func() map[string]Code {
 		{Name: "idempotency_key_in_flight", Status: http.StatusConflict, Retry: true, Final: true,
 			Match:   []error{idempotency.ErrInFlight},
 			Message: "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer"},
-		{Name: "idempotency_key_limit_reached", Status: http.StatusTooManyRequests, Final: true,
+		{Name: "idempotency_key_limit_reached", Status: http.StatusTooManyRequests, Retry: true, Final: true,
 			Match:   []error{idempotency.ErrKeyLimit},
-			Message: "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL"},
+			Message: "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); retry after the Retry-After delay, when expired keys have made room; send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL; callers without an API token share one anonymous cap"},
 	} {
 		m[c.Name] = c
 	}

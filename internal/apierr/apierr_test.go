@@ -21,7 +21,7 @@ func TestTable(t *testing.T) {
 		if c.Name != name || http.StatusText(c.Status) == "" || c.Status < 400 {
 			t.Errorf("code %q: name %q, status %d", name, c.Name, c.Status)
 		}
-		if c.Retry && c.Status != http.StatusServiceUnavailable && c.Status != http.StatusConflict {
+		if c.Retry && c.Status != http.StatusServiceUnavailable && c.Status != http.StatusConflict && c.Status != http.StatusTooManyRequests {
 			t.Errorf("code %q: Retry-After on a %d, which no client waits on", name, c.Status)
 		}
 		if c.Status >= 500 && c.Message == "" && name != "unavailable" {

@@ -14,13 +14,18 @@ import (
 	"github.com/idgen/idgen/internal/dbtest"
 )
 
+// IdempotencyNow is the time RunIdempotency starts from: a store that
+// keeps a clock of its own (Redis expires rows by TTL) must count its
+// TTLs from it.
+var IdempotencyNow = time.UnixMilli(1_700_000_000_000)
+
 // RunIdempotency is the conformance suite of an idempotency.Store: the
 // insert-if-absent, the owner compare-and-sets, expiry, sweeps in
 // batches and counts by scope, and one winner among concurrent
 // inserts. st must be empty.
 func RunIdempotency(t *testing.T, st idempotency.Store) {
 	ctx := context.Background()
-	now := time.UnixMilli(1_700_000_000_000)
+	now := IdempotencyNow
 	rec := func(key, owner string, ttl time.Duration) idempotency.Record {
 		return idempotency.Record{Scope: "s1", Key: key, Fingerprint: "fp-" + key, Owner: owner,
 			LockedUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(ttl)}
@@ -141,14 +146,29 @@ func RunIdempotency(t *testing.T, st idempotency.Store) {
 		if err != nil || counts["s1"] != 20 || counts["s2"] != 5 || len(counts) != 2 {
 			t.Fatalf("Count: %v %v", counts, err)
 		}
+		if n, err := st.CountScope(ctx, "s2", base); err != nil || n != 5 {
+			t.Fatalf("CountScope s2: %d %v; want 5", n, err)
+		}
+		if n, err := st.CountScope(ctx, "none", base); err != nil || n != 0 {
+			t.Fatalf("CountScope of an unknown scope: %d %v; want 0", n, err)
+		}
 		// 13 rows expire at +1h: two batches of 5, then 3.
 		at := base.Add(time.Hour)
+		if n, err := st.CountExpired(ctx, at); err != nil || n != 13 {
+			t.Fatalf("CountExpired: %d %v; want 13", n, err)
+		}
+		if n, _ := st.CountScope(ctx, "s1", at); n != 10 {
+			t.Fatalf("CountScope s1 at +1h: %d; want 10", n)
+		}
 		for _, want := range []int{5, 5, 3, 0} {
 			if n, err := st.Sweep(ctx, at, 5); err != nil || n != want {
 				t.Fatalf("sweep: %d %v; want %d", n, err, want)
 			}
 		}
 		counts, _ = st.Count(ctx, at)
+		if n, err := st.CountExpired(ctx, at); err != nil || n != 0 {
+			t.Fatalf("CountExpired after the sweep: %d %v; want 0", n, err)
+		}
 		if counts["s1"]+counts["s2"] != 12 {
 			t.Fatalf("Count after the sweep: %v; want 12 live", counts)
 		}

@@ -32,6 +32,11 @@ type IdemStatements struct {
 	Sweep string
 	// Count selects scope, COUNT(*) of rows not expired. Args: now.
 	Count string
+	// CountScope selects COUNT(*) of one scope's rows not expired.
+	// Args: scope, now.
+	CountScope string
+	// CountExpired selects COUNT(*) of rows expired. Args: now.
+	CountExpired string
 }
 
 // Idempotency is an idempotency.Store over any SQL backend: the
@@ -142,4 +147,18 @@ func (s *Idempotency) Count(ctx context.Context, now time.Time) (map[string]int6
 		out[scope] = n
 	}
 	return out, rows.Err()
+}
+
+// CountScope implements idempotency.Store.
+func (s *Idempotency) CountScope(ctx context.Context, scope string, now time.Time) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, s.s.CountScope, scope, now.UnixMilli()).Scan(&n)
+	return n, err
+}
+
+// CountExpired implements idempotency.Store.
+func (s *Idempotency) CountExpired(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, s.s.CountExpired, now.UnixMilli()).Scan(&n)
+	return n, err
 }

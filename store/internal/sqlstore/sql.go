@@ -160,6 +160,10 @@ func NewIdemStatements(sp Spelling) (IdemStatements, error) {
 		Delete:   r.sql(`DELETE FROM idempotency_key WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 0`),
 		Sweep:    r.sql(sp.IdemSweep),
 		Count:    r.sql(`SELECT scope, COUNT(*) FROM idempotency_key WHERE expires_at > ? GROUP BY scope`),
+		// The primary key (scope, idem_key) bounds the scan to the scope.
+		CountScope: r.sql(`SELECT COUNT(*) FROM idempotency_key WHERE scope = ? AND expires_at > ?`),
+		// The expires_at index bounds the scan to the backlog.
+		CountExpired: r.sql(`SELECT COUNT(*) FROM idempotency_key WHERE expires_at <= ?`),
 	}
 	return s, r.err
 }

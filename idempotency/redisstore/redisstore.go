@@ -1,0 +1,278 @@
+// Package redisstore keeps idempotency keys in Redis, for services that
+// already run it for their caches and sessions: an idempotency.Store
+// over github.com/redis/go-redis/v9.
+//
+// A key's row is one string value that Redis expires by itself at the
+// key's TTL: the claim is SET NX PX, so exactly one first request wins
+// even across instances, and Complete, TakeOver and Delete are Lua
+// scripts that compare the row's owner before they write, so that only
+// the request holding the key records its answer. Beside the rows, a
+// sorted set per scope indexes the live keys by expiry, for the
+// Keeper's cap: Sweep trims the index entries of keys Redis has
+// expired, and the counts read it.
+//
+// Redis expires rows by its own clock: a row's TTL is sent as the time
+// left until Record.ExpiresAt on the store's clock, which must be the
+// Keeper's (both time.Now by default).
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idgen/idgen/idempotency"
+)
+
+// DefaultPrefix starts every Redis key the store writes.
+const DefaultPrefix = "idem:"
+
+// Store is an idempotency.Store in Redis.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	now    func() time.Time
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// Options configures a Store. Zero fields take the defaults.
+type Options struct {
+	// Prefix starts every key the store writes. Default DefaultPrefix.
+	Prefix string
+	// Now is the clock the TTLs sent to Redis count from: a row lives
+	// in Redis for its Record.ExpiresAt minus Now. Default time.Now;
+	// the Keeper must use the same clock.
+	Now func() time.Time
+}
+
+// New returns a Store over rdb. The caller owns rdb and closes it.
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	if rdb == nil {
+		return nil, errors.New("redisstore: a Redis client is required")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{rdb: rdb, prefix: opts.Prefix, now: opts.Now}, nil
+}
+
+// row is a Record as stored: short names, times in Unix milliseconds.
+type row struct {
+	Fingerprint string `json:"f"`
+	Owner       string `json:"o"`
+	Status      int    `json:"s"`
+	ContentType string `json:"c"`
+	Body        []byte `json:"b"`
+	LockedUntil int64  `json:"l"`
+	ExpiresAt   int64  `json:"e"`
+}
+
+func encode(r idempotency.Record) (string, error) {
+	b, err := json.Marshal(row{r.Fingerprint, r.Owner, r.Status, r.ContentType, r.Body, r.LockedUntil.UnixMilli(), r.ExpiresAt.UnixMilli()})
+	return string(b), err
+}
+
+// rowKey is the row of a key; the scope's length first, so that no two
+// (scope, key) pairs share one.
+func (s *Store) rowKey(scope, key string) string {
+	return s.prefix + "k:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
+}
+func (s *Store) indexKey(scope string) string { return s.prefix + "i:" + scope }
+func (s *Store) scopesKey() string            { return s.prefix + "scopes" }
+
+// ttl is the time left until at, at least a millisecond (PX 0 is an
+// error, and an expired row must still land to be seen as expired).
+func (s *Store) ttl(at time.Time) int64 { return max(at.Sub(s.now()).Milliseconds(), 1) }
+
+// insert claims the row with SET NX PX and indexes it.
+// KEYS: row, index, scopes. ARGV: value, px, expires_ms, member, scope.
+var insert = redis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.call('SADD', KEYS[3], ARGV[5])
+return 1`)
+
+// Insert implements idempotency.Store.
+func (s *Store) Insert(ctx context.Context, r idempotency.Record) (bool, error) {
+	v, err := encode(r)
+	if err != nil {
+		return false, err
+	}
+	n, err := insert.Run(ctx, s.rdb, []string{s.rowKey(r.Scope, r.Key), s.indexKey(r.Scope), s.scopesKey()},
+		v, s.ttl(r.ExpiresAt), r.ExpiresAt.UnixMilli(), r.Key, r.Scope).Int()
+	return n == 1, wrap(err)
+}
+
+// Get implements idempotency.Store.
+func (s *Store) Get(ctx context.Context, scope, key string) (idempotency.Record, bool, error) {
+	v, err := s.rdb.Get(ctx, s.rowKey(scope, key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return idempotency.Record{}, false, nil
+	}
+	if err != nil {
+		return idempotency.Record{}, false, wrap(err)
+	}
+	var w row
+	if err := json.Unmarshal(v, &w); err != nil {
+		return idempotency.Record{}, false, fmt.Errorf("redisstore: a row of %q is not the store's: %w", scope, err)
+	}
+	return idempotency.Record{Scope: scope, Key: key, Fingerprint: w.Fingerprint, Owner: w.Owner, Status: w.Status,
+		ContentType: w.ContentType, Body: w.Body, LockedUntil: time.UnixMilli(w.LockedUntil), ExpiresAt: time.UnixMilli(w.ExpiresAt)}, true, nil
+}
+
+// takeOver replaces a row its previous owner holds if it is expired or
+// in flight past its lock.
+// KEYS: row, index. ARGV: value, px, expires_ms, member, prev owner, now_ms.
+var takeOver = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+local r = cjson.decode(cur)
+local now = tonumber(ARGV[6])
+if r.o ~= ARGV[5] then return 0 end
+if not (r.e <= now or (r.s == 0 and r.l <= now)) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+return 1`)
+
+// TakeOver implements idempotency.Store.
+func (s *Store) TakeOver(ctx context.Context, r idempotency.Record, prevOwner string, now time.Time) (bool, error) {
+	v, err := encode(r)
+	if err != nil {
+		return false, err
+	}
+	n, err := takeOver.Run(ctx, s.rdb, []string{s.rowKey(r.Scope, r.Key), s.indexKey(r.Scope)},
+		v, s.ttl(r.ExpiresAt), r.ExpiresAt.UnixMilli(), r.Key, prevOwner, now.UnixMilli()).Int()
+	return n == 1, wrap(err)
+}
+
+// complete records the answer on an in-flight row its owner holds,
+// keeping the row's expiry: the compare-and-set that lets only the
+// owner complete.
+// KEYS: row. ARGV: owner, status, content type, body.
+var complete = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+local r = cjson.decode(cur)
+if r.o ~= ARGV[1] or r.s ~= 0 then return 0 end
+r.s = tonumber(ARGV[2])
+r.c = ARGV[3]
+r.b = ARGV[4]
+redis.call('SET', KEYS[1], cjson.encode(r), 'KEEPTTL')
+return 1`)
+
+// Complete implements idempotency.Store.
+func (s *Store) Complete(ctx context.Context, scope, key, owner string, status int, contentType string, body []byte) (bool, error) {
+	// The body travels as JSON's base64, as row.Body is encoded.
+	b64, err := json.Marshal(body)
+	if err != nil {
+		return false, err
+	}
+	n, err := complete.Run(ctx, s.rdb, []string{s.rowKey(scope, key)}, owner, status, contentType, string(b64[1:len(b64)-1])).Int()
+	return n == 1, wrap(err)
+}
+
+// del removes an in-flight row its owner holds, and its index entry.
+// KEYS: row, index. ARGV: owner, member.
+var del = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+local r = cjson.decode(cur)
+if r.o ~= ARGV[1] or r.s ~= 0 then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1`)
+
+// Delete implements idempotency.Store.
+func (s *Store) Delete(ctx context.Context, scope, key, owner string) error {
+	return wrap(del.Run(ctx, s.rdb, []string{s.rowKey(scope, key), s.indexKey(scope)}, owner, key).Err())
+}
+
+// trim removes up to limit index entries expired at now, and the scope
+// from the set of scopes once its index is empty.
+// KEYS: index, scopes. ARGV: now_ms, limit, scope.
+var trim = redis.NewScript(`
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[3]) end
+return #gone`)
+
+// Sweep implements idempotency.Store: Redis has expired the rows; it
+// removes up to limit of their index entries.
+func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
+	scopes, err := s.rdb.SMembers(ctx, s.scopesKey()).Result()
+	if err != nil {
+		return 0, wrap(err)
+	}
+	total := 0
+	for _, scope := range scopes {
+		if total >= limit {
+			break
+		}
+		n, err := trim.Run(ctx, s.rdb, []string{s.indexKey(scope), s.scopesKey()}, now.UnixMilli(), limit-total, scope).Int()
+		if err != nil {
+			return total, wrap(err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Count implements idempotency.Store.
+func (s *Store) Count(ctx context.Context, now time.Time) (map[string]int64, error) {
+	scopes, err := s.rdb.SMembers(ctx, s.scopesKey()).Result()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := map[string]int64{}
+	for _, scope := range scopes {
+		n, err := s.CountScope(ctx, scope, now)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			out[scope] = n
+		}
+	}
+	return out, nil
+}
+
+// CountScope implements idempotency.Store.
+func (s *Store) CountScope(ctx context.Context, scope string, now time.Time) (int64, error) {
+	n, err := s.rdb.ZCount(ctx, s.indexKey(scope), "("+strconv.FormatInt(now.UnixMilli(), 10), "+inf").Result()
+	return n, wrap(err)
+}
+
+// CountExpired implements idempotency.Store: the index entries of keys
+// Redis has expired that no sweep has trimmed yet (the rows themselves
+// take no room).
+func (s *Store) CountExpired(ctx context.Context, now time.Time) (int64, error) {
+	scopes, err := s.rdb.SMembers(ctx, s.scopesKey()).Result()
+	if err != nil {
+		return 0, wrap(err)
+	}
+	var total int64
+	for _, scope := range scopes {
+		n, err := s.rdb.ZCount(ctx, s.indexKey(scope), "-inf", strconv.FormatInt(now.UnixMilli(), 10)).Result()
+		if err != nil {
+			return 0, wrap(err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("redisstore: %w", err)
+}
