@@ -30,7 +30,7 @@ var (
 // fail with the package's ErrClosed, and stopping again is harmless.
 func TestGenerators_CloseAndShutdown(t *testing.T) {
 	newSegment := func(t *testing.T) (stopper, func(*testing.T)) {
-		st := segmenttest.NewMemStore()
+		st := segmenttest.NewMemory()
 		a, err := segment.New(st, segment.Options{AutoCreate: true})
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +42,7 @@ func TestGenerators_CloseAndShutdown(t *testing.T) {
 		}
 	}
 	newLeased := func(t *testing.T) (stopper, func(*testing.T)) {
-		st := snowflaketest.NewMemLeaseStore()
+		st := snowflaketest.NewMemory()
 		l, err := snowflake.NewLeased(t.Context(), st, snowflake.LeasedConfig{RenewInterval: -1})
 		if err != nil {
 			t.Fatal(err)

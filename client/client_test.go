@@ -196,7 +196,7 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func TestClient_RetriesUnavailable(t *testing.T) {
 	ctx := context.Background()
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	alloc, _ := segment.New(st, segment.Options{AutoCreate: true})
 	defer alloc.Close()
 	h, _ := server.New(server.Config{Segment: alloc, Ranges: alloc})

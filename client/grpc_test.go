@@ -127,7 +127,7 @@ func TestGRPC_PerIDCallsAndErrors(t *testing.T) {
 // UNAVAILABLE with its RetryInfo is retried (the wait capped by the
 // client's backoff) and then returned as ErrUnavailable with the code.
 func TestGRPC_RetriesUnavailable(t *testing.T) {
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	st.SetError(errors.New("dial tcp: connection refused"))
 	alloc, _ := segment.New(st, segment.Options{AutoCreate: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	defer alloc.Close()

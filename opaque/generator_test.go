@@ -18,7 +18,7 @@ import (
 func TestGenerator_Kinds(t *testing.T) {
 	ctx := context.Background()
 	mine, other := testKey(t), otherKey(t)
-	store := segmenttest.NewMemStore()
+	store := segmenttest.NewMemory()
 	for _, tg := range []segment.Tag{
 		{Name: "plain", MaxID: 1, Step: 10},
 		{Name: "mine", MaxID: 1, Step: 10, Opaque: mine.Fingerprint()},
@@ -97,7 +97,7 @@ func (failingTags) TagOpaque(context.Context, string) (string, error) {
 // hands out the counter it already took.
 func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
 	ctx := context.Background()
-	store := segmenttest.NewMemStore()
+	store := segmenttest.NewMemory()
 	if err := store.CreateTag(ctx, segment.Tag{Name: "t", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
 func TestGenerator_NextAhead(t *testing.T) {
 	ctx := context.Background()
 	key := testKey(t)
-	store := segmenttest.NewMemStore()
+	store := segmenttest.NewMemory()
 	if err := store.CreateTag(ctx, segment.Tag{Name: "o", MaxID: 1, Step: 100, Opaque: key.Fingerprint()}); err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestKey_Versions(t *testing.T) {
 func TestGenerator_Version1Tag(t *testing.T) {
 	ctx := context.Background()
 	k := testKey(t)
-	store := segmenttest.NewMemStore()
+	store := segmenttest.NewMemory()
 	for _, tg := range []segment.Tag{
 		{Name: "old", MaxID: 1, Step: 10, Opaque: v1Fingerprint(t, rawKeyHex)},
 		{Name: "new", MaxID: 1, Step: 10, Opaque: k.Fingerprint()},
@@ -150,7 +150,7 @@ func TestKey_DecodeTag(t *testing.T) {
 // route, for good, before any counter leaves.
 func TestGenerator_Refused(t *testing.T) {
 	ctx := context.Background()
-	store := segmenttest.NewMemStore()
+	store := segmenttest.NewMemory()
 	if err := store.CreateTag(ctx, segment.Tag{Name: "t", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}

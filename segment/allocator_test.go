@@ -17,11 +17,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// newAlloc returns an allocator over a MemStore that has tag with the
+// newAlloc returns an allocator over a Memory that has tag with the
 // given step, starting at 1.
-func newAlloc(t testing.TB, step int64, opts segment.Options) (*segment.Allocator, *segmenttest.MemStore, string) {
+func newAlloc(t testing.TB, step int64, opts segment.Options) (*segment.Allocator, *segmenttest.Memory, string) {
 	t.Helper()
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	tag := "order"
 	if err := st.CreateTag(context.Background(), segment.Tag{Name: tag, MaxID: 1, Step: step}); err != nil {
 		t.Fatal(err)
@@ -260,7 +260,7 @@ func TestAllocator_WaitTimeout(t *testing.T) {
 }
 
 func TestAllocator_CloseWhileLoadInFlight(t *testing.T) {
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	ctx := context.Background()
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
@@ -288,7 +288,7 @@ func TestAllocator_CloseWhileLoadInFlight(t *testing.T) {
 }
 
 func TestAllocator_CloseHandsBackUnusedRange(t *testing.T) {
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	ctx := context.Background()
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 100}); err != nil {
 		t.Fatal(err)
@@ -316,7 +316,7 @@ func TestAllocator_CloseHandsBackUnusedRange(t *testing.T) {
 func TestAllocator_UnknownTags(t *testing.T) {
 	ctx := context.Background()
 	t.Run("AutoCreate", func(t *testing.T) {
-		st := segmenttest.NewMemStore()
+		st := segmenttest.NewMemory()
 		a, err := segment.New(st, segment.Options{AutoCreate: true, DefaultStep: 50})
 		if err != nil {
 			t.Fatal(err)
@@ -332,7 +332,7 @@ func TestAllocator_UnknownTags(t *testing.T) {
 		}
 	})
 	t.Run("NotFoundIsCached", func(t *testing.T) {
-		st := segmenttest.NewMemStore()
+		st := segmenttest.NewMemory()
 		a, err := segment.New(st, segment.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -348,7 +348,7 @@ func TestAllocator_UnknownTags(t *testing.T) {
 		}
 	})
 	t.Run("InvalidBeforeIO", func(t *testing.T) {
-		st := segmenttest.NewMemStore()
+		st := segmenttest.NewMemory()
 		a, err := segment.New(st, segment.Options{AutoCreate: true})
 		if err != nil {
 			t.Fatal(err)
@@ -370,7 +370,7 @@ func TestAllocator_UnknownTags(t *testing.T) {
 }
 
 func TestNew_RejectsBadOptions(t *testing.T) {
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	for _, tc := range []struct {
 		name  string
 		store segment.Store

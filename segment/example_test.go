@@ -11,7 +11,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	// A real program opens store/sqlite, store/postgres or store/mysql.
-	store := segmenttest.NewMemStore()
+	store := segmenttest.NewMemory()
 
 	alloc, err := segment.New(store, segment.Options{AutoCreate: true})
 	if err != nil {

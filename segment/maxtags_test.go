@@ -28,7 +28,7 @@ func TestAllocator_MaxTags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const max = 5
-			st := segmenttest.NewMemStore()
+			st := segmenttest.NewMemory()
 			if !tc.autoCreate {
 				for i := range 2 * max {
 					if err := st.CreateTag(ctx, segment.Tag{Name: fmt.Sprintf("t%d", i), MaxID: 1, Step: 10}); err != nil {
@@ -99,7 +99,7 @@ func TestAllocator_MaxTags(t *testing.T) {
 			}
 		})
 	}
-	if _, err := segment.New(segmenttest.NewMemStore(), segment.Options{MaxTags: -1}); err == nil {
+	if _, err := segment.New(segmenttest.NewMemory(), segment.Options{MaxTags: -1}); err == nil {
 		t.Fatal("MaxTags -1 accepted")
 	}
 }

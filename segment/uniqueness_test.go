@@ -19,7 +19,7 @@ import (
 // it, and the tag must end as exhausted, not as negative or repeated IDs.
 func TestAllocator_NearInt64Limit(t *testing.T) {
 	ctx := context.Background()
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	const tag = "edge"
 	start := int64(math.MaxInt64 - 2010)
 	if err := st.CreateTag(ctx, segment.Tag{Name: tag, MaxID: start, Step: 1000}); err != nil {

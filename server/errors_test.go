@@ -40,7 +40,7 @@ func (s *syncBuffer) String() string {
 // the log under the request ID and never the caller.
 func TestServer_ServerErrorsKeepTheCauseInTheLog(t *testing.T) {
 	const secret = "failed to connect to user=idgen database=prod: 10.1.2.3:5432: password authentication failed"
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	st.SetError(errors.New(secret))
 	alloc := newAllocator(t, st, segment.Options{AutoCreate: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	var logs syncBuffer

@@ -28,7 +28,7 @@ func FuzzServer_IDs(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1], seed[2], seed[3])
 	}
-	alloc, err := segment.New(segmenttest.NewMemStore(), segment.Options{AutoCreate: true})
+	alloc, err := segment.New(segmenttest.NewMemory(), segment.Options{AutoCreate: true})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func ExampleGenerator_AppendN() {
 // store/postgres, store/mysql or store/sqlite; here it is in memory.
 func ExampleNewLeased() {
 	ctx := context.Background()
-	store := snowflaketest.NewMemLeaseStore()
+	store := snowflaketest.NewMemory()
 	a, err := snowflake.NewLeased(ctx, store, snowflake.LeasedConfig{Owner: "instance-a"})
 	if err != nil {
 		log.Fatal(err)

@@ -42,7 +42,7 @@ type Lease struct {
 // LeaseStore hands out worker IDs so that no two live processes share one.
 // It is declared here, where it is used, and implemented over the database
 // by package store (Store.Leases, for store/sqlite, store/postgres and
-// store/mysql); snowflaketest.MemLeaseStore is an in-memory one.
+// store/mysql); snowflaketest.Memory is an in-memory one.
 //
 // Time comes from the caller, never from the store: every method that
 // compares or sets an expiry takes now. All holders of a table must

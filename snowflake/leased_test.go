@@ -49,7 +49,7 @@ func TestNewLeased_RejectsInvalidConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := snowflaketest.NewMemLeaseStore()
+			store := snowflaketest.NewMemory()
 			tt.cfg.Generator.Clock = snowflaketest.NewClock(start)
 			l, err := snowflake.NewLeased(context.Background(), store, tt.cfg)
 			if !errors.Is(err, snowflake.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.wantMsg) {
@@ -69,21 +69,21 @@ func TestNewLeased_ReportsClaimErrors(t *testing.T) {
 	errDown := errors.New("database down")
 	tests := []struct {
 		name    string
-		setup   func(s *snowflaketest.MemLeaseStore)
+		setup   func(s *snowflaketest.Memory)
 		wantErr error
 	}{
-		{"every worker ID leased", func(s *snowflaketest.MemLeaseStore) {
+		{"every worker ID leased", func(s *snowflaketest.Memory) {
 			for range 2 {
 				if _, err := s.Claim(context.Background(), "other", start, time.Minute, 2); err != nil {
 					panic(err)
 				}
 			}
 		}, snowflake.ErrNoFreeWorker},
-		{"store down", func(s *snowflaketest.MemLeaseStore) { s.SetError(errDown) }, errDown},
+		{"store down", func(s *snowflaketest.Memory) { s.SetError(errDown) }, errDown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := snowflaketest.NewMemLeaseStore()
+			store := snowflaketest.NewMemory()
 			tt.setup(store)
 			l, err := snowflake.NewLeased(context.Background(), store, snowflake.LeasedConfig{
 				// 2 worker IDs.
@@ -97,7 +97,7 @@ func TestNewLeased_ReportsClaimErrors(t *testing.T) {
 }
 
 func TestLeased_DefaultsAndState(t *testing.T) {
-	store := snowflaketest.NewMemLeaseStore()
+	store := snowflaketest.NewMemory()
 	clock := snowflaketest.NewClock(start)
 	l := newLeased(t, store, snowflake.LeasedConfig{Generator: snowflake.Config{Clock: clock}, RenewInterval: -1})
 	if l.WorkerID() != 0 || !l.LeaseExpiry().Equal(start.Add(30*time.Second)) || l.Ready() != nil {
@@ -131,7 +131,7 @@ func TestLeased_DefaultsAndState(t *testing.T) {
 // store fails for longer than the lease, and recovers. Only the sequence
 // of states is checked, never how long they took.
 func TestLeased_BackgroundHeartbeat(t *testing.T) {
-	store := snowflaketest.NewMemLeaseStore()
+	store := snowflaketest.NewMemory()
 	l := newLeased(t, store, snowflake.LeasedConfig{TTL: 300 * time.Millisecond, RenewInterval: 20 * time.Millisecond})
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
@@ -184,7 +184,7 @@ func TestLeased_CloseDuringHeartbeats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for range 20 {
-				store := snowflaketest.NewMemLeaseStore()
+				store := snowflaketest.NewMemory()
 				clock := snowflaketest.NewClock(start)
 				l := newLeased(t, store, snowflake.LeasedConfig{Generator: snowflake.Config{Clock: clock}, RenewInterval: -1})
 				if tt.storeErr != nil {
@@ -225,7 +225,7 @@ func TestTagged_ValidatesInputFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := snowflaketest.NewMemLeaseStore()
+	store := snowflaketest.NewMemory()
 	leased := newLeased(t, store, snowflake.LeasedConfig{Generator: snowflake.Config{Clock: snowflaketest.NewClock(start)}, RenewInterval: -1})
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -298,7 +298,7 @@ func TestTagged_NextNZero(t *testing.T) {
 
 // blockingStore's Renew waits to be let go, then fails.
 type blockingStore struct {
-	*snowflaketest.MemLeaseStore
+	*snowflaketest.Memory
 	entered, release chan struct{}
 	err              error
 }
@@ -312,7 +312,7 @@ func (b *blockingStore) Renew(context.Context, snowflake.Lease, time.Time, time.
 // A heartbeat already in its store call when Close starts must not leave
 // the generator paused with its own cause instead of ErrClosed.
 func TestLeased_Close_WinsOverHeartbeatInFlight(t *testing.T) {
-	store := &blockingStore{MemLeaseStore: snowflaketest.NewMemLeaseStore(),
+	store := &blockingStore{Memory: snowflaketest.NewMemory(),
 		entered: make(chan struct{}), release: make(chan struct{}), err: errors.New("database down")}
 	clock := snowflaketest.NewClock(start)
 	l := newLeased(t, store, snowflake.LeasedConfig{Generator: snowflake.Config{Clock: clock}, RenewInterval: -1})

@@ -108,7 +108,7 @@ func TestParseWorkerRange(t *testing.T) {
 func TestNewLeased_WorkerRangeOutsideLayout(t *testing.T) {
 	clock := snowflaketest.NewClock(start)
 	for _, wr := range []snowflake.WorkerRange{{From: 1000, To: 1025}, {From: 5, To: 5}} {
-		_, err := snowflake.NewLeased(context.Background(), snowflaketest.NewMemLeaseStore(),
+		_, err := snowflake.NewLeased(context.Background(), snowflaketest.NewMemory(),
 			snowflake.LeasedConfig{Generator: snowflake.Config{Clock: clock}, WorkerRange: wr})
 		if !errors.Is(err, snowflake.ErrInvalidConfig) {
 			t.Errorf("WorkerRange %+v: %v, want ErrInvalidConfig", wr, err)
@@ -130,7 +130,7 @@ func ExampleParseLayout() {
 // A static worker ID must lie inside the worker range given beside it:
 // the range keeps the process clear of IDs other generators hold.
 func TestNewLeased_StaticOutsideWorkerRange(t *testing.T) {
-	st := snowflaketest.NewMemLeaseStore()
+	st := snowflaketest.NewMemory()
 	for _, tc := range []struct {
 		id   int64
 		wr   snowflake.WorkerRange

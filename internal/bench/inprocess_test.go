@@ -114,7 +114,7 @@ var generators = []generator{
 // has a step of 1,000,000, with its first segment already loaded.
 func newSegment(tb testing.TB) *segment.Allocator {
 	ctx := context.Background()
-	st := segmenttest.NewMemStore()
+	st := segmenttest.NewMemory()
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 1_000_000}); err != nil {
 		tb.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestOpenLoop_Run_Unreachable(t *testing.T) {
 // SlowStore delegates every call, and its wait gives way to the context.
 func TestSlowStore(t *testing.T) {
 	ctx := context.Background()
-	mem := segmenttest.NewMemStore()
+	mem := segmenttest.NewMemory()
 	s := &SlowStore{Store: mem, Delay: time.Millisecond}
 	if err := s.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestSlowStore(t *testing.T) {
 // The Recorder sees the allocator's first wait and its loads.
 func TestRecorder(t *testing.T) {
 	ctx := context.Background()
-	mem := segmenttest.NewMemStore()
+	mem := segmenttest.NewMemory()
 	if err := mem.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package segmenttest helps test segment stores and the code that uses
-// them: MemStore is an in-memory Store that can be slowed down and made to
+// them: Memory is an in-memory Store that can be slowed down and made to
 // fail on demand, and Run is the conformance suite every Store backend
 // must pass.
 package segmenttest
@@ -16,9 +16,9 @@ import (
 	"github.com/idgen/idgen/segment"
 )
 
-// MemStore is an in-memory segment.Store for tests. It is safe for
-// concurrent use. The zero value is not usable; call NewMemStore.
-type MemStore struct {
+// Memory is an in-memory segment.Store for tests. It is safe for
+// concurrent use. The zero value is not usable; call NewMemory.
+type Memory struct {
 	mu   sync.Mutex
 	rows map[string]*segment.Tag
 
@@ -28,14 +28,14 @@ type MemStore struct {
 	calls    atomic.Int64
 }
 
-// NewMemStore returns an empty MemStore.
-func NewMemStore() *MemStore { return &MemStore{rows: make(map[string]*segment.Tag)} }
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory { return &Memory{rows: make(map[string]*segment.Tag)} }
 
 // SetDelay makes every later Reserve take d, or until its context ends.
-func (m *MemStore) SetDelay(d time.Duration) { m.delay.Store(int64(d)) }
+func (m *Memory) SetDelay(d time.Duration) { m.delay.Store(int64(d)) }
 
 // SetError makes every later Reserve fail with err; nil heals the store.
-func (m *MemStore) SetError(err error) {
+func (m *Memory) SetError(err error) {
 	if err == nil {
 		m.fail.Store(nil)
 		return
@@ -44,13 +44,13 @@ func (m *MemStore) SetError(err error) {
 }
 
 // Reservations returns how many Reserve calls succeeded.
-func (m *MemStore) Reservations() int64 { return m.reserves.Load() }
+func (m *Memory) Reservations() int64 { return m.reserves.Load() }
 
 // Calls returns how many times Reserve was called, failed or not.
-func (m *MemStore) Calls() int64 { return m.calls.Load() }
+func (m *Memory) Calls() int64 { return m.calls.Load() }
 
 // Reserve implements segment.Store.
-func (m *MemStore) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+func (m *Memory) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
 	m.calls.Add(1)
 	if d := time.Duration(m.delay.Load()); d > 0 {
 		t := time.NewTimer(d)
@@ -85,7 +85,7 @@ func (m *MemStore) Reserve(ctx context.Context, tag string, step int64) (segment
 }
 
 // CreateTag implements segment.Store.
-func (m *MemStore) CreateTag(ctx context.Context, t segment.Tag) error {
+func (m *Memory) CreateTag(ctx context.Context, t segment.Tag) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (m *MemStore) CreateTag(ctx context.Context, t segment.Tag) error {
 }
 
 // Release implements segment.Releaser.
-func (m *MemStore) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
+func (m *Memory) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	row, ok := m.rows[tag]
@@ -112,7 +112,7 @@ func (m *MemStore) Release(ctx context.Context, tag string, from, to int64) (boo
 }
 
 // Raise implements segment.Raiser.
-func (m *MemStore) Raise(ctx context.Context, tag string, to int64) (bool, error) {
+func (m *Memory) Raise(ctx context.Context, tag string, to int64) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	row, ok := m.rows[tag]
@@ -128,7 +128,7 @@ func (m *MemStore) Raise(ctx context.Context, tag string, to int64) (bool, error
 
 // SetMaxID sets a tag's max_id to any value, lower too, as a restore from
 // backup or a failover that lost commits would.
-func (m *MemStore) SetMaxID(tag string, maxID int64) {
+func (m *Memory) SetMaxID(tag string, maxID int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if row, ok := m.rows[tag]; ok {
@@ -137,7 +137,7 @@ func (m *MemStore) SetMaxID(tag string, maxID int64) {
 }
 
 // ListTags returns every tag, ordered by name.
-func (m *MemStore) ListTags(ctx context.Context) ([]segment.Tag, error) {
+func (m *Memory) ListTags(ctx context.Context) ([]segment.Tag, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]segment.Tag, 0, len(m.rows))
@@ -150,7 +150,7 @@ func (m *MemStore) ListTags(ctx context.Context) ([]segment.Tag, error) {
 
 // TagOpaque returns the key fingerprint the tag was created under, ""
 // for a plain tag (the stores' contract for opaque.Tags).
-func (m *MemStore) TagOpaque(ctx context.Context, tag string) (string, error) {
+func (m *Memory) TagOpaque(ctx context.Context, tag string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	row, ok := m.rows[tag]
@@ -161,7 +161,7 @@ func (m *MemStore) TagOpaque(ctx context.Context, tag string) (string, error) {
 }
 
 // SetStep changes a tag's step.
-func (m *MemStore) SetStep(ctx context.Context, tag string, step int64) error {
+func (m *Memory) SetStep(ctx context.Context, tag string, step int64) error {
 	if step < 1 || step > math.MaxInt32 {
 		return fmt.Errorf("%w: step %d", segment.ErrInvalidStep, step)
 	}

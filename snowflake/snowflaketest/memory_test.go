@@ -7,16 +7,16 @@ import (
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 )
 
-var _ snowflake.LeaseTable = (*snowflaketest.MemLeaseStore)(nil)
+var _ snowflake.LeaseTable = (*snowflaketest.Memory)(nil)
 
 func TestMemLeaseStore_Conformance(t *testing.T) {
-	s := snowflaketest.NewMemLeaseStore()
+	s := snowflaketest.NewMemory()
 	snowflaketest.RunLeaseStore(t, func(*testing.T) snowflaketest.LeaseStore { return s })
 }
 
 func TestMemLeaseStore_LayoutConformance(t *testing.T) {
 	snowflaketest.RunLayoutStore(t, func(*testing.T) func(*testing.T) snowflake.LeaseTable {
-		s := snowflaketest.NewMemLeaseStore()
+		s := snowflaketest.NewMemory()
 		return func(*testing.T) snowflake.LeaseTable { return s }
 	})
 }

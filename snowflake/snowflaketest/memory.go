@@ -1,5 +1,5 @@
 // Package snowflaketest helps test worker-lease stores and the code that
-// uses them: MemLeaseStore is an in-memory snowflake.LeaseStore that can be
+// uses them: Memory is an in-memory snowflake.LeaseStore that can be
 // made to fail on demand, Clock is a fake snowflake.Clock, and
 // RunLeaseStore is the conformance suite every LeaseStore backend must
 // pass, from single calls to Leased generators taking over each other's
@@ -18,10 +18,10 @@ import (
 	"github.com/idgen/idgen/snowflake"
 )
 
-// MemLeaseStore is an in-memory snowflake.LeaseStore for tests, and the
+// Memory is an in-memory snowflake.LeaseStore for tests, and the
 // reference for what the SQL stores do. It is safe for concurrent use. The
-// zero value is not usable; call NewMemLeaseStore.
-type MemLeaseStore struct {
+// zero value is not usable; call NewMemory.
+type Memory struct {
 	mu      sync.Mutex
 	rows    map[int64]memRow
 	layouts []snowflake.LayoutRecord
@@ -36,11 +36,11 @@ type memRow struct {
 	pinned        bool
 }
 
-// NewMemLeaseStore returns a MemLeaseStore with no leases.
-func NewMemLeaseStore() *MemLeaseStore { return &MemLeaseStore{rows: make(map[int64]memRow)} }
+// NewMemory returns a Memory with no leases.
+func NewMemory() *Memory { return &Memory{rows: make(map[int64]memRow)} }
 
 // SetError makes every later call fail with err; nil heals the store.
-func (m *MemLeaseStore) SetError(err error) {
+func (m *Memory) SetError(err error) {
 	if err == nil {
 		m.fail.Store(nil)
 		return
@@ -48,7 +48,7 @@ func (m *MemLeaseStore) SetError(err error) {
 	m.fail.Store(&err)
 }
 
-func (m *MemLeaseStore) failure() error {
+func (m *Memory) failure() error {
 	if p := m.fail.Load(); p != nil {
 		return *p
 	}
@@ -56,26 +56,26 @@ func (m *MemLeaseStore) failure() error {
 }
 
 // Claim implements snowflake.LeaseStore.
-func (m *MemLeaseStore) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
+func (m *Memory) Claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, maxWorkers int64) (snowflake.Lease, error) {
 	return m.claim(ctx, owner, now, ttl, 0, maxWorkers, nil)
 }
 
 // ClaimRange implements snowflake.RangeClaimer.
-func (m *MemLeaseStore) ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (snowflake.Lease, error) {
+func (m *Memory) ClaimRange(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64) (snowflake.Lease, error) {
 	return m.claim(ctx, owner, now, ttl, from, to, nil)
 }
 
 // ClaimLayout implements snowflake.LayoutClaimer, as the SQL stores do:
 // the claim is admitted against the layout records (snowflake.AdmitLayout)
 // and recorded under the same lock as the lease.
-func (m *MemLeaseStore) ClaimLayout(ctx context.Context, owner string, now time.Time, ttl time.Duration, layout snowflake.Layout, workers snowflake.WorkerRange, static int64) (snowflake.Lease, error) {
+func (m *Memory) ClaimLayout(ctx context.Context, owner string, now time.Time, ttl time.Duration, layout snowflake.Layout, workers snowflake.WorkerRange, static int64) (snowflake.Lease, error) {
 	if static >= 0 {
 		return m.claimStatic(ctx, owner, static, now, ttl, &layout)
 	}
 	return m.claim(ctx, owner, now, ttl, workers.From, workers.To, &layout)
 }
 
-func (m *MemLeaseStore) claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64, layout *snowflake.Layout) (snowflake.Lease, error) {
+func (m *Memory) claim(ctx context.Context, owner string, now time.Time, ttl time.Duration, from, to int64, layout *snowflake.Layout) (snowflake.Lease, error) {
 	if err := snowflake.CheckClaim(owner, ttl, to-from); err != nil {
 		return snowflake.Lease{}, err
 	}
@@ -110,7 +110,7 @@ func (m *MemLeaseStore) claim(ctx context.Context, owner string, now time.Time, 
 
 // admitLayout admits and records a claim in layout, if not nil, and
 // returns its floor in Unix milliseconds. The caller holds mu.
-func (m *MemLeaseStore) admitLayout(layout *snowflake.Layout, workers snowflake.WorkerRange) (int64, error) {
+func (m *Memory) admitLayout(layout *snowflake.Layout, workers snowflake.WorkerRange) (int64, error) {
 	if layout == nil {
 		return 0, nil
 	}
@@ -127,7 +127,7 @@ func (m *MemLeaseStore) admitLayout(layout *snowflake.Layout, workers snowflake.
 }
 
 // Layouts implements snowflake.LeaseTable.
-func (m *MemLeaseStore) Layouts(ctx context.Context) ([]snowflake.LayoutRecord, error) {
+func (m *Memory) Layouts(ctx context.Context) ([]snowflake.LayoutRecord, error) {
 	if err := m.failure(); err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (m *MemLeaseStore) Layouts(ctx context.Context) ([]snowflake.LayoutRecord, 
 }
 
 // Relayout implements snowflake.LeaseTable, as the SQL stores do.
-func (m *MemLeaseStore) Relayout(ctx context.Context, to snowflake.Layout, now time.Time, maxWait time.Duration) (snowflake.LayoutRecord, error) {
+func (m *Memory) Relayout(ctx context.Context, to snowflake.Layout, now time.Time, maxWait time.Duration) (snowflake.LayoutRecord, error) {
 	if err := m.failure(); err != nil {
 		return snowflake.LayoutRecord{}, err
 	}
@@ -162,7 +162,7 @@ func (m *MemLeaseStore) Relayout(ctx context.Context, to snowflake.Layout, now t
 }
 
 // Renew implements snowflake.LeaseStore.
-func (m *MemLeaseStore) Renew(ctx context.Context, lease snowflake.Lease, now, lastTimestamp time.Time, ttl time.Duration) (snowflake.Lease, error) {
+func (m *Memory) Renew(ctx context.Context, lease snowflake.Lease, now, lastTimestamp time.Time, ttl time.Duration) (snowflake.Lease, error) {
 	if err := m.failure(); err != nil {
 		return snowflake.Lease{}, err
 	}
@@ -186,7 +186,7 @@ func (m *MemLeaseStore) Renew(ctx context.Context, lease snowflake.Lease, now, l
 }
 
 // Unpin implements snowflake.StaticLeaseStore.
-func (m *MemLeaseStore) Unpin(ctx context.Context, workerID int64) error {
+func (m *Memory) Unpin(ctx context.Context, workerID int64) error {
 	if err := m.failure(); err != nil {
 		return err
 	}
@@ -200,11 +200,11 @@ func (m *MemLeaseStore) Unpin(ctx context.Context, workerID int64) error {
 }
 
 // ClaimStatic implements snowflake.StaticLeaseStore.
-func (m *MemLeaseStore) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
+func (m *Memory) ClaimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration) (snowflake.Lease, error) {
 	return m.claimStatic(ctx, owner, workerID, now, ttl, nil)
 }
 
-func (m *MemLeaseStore) claimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration, layout *snowflake.Layout) (snowflake.Lease, error) {
+func (m *Memory) claimStatic(ctx context.Context, owner string, workerID int64, now time.Time, ttl time.Duration, layout *snowflake.Layout) (snowflake.Lease, error) {
 	if workerID < 0 || workerID > math.MaxInt32 {
 		return snowflake.Lease{}, fmt.Errorf("%w: %d", snowflake.ErrInvalidWorkerID, workerID)
 	}
@@ -231,7 +231,7 @@ func (m *MemLeaseStore) claimStatic(ctx context.Context, owner string, workerID 
 }
 
 // Release implements snowflake.LeaseStore.
-func (m *MemLeaseStore) Release(ctx context.Context, lease snowflake.Lease, lastTimestamp time.Time) error {
+func (m *Memory) Release(ctx context.Context, lease snowflake.Lease, lastTimestamp time.Time) error {
 	if err := m.failure(); err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (m *MemLeaseStore) Release(ctx context.Context, lease snowflake.Lease, last
 
 // Workers returns every worker ID that has a row, ordered by worker ID,
 // as the SQL stores' Workers does.
-func (m *MemLeaseStore) Workers(ctx context.Context) ([]snowflake.Lease, error) {
+func (m *Memory) Workers(ctx context.Context) ([]snowflake.Lease, error) {
 	if err := m.failure(); err != nil {
 		return nil, err
 	}
