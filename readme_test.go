@@ -112,6 +112,10 @@ func checkSnippet(t *testing.T, root, goLine, code string) {
 		t.Fatalf("package %s: a snippet is a program (package main) or a test (package x_test)", pkg)
 	}
 
+	if testing.Short() {
+		t.Skip("parsed and gofmt-checked; compiling and running it as a module of its own (a minute or more each, cold) is skipped under -short")
+	}
+
 	dir := t.TempDir()
 	name := "main.go"
 	if isTest {
