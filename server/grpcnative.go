@@ -129,17 +129,17 @@ func grpcHeader(ctx context.Context) http.Header {
 // grpcError is rpcFault as a grpc-go status, with the request ID in the
 // x-request-id trailer. Statuses grpc-go made itself (a message that
 // does not decode, a cancelled call) pass unchanged.
-func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Header, err error) (error, string) {
+func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Header, err error) (requestID string, _ error) {
 	if err == nil {
-		return nil, ""
+		return "", nil
 	}
 	if _, ok := status.FromError(err); ok {
-		return err, ""
+		return "", err
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		// The health service's NOT_FOUND, written for both transports.
-		return status.Error(codes.Code(ce.Code()), ce.Message()), ""
+		return "", status.Error(codes.Code(ce.Code()), ce.Message())
 	}
 	f := g.s.rpcFault(ctx, procedure, h, err)
 	st := status.New(codes.Code(f.code), f.message)
@@ -151,14 +151,14 @@ func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Hea
 		st = withDetails
 	}
 	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-request-id", f.requestID))
-	return st.Err(), f.requestID
+	return f.requestID, st.Err()
 }
 
 // finish maps err, echoes the caller's request ID on success, and
 // records the call in the metrics and the access log.
 func (g grpcAdapter) finish(ctx context.Context, procedure string, err error, start time.Time) error {
 	h := grpcHeader(ctx)
-	err, rid := g.grpcError(ctx, procedure, h, err)
+	rid, err := g.grpcError(ctx, procedure, h, err)
 	if err == nil {
 		if v := h[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
 			_ = grpc.SetHeader(ctx, metadata.Pairs("x-request-id", v[0]))
