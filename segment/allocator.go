@@ -359,6 +359,45 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 	return r, err
 }
 
+// ReleaseRange hands [from, to), the unused end of a range ReserveRange
+// returned, back to the store, with the compare-and-set of Releaser: the
+// tag's max_id moves back to from only if it is still to, so only while
+// nobody reserved past the range, and only once. It reports whether the
+// range was taken back; (false, nil) also when the store has no
+// Releaser. The caller vouches that no ID of [from, to) was handed out:
+// a server checks that the range is one it handed to this caller (see
+// the server package). The allocator's regression check then expects
+// the store to hand the span out again.
+func (a *Allocator) ReleaseRange(ctx context.Context, tag string, from, to int64) (bool, error) {
+	if from < 0 || to <= from {
+		return false, fmt.Errorf("%w: release [%d,%d) is no range", ErrInvalidCount, from, to)
+	}
+	rel, ok := a.store.(Releaser)
+	if !ok {
+		return false, nil
+	}
+	a.life.RLock()
+	if a.closed {
+		a.life.RUnlock()
+		return false, ErrClosed
+	}
+	a.loads.Add(1)
+	a.life.RUnlock()
+	defer a.loads.Done()
+	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
+	defer cancel()
+	a.marksMu.Lock()
+	if w := a.marks[tag]; w != nil {
+		w.release(from, to)
+	}
+	a.marksMu.Unlock()
+	ok, err := rel.Release(ctx, tag, from, to)
+	if err != nil {
+		return false, fmt.Errorf("%w: tag %q: release [%d,%d): %w", ErrUnavailable, tag, from, to, err)
+	}
+	return ok, nil
+}
+
 // Buffered returns how many IDs the allocator holds in memory across all
 // tags: what it can still hand out if the store stops answering now.
 func (a *Allocator) Buffered() int64 {

@@ -90,6 +90,13 @@ type Config struct {
 	// (idempotency.go). Nil answers them with 400 idempotency_disabled.
 	// The caller starts and closes it.
 	Idempotency *idempotency.Keeper
+	// RequireClientCert refuses every request that did not come over TLS
+	// with a verified client certificate (mutual TLS), except the probes:
+	// /healthz, /readyz and grpc.health.v1. HTTP answers 401
+	// client_certificate_required, gRPC UNAUTHENTICATED. Pair it with a
+	// TLSConfig whose TLSFiles.ClientCA is set, which verifies a
+	// certificate at the handshake when one is sent.
+	RequireClientCert bool
 }
 
 // Server is the HTTP API and, on the same handler, the gRPC API. It is an
@@ -104,6 +111,10 @@ type Server struct {
 	// makes.
 	gens map[string]idgen.Generator
 	auth *authz
+	// releaser takes ranges back (Config.Ranges, when it can), book
+	// remembers the ones handed out.
+	releaser RangeReleaser
+	book     rangeBook
 
 	metricsToken *token
 }
@@ -145,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake
 	}
+	s.releaser, _ = cfg.Ranges.(RangeReleaser)
 	if s.gens[cfg.Mode] == nil {
 		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
@@ -198,6 +210,9 @@ func (s *Server) routes() error {
 		e.Use(s.cfg.Metrics.observe)
 	}
 	e.Use(s.recover)
+	if s.cfg.RequireClientCert {
+		e.Use(s.requireClientCert)
+	}
 	e.NoRoute(func(c *gin.Context) { s.writeError(c, errNotFound) })
 	e.NoMethod(func(c *gin.Context) { s.writeError(c, errMethodNotAllowed) })
 
@@ -205,6 +220,7 @@ func (s *Server) routes() error {
 	e.GET("/segment/:tag", s.requireTag, s.ids(ModeSegment))
 	e.GET("/snowflake/:tag", s.requireTag, s.ids(ModeSnowflake))
 	e.POST("/segment/:tag/range", s.requireTag, s.reserveRange)
+	e.POST("/segment/:tag/range/release", s.requireTag, s.releaseRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })

@@ -338,8 +338,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		Layout:      c.compat.layout,
 		Compat:      c.compat.apis,
 
-		MetricsToken:   c.metricsToken,
-		TrustedProxies: c.trustedProxies,
+		MetricsToken:      c.metricsToken,
+		TrustedProxies:    c.trustedProxies,
+		RequireClientCert: c.tls.ClientCA != "",
 	}
 	var sf *snowflakeMode
 	if c.snowflake {
@@ -403,6 +404,9 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 // requests.
 func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	srv := server.NewHTTPServer(c.addr, h)
+	// net/http's own lines (TLS handshake errors, from port scanners
+	// mostly) go through the logger, so --log-format json is all JSON.
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	errc := make(chan error, 1)
 	if c.tlsConfig != nil {
 		srv.TLSConfig = c.tlsConfig
@@ -413,12 +417,14 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.
 	// The one line that says what is running; tests find the address in it.
 	// auth=none says that the ID endpoints answer anyone who can reach the
 	// address: right for a quick start on a laptop, not for production
-	// (docs/operations.md, Hardening).
+	// (docs/operations.md, Hardening). The warning is left out where only
+	// this machine (a loopback address) or only holders of a client
+	// certificate (mutual TLS) reach the ID endpoints.
 	auth := "api-tokens"
 	if len(c.tokens) == 0 {
 		auth = "none"
 	}
-	if auth == "none" {
+	if auth == "none" && c.tls.ClientCA == "" && !loopback(ln.Addr()) {
 		log.Warn("the ID endpoints are open without auth: anyone who can reach the listen address draws IDs of any tag; set --api-tokens, or listen on 127.0.0.1",
 			"addr", ln.Addr().String())
 	}
@@ -442,6 +448,13 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.
 		return err
 	}
 	return nil
+}
+
+// loopback reports whether addr is a loopback address, which only this
+// machine reaches.
+func loopback(addr net.Addr) bool {
+	ap, err := netip.ParseAddrPort(addr.String())
+	return err == nil && ap.Addr().IsLoopback()
 }
 
 func newLogger(format string) (*slog.Logger, error) {
