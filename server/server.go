@@ -25,6 +25,10 @@ const (
 	ModeSnowflake = "snowflake"
 )
 
+// APIDocument is where the HTTP API is described, as GET / and the
+// not_found answer name it.
+const APIDocument = "https://github.com/idgen/idgen/blob/main/api/openapi.yaml"
+
 // ErrInvalidConfig is returned by New for a Config it cannot use. The
 // wrapping error says what to change.
 var ErrInvalidConfig = errors.New("server: invalid config")
@@ -223,6 +227,11 @@ func (s *Server) routes() error {
 	e.POST("/segment/:tag/range/release", s.requireTag, s.releaseRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
+	// A first request to the bare address learns where the API is
+	// described, rather than getting 404.
+	e.GET("/", func(c *gin.Context) {
+		c.PureJSON(http.StatusOK, gin.H{"service": "idgen", "api_document": APIDocument, "grpc": "idgen.v1.IDService (api/idgen/v1/idgen.proto), on this port"})
+	})
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.cfg.Metrics != nil {

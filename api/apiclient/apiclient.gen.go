@@ -212,6 +212,21 @@ func (e FormatParam) Valid() bool {
 	}
 }
 
+// Defines values for Index200JSONResponseBodyService.
+const (
+	Idgen Index200JSONResponseBodyService = "idgen"
+)
+
+// Valid indicates whether the value is a known member of the Index200JSONResponseBodyService enum.
+func (e Index200JSONResponseBodyService) Valid() bool {
+	switch e {
+	case Idgen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NextIDsParamsFormat.
 const (
 	NextIDsParamsFormatNumeric  NextIDsParamsFormat = "numeric"
@@ -450,6 +465,9 @@ type IdempotencyTTLHeader = int
 
 // TagParam defines model for TagParam.
 type TagParam = string
+
+// Index200JSONResponseBodyService defines parameters for Index.
+type Index200JSONResponseBodyService string
 
 // LeafDecodeSnowflakeIDParams defines parameters for LeafDecodeSnowflakeID.
 type LeafDecodeSnowflakeIDParams struct {
@@ -713,6 +731,11 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// Index Names the service and this API document
+	//
+	// Corresponds with GET / (the `Index` operationId).
+	Index(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
 	// Corresponds with GET /admin/opaque/{tag}/{id} (the `DecodeOpaqueID` operationId).
@@ -911,6 +934,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /ui/{file} (the `UiAsset` operationId).
 	UiAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// Index Names the service and this API document
+//
+// Corresponds with GET / (the `Index` operationId).
+func (c *Client) Index(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIndexRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
@@ -1420,6 +1458,33 @@ func (c *Client) UiAsset(ctx context.Context, file string, reqEditors ...Request
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewIndexRequest constructs an http.Request for the Index method
+func NewIndexRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewDecodeOpaqueIDRequest constructs an http.Request for the DecodeOpaqueID method
@@ -2921,6 +2986,13 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// IndexWithResponse Names the service and this API document
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET / (the `Index` operationId).
+	IndexWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*IndexResponse, error)
+
 	// DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3169,6 +3241,61 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /ui/{file} (the `UiAsset` operationId).
 	UiAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*UiAssetResponse, error)
+}
+
+type IndexResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// ApiDocument Where this document is: api/openapi.yaml of the idgen repository
+		ApiDocument string `json:"api_document"`
+
+		// Grpc The gRPC service served on the same port
+		Grpc    *string                         `json:"grpc,omitempty"`
+		Service Index200JSONResponseBodyService `json:"service"`
+	}
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r IndexResponse) GetJSON200() *struct {
+	// ApiDocument Where this document is: api/openapi.yaml of the idgen repository
+	ApiDocument string `json:"api_document"`
+
+	// Grpc The gRPC service served on the same port
+	Grpc    *string                         `json:"grpc,omitempty"`
+	Service Index200JSONResponseBodyService `json:"service"`
+} {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r IndexResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r IndexResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r IndexResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r IndexResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // DecodeOpaqueIDResponse400Headers the declared response headers of an HTTP 400 response for DecodeOpaqueID
@@ -5206,6 +5333,19 @@ func (r UiAssetResponse) ContentType() string {
 	return ""
 }
 
+// IndexWithResponse Names the service and this API document
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET / (the `Index` operationId).
+func (c *ClientWithResponses) IndexWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*IndexResponse, error) {
+	rsp, err := c.Index(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIndexResponse(rsp)
+}
+
 // DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5639,6 +5779,39 @@ func (c *ClientWithResponses) UiAssetWithResponse(ctx context.Context, file stri
 		return nil, err
 	}
 	return ParseUiAssetResponse(rsp)
+}
+
+// ParseIndexResponse parses an HTTP response from a IndexWithResponse call
+func ParseIndexResponse(rsp *http.Response) (*IndexResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &IndexResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// ApiDocument Where this document is: api/openapi.yaml of the idgen repository
+			ApiDocument string `json:"api_document"`
+
+			// Grpc The gRPC service served on the same port
+			Grpc    *string                         `json:"grpc,omitempty"`
+			Service Index200JSONResponseBodyService `json:"service"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseDecodeOpaqueIDResponse parses an HTTP response from a DecodeOpaqueIDWithResponse call

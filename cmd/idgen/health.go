@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -118,6 +119,9 @@ func newDecode() *cobra.Command {
 					}
 				}
 				out = m
+			} else if isDigits(args[0]) {
+				// Digits only, too large for int64: no '_' to complain of.
+				return fmt.Errorf("%s is not a snowflake ID: snowflake IDs are from 0 to %d (63 bits), and prefixed IDs look like order_3MeJh4LZx", args[0], int64(math.MaxInt64))
 			} else {
 				tag, id, err := readable.Decode(args[0])
 				if err != nil {

@@ -252,6 +252,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err != nil {
 		return err
 	}
+	for _, w := range unknownEnv(cmd, os.Environ()) {
+		log.Warn(w)
+	}
 	if c.tlsConfig, err = listenerTLS(c.tls, log); err != nil {
 		return err
 	}
@@ -353,12 +356,17 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 
 	gin.SetMode(gin.ReleaseMode)
 	h, err := server.New(cfg)
+	// One deadline, --shutdown-timeout from SIGTERM, covers the whole
+	// shutdown: the drain, the worker lease's release and the hand-back,
+	// so that the chart's terminationGracePeriodSeconds > preStop +
+	// --shutdown-timeout is what the process needs.
+	deadline := time.Now().Add(c.drain)
 	if err == nil {
-		err = serveUntilDone(ctx, c, ln, h, log)
+		deadline, err = serveUntilDone(ctx, c, ln, h, log)
 	}
 	// Drained: release the worker lease, then hand back unused ranges,
-	// while the store is still open.
-	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	// while the store is still open, in what is left of the deadline.
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if sf != nil {
 		if e := sf.close(sctx); e != nil {
@@ -401,8 +409,9 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 }
 
 // serveUntilDone serves h on ln until ctx ends, then drains in-flight
-// requests.
-func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.Handler, log *slog.Logger) error {
+// requests. It returns the deadline of the whole shutdown, --shutdown-timeout
+// from when it began, which the drain shares with what follows it.
+func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.Handler, log *slog.Logger) (time.Time, error) {
 	srv := server.NewHTTPServer(c.addr, h)
 	// net/http's own lines (TLS handshake errors, from port scanners
 	// mostly) go through the logger, so --log-format json is all JSON.
@@ -439,15 +448,19 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln net.Listener, h http.
 	case <-ctx.Done():
 		log.Info("shutting down", "timeout", c.drain)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	// The drain may not take it all: a fifth of it, at most 2 s, is kept
+	// for the lease release and the hand-back, which otherwise a stream
+	// held open to the end would starve.
+	deadline := time.Now().Add(c.drain)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-min(c.drain/5, 2*time.Second)))
 	defer cancel()
 	if e := srv.Shutdown(sctx); e != nil {
 		log.Warn("drain incomplete", "err", e)
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return deadline, err
 	}
-	return nil
+	return deadline, nil
 }
 
 // loopback reports whether addr is a loopback address, which only this

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,28 @@ func TestServe_MutualTLSProbes(t *testing.T) {
 	}
 	if handshake == 0 {
 		t.Fatalf("no TLS handshake error logged:\n%s", p.Log())
+	}
+}
+
+// SIGTERM drains, hands the unused rest back and says so, in the one
+// --shutdown-timeout: a restart on the same store goes on at the next ID.
+func TestServe_ShutdownLogsHandBack(t *testing.T) {
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}
+	for _, want := range []string{`"id":"1"`, `"id":"2"`} {
+		p := proctest.Serve(t, bin, env, "--shutdown-timeout", "5s", "--snowflake=false")
+		status, body, err := p.Get(t.Context(), http.DefaultClient, "/id/order")
+		if err != nil || status != 200 || !strings.Contains(body, want) {
+			t.Fatalf("GET /id/order: %d %s %v, want %s", status, body, err, want)
+		}
+		if err := p.Stop(30 * time.Second); err != nil {
+			t.Fatalf("stop: %v\n%s", err, p.Log())
+		}
+		log := p.Log()
+		if !strings.Contains(log, `msg="segment: handed back the unused rest of the ranges" tags=1 ids=`) ||
+			!strings.Contains(log, "by_tag=map[order:") || strings.Contains(log, "hand-back incomplete") {
+			t.Fatalf("no hand-back line:\n%s", log)
+		}
 	}
 }
