@@ -67,7 +67,7 @@ func newTag() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				p := newTable(cmd.OutOrStdout(), "TAG\tNEXT FREE ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION")
+				p := newTable(cmd.OutOrStdout(), "TAG\tNEXT_ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION")
 				for _, t := range tags {
 					p.printf("%s\t%d\t%d\t%s\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdatedAt.UTC().Format(time.RFC3339), opaqueColumn(t), t.Description)
 				}
