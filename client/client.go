@@ -52,6 +52,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -288,13 +290,21 @@ func idPath(mode, tag string) string {
 // Segment returns an allocator that caches ranges of the server's
 // segment mode locally. opts configure it as for segment.New; its
 // AutoCreate is ignored, since the server decides whether unknown tags
-// are created. Close it to stop background loads.
+// are created. Close it to stop background loads and hand the unused
+// rest of its ranges back to the server (POST
+// /segment/{tag}/range/release, or ReleaseRange over gRPC), which takes
+// them back while nobody reserved past them, as the library's allocator
+// does over SQL: a program that runs, takes a few IDs and closes does not
+// burn a range each time. The hand-back is bounded by
+// opts.ReleaseTimeout; a range the server does not take back (another
+// instance handed it out, or the tag moved on) stays unused.
 func (c *Client) Segment(opts segment.Options) (*segment.Allocator, error) {
 	opts.AutoCreate = false
-	return segment.New(&rangeStore{c: c}, opts)
+	return segment.New(&rangeStore{c: c, tokens: map[rangeKey]string{}}, opts)
 }
 
-// rangeStore is a segment.Store that reserves ranges over HTTP.
+// rangeStore is a segment.Store that reserves ranges over HTTP, and a
+// segment.Releaser that hands them back.
 type rangeStore struct {
 	c *Client
 	// limit is the largest range the server hands out (its --max-range),
@@ -302,16 +312,33 @@ type rangeStore struct {
 	// then. The allocator's step doubles under load, and asking past the
 	// server's cap only makes the server cut the range.
 	limit atomic.Int64
+
+	mu sync.Mutex
+	// tokens are the release tokens of the ranges held, by tag and end,
+	// which is how the allocator names a range it hands back.
+	tokens map[rangeKey]string
 }
+
+type rangeKey struct {
+	tag string
+	end int64
+}
+
+var _ segment.Releaser = (*rangeStore)(nil)
 
 func (r *rangeStore) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
 	ask := max(step, 1)
 	if l := r.limit.Load(); l > 0 {
 		ask = min(ask, l)
 	}
-	start, end, err := r.reserve(ctx, tag, ask)
+	start, end, tok, err := r.reserve(ctx, tag, ask)
 	if err != nil {
 		return segment.Range{}, err
+	}
+	if tok != "" {
+		r.mu.Lock()
+		r.tokens[rangeKey{tag, end}] = tok
+		r.mu.Unlock()
 	}
 	size := end - start
 	// Less than asked, short of the int64 limit: the server clamped the
@@ -325,23 +352,57 @@ func (r *rangeStore) Reserve(ctx context.Context, tag string, step int64) (segme
 }
 
 // reserve asks for a range of ask IDs over gRPC or HTTP.
-func (r *rangeStore) reserve(ctx context.Context, tag string, ask int64) (start, end int64, err error) {
+func (r *rangeStore) reserve(ctx context.Context, tag string, ask int64) (start, end int64, token string, err error) {
 	if r.c.rpc != nil {
-		rg, err := r.c.rpcReserve(ctx, tag, ask)
-		return rg.Start, rg.End, err
+		rg, tok, err := r.c.rpcReserve(ctx, tag, ask)
+		return rg.Start, rg.End, tok, err
 	}
-	var out struct{ Start, End string }
+	var out struct {
+		Start, End   string
+		ReleaseToken string `json:"release_token"`
+	}
 	q := url.Values{"size": {strconv.FormatInt(ask, 10)}}
 	// No key, even if ctx has one: see the package comment.
 	if err := r.c.do(ctx, http.MethodPost, "/segment/"+url.PathEscape(tag)+"/range", q, nil, &out); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	start, err1 := strconv.ParseInt(out.Start, 10, 64)
 	end, err2 := strconv.ParseInt(out.End, 10, 64)
 	if err := errors.Join(err1, err2); err != nil || end <= start {
-		return 0, 0, fmt.Errorf("client: server sent a bad range [%s, %s)", out.Start, out.End)
+		return 0, 0, "", fmt.Errorf("client: server sent a bad range [%s, %s)", out.Start, out.End)
 	}
-	return start, end, nil
+	return start, end, out.ReleaseToken, nil
+}
+
+// Release implements segment.Releaser: it hands [from, to), the unused
+// end of a range this store reserved, back to the server. It reports
+// false, without an error, when the server has no token for it or does
+// not take it back (range_not_released, release_disabled): the IDs then
+// stay unused, as they would without a hand-back.
+func (r *rangeStore) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
+	r.mu.Lock()
+	tok, ok := r.tokens[rangeKey{tag, to}]
+	delete(r.tokens, rangeKey{tag, to})
+	r.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	var err error
+	if r.c.rpc != nil {
+		err = r.c.rpcRelease(ctx, tag, tok, from)
+	} else {
+		body, _ := json.Marshal(map[string]string{"release_token": tok, "from": strconv.FormatInt(from, 10)}) // strings only: cannot fail
+		var out struct{}
+		err = r.c.doBody(ctx, http.MethodPost, "/segment/"+url.PathEscape(tag)+"/range/release", nil, nil, body, &out)
+	}
+	var apiErr *Error
+	if errors.As(err, &apiErr) && (apiErr.Code == "range_not_released" || apiErr.Code == "release_disabled" ||
+		apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusNotImplemented) {
+		// Refused, or a server from before the route: the range stays
+		// unused.
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (r *rangeStore) CreateTag(context.Context, segment.Tag) error {
@@ -357,11 +418,16 @@ const InFlightWait = idempotency.DefaultLockTimeout + time.Second
 // do runs one API call with retries and decodes a 200 answer into out.
 // hdr is added to every attempt: a key's retries carry the same key.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, hdr http.Header, out any) error {
+	return c.doBody(ctx, method, path, q, hdr, nil, out)
+}
+
+// doBody is do with a JSON request body, sent again on every attempt.
+func (c *Client) doBody(ctx context.Context, method, path string, q url.Values, hdr http.Header, body []byte, out any) error {
 	u := *c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + path
 	u.RawQuery = q.Encode()
-	return c.retry(ctx, func() (time.Duration, error) { return c.once(ctx, method, u.String(), hdr, out) })
+	return c.retry(ctx, func() (time.Duration, error) { return c.once(ctx, method, u.String(), hdr, body, out) })
 }
 
 // retry runs attempt until it succeeds, fails for good (wait < 0) or the
@@ -407,10 +473,17 @@ func (c *Client) retry(ctx context.Context, attempt func() (wait time.Duration, 
 
 // once makes one attempt. wait is -1 when the error is final, 0 for the
 // default backoff, or the server's Retry-After.
-func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, out any) (wait time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, body []byte, out any) (wait time.Duration, err error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return -1, fmt.Errorf("client: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
@@ -427,12 +500,12 @@ func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, ou
 		return 0, &unreachableError{err: err}
 	}
 	defer func() { _ = resp.Body.Close() }() // read in full below; a failed close loses nothing
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
 		return 0, &unreachableError{err: fmt.Errorf("reading the answer of %s %s: %w", method, req.URL.Redacted(), err)}
 	}
 	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(body, out); err != nil {
+		if err := json.Unmarshal(answer, out); err != nil {
 			return -1, fmt.Errorf("client: server sent bad JSON: %w", err)
 		}
 		return -1, nil
@@ -441,10 +514,10 @@ func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, ou
 	var e struct {
 		Error struct{ Code, Message string }
 	}
-	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+	if json.Unmarshal(answer, &e) == nil && e.Error.Code != "" {
 		apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
 	} else {
-		apiErr.Code, apiErr.Message = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(body))
+		apiErr.Code, apiErr.Message = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(answer))
 	}
 	// A key whose first request is still running answers once it is
 	// done: wait as for a 503.

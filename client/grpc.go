@@ -93,7 +93,7 @@ func (c *Client) rpcNext(ctx context.Context, mode, tag string, n int) ([]int64,
 	return ids, nil
 }
 
-func (c *Client) rpcReserve(ctx context.Context, tag string, size int64) (segment.Range, error) {
+func (c *Client) rpcReserve(ctx context.Context, tag string, size int64) (segment.Range, string, error) {
 	req := connect.NewRequest(&idgenv1.ReserveRangeRequest{Tag: tag, Size: size})
 	c.authorize(req.Header())
 	var out *idgenv1.ReserveRangeResponse
@@ -106,12 +106,24 @@ func (c *Client) rpcReserve(ctx context.Context, tag string, size int64) (segmen
 		return -1, nil
 	})
 	if err != nil {
-		return segment.Range{}, err
+		return segment.Range{}, "", err
 	}
 	if out.GetEnd() <= out.GetStart() {
-		return segment.Range{}, fmt.Errorf("client: server sent a bad range [%d, %d)", out.GetStart(), out.GetEnd())
+		return segment.Range{}, "", fmt.Errorf("client: server sent a bad range [%d, %d)", out.GetStart(), out.GetEnd())
 	}
-	return segment.Range{Start: out.GetStart(), End: out.GetEnd(), Step: size}, nil
+	return segment.Range{Start: out.GetStart(), End: out.GetEnd(), Step: size}, out.GetReleaseToken(), nil
+}
+
+// rpcRelease hands [from, end) of the range of tok back over gRPC.
+func (c *Client) rpcRelease(ctx context.Context, tag, tok string, from int64) error {
+	req := connect.NewRequest(&idgenv1.ReleaseRangeRequest{Tag: tag, ReleaseToken: tok, From: from})
+	c.authorize(req.Header())
+	return c.retry(ctx, func() (time.Duration, error) {
+		if _, err := c.rpc.ReleaseRange(ctx, req); err != nil {
+			return c.rpcFailure(ctx, err)
+		}
+		return -1, nil
+	})
 }
 
 func (c *Client) authorize(h http.Header) {

@@ -272,6 +272,28 @@ func (g *Generator) ReserveRange(ctx context.Context, tag string, n int64) (segm
 	return rr.ReserveRange(ctx, tag, n)
 }
 
+// RangeReleaser is the part of *segment.Allocator that takes back the
+// unused end of a range.
+type RangeReleaser interface {
+	ReleaseRange(ctx context.Context, tag string, from, to int64) (bool, error)
+}
+
+// ReleaseRange passes a plain tag's hand-back through to the wrapped
+// generator, which must have a ReleaseRange (as *segment.Allocator has).
+// Opaque tags hand out no ranges, so they have none to take back.
+func (g *Generator) ReleaseRange(ctx context.Context, tag string, from, to int64) (bool, error) {
+	rr, ok := g.g.(RangeReleaser)
+	if !ok {
+		return false, errors.New("opaque: the wrapped generator takes back no ranges")
+	}
+	if k, known := g.cached(tag); known {
+		if err := k.allowRange(tag); err != nil {
+			return false, err
+		}
+	}
+	return rr.ReleaseRange(ctx, tag, from, to)
+}
+
 func (k kind) allowRange(tag string) error {
 	if k.err != nil {
 		return k.err

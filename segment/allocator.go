@@ -194,20 +194,65 @@ func (a *Allocator) Shutdown(ctx context.Context) error {
 	}
 	rel, _ := a.store.(Releaser)
 	var errs []error
+	var back handBack
 	for _, spans := range fenced {
-		for _, r := range spans {
+		for i, r := range spans {
 			if rel == nil || ctx.Err() != nil {
+				back.keep(spans[i:])
 				break
 			}
 			if ok, err := rel.Release(ctx, r.tag, r.from, r.to); err != nil {
 				errs = append(errs, fmt.Errorf("segment: hand back %s [%d,%d): %w", r.tag, r.from, r.to, err))
+				back.keep(spans[i:])
 				break
 			} else if !ok {
+				back.keep(spans[i:])
 				break // someone reserved past it; the earlier range cannot go back either
 			}
+			back.add(r)
 		}
 	}
+	if back.tags > 0 || back.keptIDs > 0 {
+		a.opts.Logger.Info("segment: handed back the unused rest of the ranges", "tags", back.tags, "ids", back.ids,
+			"by_tag", back.byTag, "kept_tags", back.keptTags, "kept_ids", back.keptIDs)
+	}
 	return errors.Join(errs...)
+}
+
+// maxLoggedTags bounds the tags Shutdown's line names one by one.
+const maxLoggedTags = 20
+
+// handBack sums what Shutdown handed back, and what it could not: those
+// IDs stay unused, a gap.
+type handBack struct {
+	tags, keptTags  int
+	ids, keptIDs    int64
+	byTag           map[string]int64 // the first maxLoggedTags tags
+	lastTag, keptAt string
+}
+
+func (h *handBack) add(r span) {
+	if r.tag != h.lastTag {
+		h.tags++
+		h.lastTag = r.tag
+	}
+	h.ids += r.to - r.from
+	if h.byTag == nil {
+		h.byTag = map[string]int64{}
+	}
+	if _, ok := h.byTag[r.tag]; ok || len(h.byTag) < maxLoggedTags {
+		h.byTag[r.tag] += r.to - r.from
+	}
+}
+
+func (h *handBack) keep(spans []span) {
+	for _, r := range spans {
+		if r.tag != h.keptAt {
+			h.keptTags++
+			h.keptAt = r.tag
+		}
+		h.keptIDs += r.to - r.from
+	}
 }
 
 // startLoad runs fn in a goroutine owned by the allocator, unless the
@@ -352,6 +397,45 @@ func (a *Allocator) ReserveRange(ctx context.Context, tag string, n int64) (Rang
 		a.forgetIfUnknown(tag, s, err)
 	}
 	return r, err
+}
+
+// ReleaseRange hands [from, to), the unused end of a range ReserveRange
+// returned, back to the store, with the compare-and-set of Releaser: the
+// tag's max_id moves back to from only if it is still to, so only while
+// nobody reserved past the range, and only once. It reports whether the
+// range was taken back; (false, nil) also when the store has no
+// Releaser. The caller vouches that no ID of [from, to) was handed out:
+// a server checks that the range is one it handed to this caller (see
+// the server package). The allocator's regression check then expects
+// the store to hand the span out again.
+func (a *Allocator) ReleaseRange(ctx context.Context, tag string, from, to int64) (bool, error) {
+	if from < 0 || to <= from {
+		return false, fmt.Errorf("%w: release [%d,%d) is no range", ErrInvalidCount, from, to)
+	}
+	rel, ok := a.store.(Releaser)
+	if !ok {
+		return false, nil
+	}
+	a.life.RLock()
+	if a.closed {
+		a.life.RUnlock()
+		return false, ErrClosed
+	}
+	a.loads.Add(1)
+	a.life.RUnlock()
+	defer a.loads.Done()
+	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
+	defer cancel()
+	a.marksMu.Lock()
+	if w := a.marks[tag]; w != nil {
+		w.release(from, to)
+	}
+	a.marksMu.Unlock()
+	ok, err := rel.Release(ctx, tag, from, to)
+	if err != nil {
+		return false, fmt.Errorf("%w: tag %q: release [%d,%d): %w", ErrUnavailable, tag, from, to, err)
+	}
+	return ok, nil
 }
 
 // Buffered returns how many IDs the allocator holds in memory across all

@@ -23,6 +23,10 @@ type watermark struct {
 	done     uint64         // ranges returned so far
 	log      []logged       // ranges returned while calls were in flight
 	inflight map[uint64]int // calls in flight, by the done count at their start
+	// freed are spans handed back by ReleaseRange while calls were in
+	// flight: such a call may get them again from the store, which is no
+	// regression, since nobody handed them out.
+	freed []logged
 }
 
 type logged struct {
@@ -43,7 +47,7 @@ func (w *watermark) begin() (high int64, at uint64) {
 // whether r is a regression; a regression is not recorded.
 func (w *watermark) end(high int64, at uint64, r Range, ok bool) (regressed bool) {
 	if ok {
-		regressed = r.Start < high
+		regressed = r.Start < high && !w.wasFreed(at, r.Start, min(high, r.End))
 		for _, l := range w.log {
 			if l.n > at && r.Start < l.r.End && l.r.Start < r.End {
 				regressed = true
@@ -68,7 +72,43 @@ func (w *watermark) end(high int64, at uint64, r Range, ok bool) (regressed bool
 		i++
 	}
 	w.log = append(w.log[:0], w.log[i:]...)
+	if len(w.inflight) == 0 {
+		w.freed = w.freed[:0]
+	}
 	return regressed
+}
+
+// release records that [from, to), the unused end of a range returned
+// before, was handed back (or is being handed back) to the store, which
+// may hand it out again: the high-water mark comes down to from if to
+// was the highest end, a logged range ending at to now ends at from, and
+// calls in flight may get the span without it counting as a regression.
+// The span is recorded before the store call, whatever its outcome: the
+// holder says no ID of it was handed out, so getting any of it again is
+// never a duplicate.
+func (w *watermark) release(from, to int64) {
+	if w.high == to {
+		w.high = from
+	}
+	for i := range w.log {
+		if w.log[i].r.End == to && w.log[i].r.Start <= from {
+			w.log[i].r.End = from
+		}
+	}
+	if len(w.inflight) > 0 {
+		w.freed = append(w.freed, logged{n: w.done, r: Range{Start: from, End: to}})
+	}
+}
+
+// wasFreed reports whether [start, end) lies in a span freed while a
+// call that began at done count at was in flight.
+func (w *watermark) wasFreed(at uint64, start, end int64) bool {
+	for _, f := range w.freed {
+		if f.n >= at && f.r.Start <= start && end <= f.r.End {
+			return true
+		}
+	}
+	return false
 }
 
 // idle reports whether nothing was ever reserved and nothing is in

@@ -24,6 +24,8 @@ var (
 	errUnauthorized  = &apiError{http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token>"}
 	errForbidden     = &apiError{http.StatusForbidden, "forbidden", "the token is wrong or not allowed for this tag"}
 	errAdminDisabled = &apiError{http.StatusForbidden, "admin_disabled", "the admin API is off; start the server with --admin-token (IDGEN_ADMIN_TOKEN)"}
+	errClientCert    = &apiError{http.StatusUnauthorized, "client_certificate_required",
+		"this server requires mutual TLS: send a client certificate signed by its client CA (--tls-client-ca); only /healthz, /readyz and grpc.health.v1 answer without one"}
 )
 
 // token is a secret kept as its SHA-256 digest, so that comparisons take
@@ -210,4 +212,27 @@ func (a *authz) check(tok, tag string) error {
 		return errForbidden
 	}
 	return nil
+}
+
+// probePath reports whether path is a probe's, which answers without a
+// client certificate under mutual TLS: the kubelet's HTTPS probes send
+// none, and a probe learns only whether the process is up and ready.
+func probePath(path string) bool {
+	return path == "/healthz" || path == "/readyz" || strings.HasPrefix(path, "/grpc.health.v1.Health/")
+}
+
+// hasClientCert reports whether r came over TLS with a client
+// certificate that the handshake verified against the client CA.
+func hasClientCert(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
+// requireClientCert is the HTTP half of Config.RequireClientCert (the
+// gRPC half is in rpcHandler).
+func (s *Server) requireClientCert(c *gin.Context) {
+	if probePath(c.Request.URL.Path) || hasClientCert(c.Request) {
+		c.Next()
+		return
+	}
+	s.writeError(c, errClientCert)
 }

@@ -25,7 +25,7 @@ func (e *apiError) Error() string { return e.code + ": " + e.message }
 var (
 	errInvalidCount = &apiError{http.StatusBadRequest, "invalid_count",
 		"count must be a single whole number from 1 to the server's max batch"}
-	errNotFound         = &apiError{http.StatusNotFound, "not_found", "no such route; see the API document"}
+	errNotFound         = &apiError{http.StatusNotFound, "not_found", "no such route; see the API document, " + APIDocument}
 	errMethodNotAllowed = &apiError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not accept that method"}
 	errModeDisabled     = &apiError{http.StatusNotFound, "mode_disabled", "this server does not run that ID strategy; start it with the mode enabled"}
 	errInternal         = &apiError{http.StatusInternalServerError, "internal", "internal error; the server log has the details under this request ID"}

@@ -69,7 +69,8 @@ var errInvalidMode = &apiError{http.StatusBadRequest, "invalid_mode", "mode must
 // path is counted as "unmatched".
 var rpcProcedures = map[string][]string{
 	"/" + idgenv1connect.IDServiceName + "/": {idgenv1connect.IDServiceNextProcedure, idgenv1connect.IDServiceReserveRangeProcedure,
-		idgenv1connect.IDServiceDecodeSnowflakeProcedure, idgenv1connect.IDServiceDecodeReadableProcedure},
+		idgenv1connect.IDServiceDecodeSnowflakeProcedure, idgenv1connect.IDServiceDecodeReadableProcedure,
+		idgenv1connect.IDServiceReleaseRangeProcedure},
 	"/grpc.health.v1.Health/":                    {healthCheck, healthWatch, healthList},
 	"/grpc.reflection.v1.ServerReflection/":      {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"},
 	"/grpc.reflection.v1alpha.ServerReflection/": {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"},
@@ -114,7 +115,18 @@ func (s *Server) rpcHandler() http.Handler {
 	mount(s.connectHealth(opts...))
 	mount(grpcreflect.NewHandlerV1(reflector, opts...))
 	mount(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	certErr := connect.NewErrorWriter(opts...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.RequireClientCert && !probePath(r.URL.Path) && !hasClientCert(r) {
+			start := time.Now()
+			_ = certErr.Write(w, r, s.rpcError(r.Context(), r.URL.Path, r.Header, errClientCert)) // the client went away
+			procedure := r.URL.Path
+			if _, ok := byProcedure[procedure]; !ok {
+				procedure = "unmatched"
+			}
+			s.observeRPC(procedure, connect.CodeUnauthenticated, start)
+			return
+		}
 		if h, ok := byProcedure[r.URL.Path]; ok {
 			if issuesIDs(r.URL.Path) {
 				// As noStore does for the HTTP routes; set before the
@@ -321,7 +333,36 @@ func (s *Server) rpcReserveRange(ctx context.Context, h http.Header, m *idgenv1.
 		return nil, err
 	}
 	s.issued(tag, "range", int(rg.Size()))
-	return &idgenv1.ReserveRangeResponse{Tag: tag, Start: rg.Start, End: rg.End}, nil
+	out := &idgenv1.ReserveRangeResponse{Tag: tag, Start: rg.Start, End: rg.End}
+	if s.releaser != nil {
+		out.ReleaseToken = s.book.issue(tag, rg)
+	}
+	return out, nil
+}
+
+// ReleaseRange takes back the unused end of a range as POST
+// /segment/{tag}/range/release does.
+func (r rpcService) ReleaseRange(ctx context.Context, req *connect.Request[idgenv1.ReleaseRangeRequest]) (*connect.Response[idgenv1.ReleaseRangeResponse], error) {
+	return wrap(r.s.rpcReleaseRange(ctx, req.Header(), req.Msg))
+}
+
+// rpcReleaseRange is ReleaseRange over either transport.
+func (s *Server) rpcReleaseRange(ctx context.Context, h http.Header, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
+	if h[idempotency.KeyHeader] != nil {
+		return nil, errIdemNotSupported
+	}
+	tag := m.GetTag()
+	if err := s.authorizeTag(h, tag); err != nil {
+		return nil, err
+	}
+	if m.GetReleaseToken() == "" {
+		return nil, errInvalidRelease
+	}
+	rg, err := s.release(ctx, tag, m.GetReleaseToken(), m.GetFrom())
+	if err != nil {
+		return nil, err
+	}
+	return &idgenv1.ReleaseRangeResponse{Tag: tag, From: m.GetFrom(), End: rg.end}, nil
 }
 
 // DecodeSnowflake splits an ID as GET /snowflake/decode/{id} does.
@@ -369,13 +410,13 @@ func (s *Server) authorizeTag(h http.Header, tag string) error {
 // where gRPC has a code that says more.
 func rpcCode(ae *apiError) connect.Code {
 	switch ae.code {
-	case "mode_disabled", "idempotency_disabled":
+	case "mode_disabled", "idempotency_disabled", "release_disabled":
 		// Not enabled on this server, as gRPC defines UNIMPLEMENTED: a
 		// client can tell it from a mistake of its own without the detail.
 		return connect.CodeUnimplemented
 	case "tag_limit_reached", "idempotency_key_limit_reached":
 		return connect.CodeResourceExhausted
-	case "tag_exhausted", "time_exhausted", "idempotency_key_reused", "opaque_tag_range":
+	case "tag_exhausted", "time_exhausted", "idempotency_key_reused", "opaque_tag_range", "range_not_released":
 		// Asking again does not help: an operator must act (a new tag or
 		// epoch), or the caller must send a new key or, for an opaque
 		// tag, ask for IDs instead of a range. (HTTP's 409 would read as

@@ -184,7 +184,26 @@ func (g grpcAdapter) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 		err = g.finish(ctx, info.FullMethod, err, start)
 	}()
+	if err := g.clientCert(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
 	return handler(ctx, req)
+}
+
+// clientCert is Config.RequireClientCert on grpc-go's transport, as
+// rpcHandler and requireClientCert do on the main port: the handshake
+// verifies a certificate if one is given, and every procedure but
+// health's needs one.
+func (g grpcAdapter) clientCert(ctx context.Context, procedure string) error {
+	if !g.s.cfg.RequireClientCert || probePath(procedure) {
+		return nil
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			return nil
+		}
+	}
+	return errClientCert
 }
 
 func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
@@ -195,6 +214,9 @@ func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 		}
 		err = g.finish(ss.Context(), info.FullMethod, err, start)
 	}()
+	if err := g.clientCert(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
 	return handler(srv, ss)
 }
 
@@ -252,6 +274,9 @@ var idServiceDesc = grpc.ServiceDesc{
 		unaryMethod("Next", grpcAdapter.next),
 		unaryMethod("ReserveRange", func(g grpcAdapter, ctx context.Context, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
 			return g.s.rpcReserveRange(ctx, grpcHeader(ctx), m)
+		}),
+		unaryMethod("ReleaseRange", func(g grpcAdapter, ctx context.Context, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
+			return g.s.rpcReleaseRange(ctx, grpcHeader(ctx), m)
 		}),
 		unaryMethod("DecodeSnowflake", func(g grpcAdapter, _ context.Context, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
 			return g.s.rpcDecodeSnowflake(m)

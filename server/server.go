@@ -26,6 +26,10 @@ const (
 	ModeSnowflake = "snowflake"
 )
 
+// APIDocument is where the HTTP API is described, as GET / and the
+// not_found answer name it.
+const APIDocument = "https://github.com/idgen/idgen/blob/main/api/openapi.yaml"
+
 // ErrInvalidConfig is returned by New for a Config it cannot use. The
 // wrapping error says what to change.
 var ErrInvalidConfig = errors.New("server: invalid config")
@@ -91,6 +95,13 @@ type Config struct {
 	// (idempotency.go). Nil answers them with 400 idempotency_disabled.
 	// The caller starts and closes it.
 	Idempotency *idempotency.Keeper
+	// RequireClientCert refuses every request that did not come over TLS
+	// with a verified client certificate (mutual TLS), except the probes:
+	// /healthz, /readyz and grpc.health.v1. HTTP answers 401
+	// client_certificate_required, gRPC UNAUTHENTICATED. Pair it with a
+	// TLSConfig whose TLSFiles.ClientCA is set, which verifies a
+	// certificate at the handshake when one is sent.
+	RequireClientCert bool
 }
 
 // Server is the HTTP API and, on the same handler, the gRPC API. It is an
@@ -105,6 +116,10 @@ type Server struct {
 	// makes.
 	gens map[string]idgen.Generator
 	auth *authz
+	// releaser takes ranges back (Config.Ranges, when it can), book
+	// remembers the ones handed out.
+	releaser RangeReleaser
+	book     rangeBook
 
 	metricsToken *token
 
@@ -152,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake
 	}
+	s.releaser, _ = cfg.Ranges.(RangeReleaser)
 	if s.gens[cfg.Mode] == nil {
 		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
@@ -205,6 +221,9 @@ func (s *Server) routes() error {
 		e.Use(s.cfg.Metrics.observe)
 	}
 	e.Use(s.recover)
+	if s.cfg.RequireClientCert {
+		e.Use(s.requireClientCert)
+	}
 	// No-store too: a HEAD or a POST of /id/{tag} (curl -sI) lands
 	// here, and an unknown route's answer is no one's to keep either.
 	e.NoRoute(func(c *gin.Context) { noStore(c); s.writeError(c, errNotFound) })
@@ -214,8 +233,14 @@ func (s *Server) routes() error {
 	e.GET("/segment/:tag", noStore, s.requireTag, s.ids(ModeSegment))
 	e.GET("/snowflake/:tag", noStore, s.requireTag, s.ids(ModeSnowflake))
 	e.POST("/segment/:tag/range", noStore, s.noKeys, s.requireTag, s.reserveRange)
+	e.POST("/segment/:tag/range/release", noStore, s.noKeys, s.requireTag, s.releaseRange)
 	e.GET("/id/decode/:value", s.decodeReadable)
 	e.GET("/snowflake/decode/:id", s.decodeSnowflake)
+	// A first request to the bare address learns where the API is
+	// described, rather than getting 404.
+	e.GET("/", func(c *gin.Context) {
+		c.PureJSON(http.StatusOK, gin.H{"service": "idgen", "api_document": APIDocument, "grpc": "idgen.v1.IDService (api/idgen/v1/idgen.proto), on this port"})
+	})
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.cfg.Metrics != nil {

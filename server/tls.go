@@ -18,9 +18,29 @@ import (
 // chain to (mutual TLS).
 type TLSFiles struct {
 	Cert, Key string
-	// ClientCA, when set, makes every client present a certificate
-	// signed by one of its CAs.
+	// ClientCA, when set, checks the certificate a client presents
+	// against its CAs at the handshake: a certificate it did not sign is
+	// refused there. A client without a certificate completes the
+	// handshake, so that probes reach /healthz, /readyz and
+	// grpc.health.v1; every other route refuses it (Config.RequireClientCert).
 	ClientCA string
+}
+
+// CipherSuites are the TLS 1.2 suites a listener accepts: Mozilla's
+// intermediate profile, ECDHE key exchange with an AEAD cipher (AES-GCM or
+// ChaCha20-Poly1305) only. The CBC suites with SHA-1 MACs and the suites
+// without forward secrecy (TLS_RSA_*) that crypto/tls would otherwise
+// still accept are left out. TLS 1.3 suites are not configurable in
+// crypto/tls and are all AEAD. It returns a new slice on each call.
+func CipherSuites() []uint16 {
+	return []uint16{
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+		tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	}
 }
 
 // Errors of TLSConfig.
@@ -38,7 +58,8 @@ var (
 // written beside a new certificate) are logged and the last good ones
 // stay in use, so a rotation can never take the listener down.
 //
-// The config offers HTTP/2 and HTTP/1.1 by ALPN and TLS 1.2 at least.
+// The config offers HTTP/2 and HTTP/1.1 by ALPN, TLS 1.2 at least, and
+// in TLS 1.2 only CipherSuites.
 func TLSConfig(files TLSFiles, log *slog.Logger) (*tls.Config, error) {
 	if files.Cert == "" || files.Key == "" {
 		return nil, ErrTLSFiles
@@ -55,6 +76,7 @@ func TLSConfig(files TLSFiles, log *slog.Logger) (*tls.Config, error) {
 	r.cur, r.seen = cfg, stamps
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
+		CipherSuites:       CipherSuites(),
 		NextProtos:         []string{"h2", "http/1.1"},
 		GetConfigForClient: r.config,
 	}, nil
@@ -122,6 +144,7 @@ func (r *certReloader) load() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: CipherSuites(),
 		NextProtos:   []string{"h2", "http/1.1"},
 		Certificates: []tls.Certificate{cert},
 	}
@@ -135,7 +158,9 @@ func (r *certReloader) load() (*tls.Config, error) {
 			return nil, fmt.Errorf("server: TLS client CA %s holds no PEM certificate", r.files.ClientCA)
 		}
 		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		// Verified if given, required by the handler: a probe has no
+		// certificate, and the kubelet's HTTPS probes cannot send one.
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg, nil
 }

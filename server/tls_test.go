@@ -4,17 +4,21 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
@@ -130,7 +134,8 @@ func TestTLS_ReloadsRotatedCertificate(t *testing.T) {
 }
 
 // With a client CA, only clients with a certificate it signed get in,
-// and a rotated CA bundle is read again like the certificate.
+// and a rotated CA bundle is read again like the certificate. Probes
+// answer without a certificate.
 func TestTLS_MutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "ca")
@@ -144,9 +149,9 @@ func TestTLS_MutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := newServer(t, server.Config{})
+	ts := newServer(t, server.Config{RequireClientCert: true})
 	addr := serveTLS(t, ts.Config.Handler, cfg)
-	get := func(leaf *tlstest.Leaf) error {
+	httpClient := func(leaf *tlstest.Leaf) *http.Client {
 		c := &tls.Config{RootCAs: ca.Pool()}
 		if leaf != nil {
 			pair, err := tls.LoadX509KeyPair(leaf.CertFile, leaf.KeyFile)
@@ -155,33 +160,146 @@ func TestTLS_MutualTLS(t *testing.T) {
 			}
 			c.Certificates = []tls.Certificate{pair}
 		}
-		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c, ForceAttemptHTTP2: true, DisableKeepAlives: true}, Timeout: 10 * time.Second}
-		resp, err := hc.Get("https://" + addr + "/id/order")
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: c, ForceAttemptHTTP2: true, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	}
+	get := func(leaf *tlstest.Leaf, path string) error {
+		resp, err := httpClient(leaf).Get("https://" + addr + path)
 		if err != nil {
 			return err
 		}
+		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		if resp.StatusCode != 200 {
-			return errors.New(resp.Status)
+			return fmt.Errorf("%s: %s", resp.Status, body)
 		}
 		return nil
 	}
-	if err := get(&good); err != nil {
+	if err := get(&good, "/id/order"); err != nil {
 		t.Fatalf("client certificate of the client CA: %v", err)
 	}
-	if err := get(nil); err == nil {
-		t.Fatal("no client certificate, yet served")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if err := get(nil, path); err != nil {
+			t.Fatalf("probe %s without a client certificate: %v", path, err)
+		}
 	}
-	if err := get(&stranger); err == nil {
+	for _, path := range []string{"/id/order", "/metrics", "/admin/tags", "/", "/snowflake/decode/1"} {
+		err := get(nil, path)
+		if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), `"client_certificate_required"`) {
+			t.Fatalf("%s without a client certificate: %v, want 401 client_certificate_required", path, err)
+		}
+	}
+	// (Go's client sends no certificate the server's CA list does not
+	// name, so the stranger arrives without one.)
+	if err := get(&stranger, "/id/order"); err == nil {
 		t.Fatal("client certificate of another CA, yet served")
+	}
+	// gRPC: health without a certificate, everything else UNAUTHENTICATED
+	// with the idgen code.
+	rc := idgenv1connect.NewIDServiceClient(httpClient(nil), "https://"+addr, connect.WithGRPC())
+	_, err = rc.Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: "order"}))
+	if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "client certificate") {
+		t.Fatalf("gRPC Next without a client certificate: %v, want UNAUTHENTICATED", err)
+	}
+	if reason := errorReason(t, err); reason != "client_certificate_required" {
+		t.Fatalf("ErrorInfo reason %q", reason)
+	}
+	// grpc.health.v1 in the Connect protocol's JSON form.
+	resp, err := httpClient(nil).Post("https://"+addr+"/grpc.health.v1.Health/Check", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "SERVING") {
+		t.Fatalf("gRPC health without a client certificate: %d %s", resp.StatusCode, body)
+	}
+	if _, err := idgenv1connect.NewIDServiceClient(httpClient(&good), "https://"+addr, connect.WithGRPC()).
+		Next(t.Context(), connect.NewRequest(&idgenv1.NextRequest{Tag: "order"})); err != nil {
+		t.Fatalf("gRPC Next with a client certificate: %v", err)
 	}
 	// The operator rotates the client CA to the other one.
 	copyFile(t, ca.File, bundle)
-	if err := get(&stranger); err != nil {
+	if err := get(&stranger, "/id/order"); err != nil {
 		t.Fatalf("after the CA rotation: %v", err)
 	}
-	if err := get(&good); err == nil {
+	if err := get(&good, "/id/order"); err == nil {
 		t.Fatal("after the CA rotation, the old CA's client still served")
+	}
+}
+
+// errorReason is the idgen code in a gRPC error's ErrorInfo.
+func errorReason(t *testing.T, err error) string {
+	t.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("not a connect error: %v", err)
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if info, ok := v.(*errdetails.ErrorInfo); derr == nil && ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// The listener offers exactly Mozilla's intermediate TLS 1.2 suites
+// (ECDHE with AES-GCM or ChaCha20-Poly1305): a client that offers only a
+// CBC suite, which crypto/tls's defaults still accept, is refused, and one
+// that offers an AEAD suite gets it. (The test certificate is ECDSA, so
+// the RSA suites are checked by the list alone.)
+func TestTLSConfig_CipherSuites(t *testing.T) {
+	want := []uint16{
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	}
+	if got := server.CipherSuites(); !slices.Equal(got, want) {
+		t.Fatalf("CipherSuites() = %v, want %v", got, want)
+	}
+	for _, id := range server.CipherSuites() {
+		for _, insecure := range tls.InsecureCipherSuites() {
+			if id == insecure.ID {
+				t.Fatalf("%s is insecure", insecure.Name)
+			}
+		}
+	}
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "ca")
+	leaf := ca.Server(t, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	cfg, err := server.TLSConfig(server.TLSFiles{Cert: leaf.CertFile, Key: leaf.KeyFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per, err := cfg.GetConfigForClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*tls.Config{cfg, per} {
+		if !slices.Equal(c.CipherSuites, want) || c.MinVersion != tls.VersionTLS12 {
+			t.Fatalf("config suites %v min %x", c.CipherSuites, c.MinVersion)
+		}
+	}
+	addr := serveTLS(t, http.NotFoundHandler(), cfg)
+	for _, tc := range []struct {
+		suite uint16
+		ok    bool
+	}{
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, false},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, false},
+	} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool(), MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tc.suite}})
+		if err == nil {
+			got := conn.ConnectionState().CipherSuite
+			_ = conn.Close()
+			if !tc.ok || got != tc.suite {
+				t.Errorf("%s: connected with %s", tls.CipherSuiteName(tc.suite), tls.CipherSuiteName(got))
+			}
+		} else if tc.ok {
+			t.Errorf("%s refused: %v", tls.CipherSuiteName(tc.suite), err)
+		}
 	}
 }
 

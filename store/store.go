@@ -12,7 +12,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/idgen/idgen/idempotency"
@@ -67,7 +69,31 @@ func CheckDSN(dsn string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkUserInfo(dsn); err != nil {
+		return err
+	}
 	return d.Check(dsn)
+}
+
+// ErrDSNUserInfo is returned by CheckDSN for a URL DSN whose user info
+// (user:password@) cannot be told from the host: a password holding @,
+// #, / or ?, not percent-encoded. The error names no part of the DSN, so
+// that no piece of the password reaches a terminal or a log.
+var ErrDSNUserInfo = errors.New("store: the DSN's user:password@ part cannot be read: percent-encode @ as %40, : as %3A, / as %2F, ? as %3F and # as %23 in the user name and password (postgres://user:p%40ss@host:5432/db)")
+
+// checkUserInfo refuses a URL DSN with more than one @ before its query,
+// or with a # beside user info: url.Parse and the drivers would take part of the password
+// for the host or a fragment.
+func checkUserInfo(dsn string) error {
+	_, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return nil
+	}
+	beforeQuery, _, _ := strings.Cut(rest, "?")
+	if n := strings.Count(beforeQuery, "@"); n > 1 || (n == 1 && strings.Contains(dsn, "#")) {
+		return ErrDSNUserInfo
+	}
+	return nil
 }
 
 // Store is a segment store, the worker lease table of snowflake mode and

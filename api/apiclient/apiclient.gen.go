@@ -21,6 +21,7 @@ import (
 const (
 	AdminDisabled              ErrorErrorCode = "admin_disabled"
 	AdminUnavailable           ErrorErrorCode = "admin_unavailable"
+	ClientCertificateRequired  ErrorErrorCode = "client_certificate_required"
 	ClockMovedBackwards        ErrorErrorCode = "clock_moved_backwards"
 	Forbidden                  ErrorErrorCode = "forbidden"
 	IdempotencyDisabled        ErrorErrorCode = "idempotency_disabled"
@@ -35,6 +36,7 @@ const (
 	InvalidId                  ErrorErrorCode = "invalid_id"
 	InvalidIdempotencyKey      ErrorErrorCode = "invalid_idempotency_key"
 	InvalidIdempotencyTtl      ErrorErrorCode = "invalid_idempotency_ttl"
+	InvalidRelease             ErrorErrorCode = "invalid_release"
 	InvalidSize                ErrorErrorCode = "invalid_size"
 	InvalidStep                ErrorErrorCode = "invalid_step"
 	InvalidTag                 ErrorErrorCode = "invalid_tag"
@@ -48,6 +50,8 @@ const (
 	OpaqueKeyMissing           ErrorErrorCode = "opaque_key_missing"
 	OpaqueRefused              ErrorErrorCode = "opaque_refused"
 	OpaqueTagRange             ErrorErrorCode = "opaque_tag_range"
+	RangeNotReleased           ErrorErrorCode = "range_not_released"
+	ReleaseDisabled            ErrorErrorCode = "release_disabled"
 	TagExhausted               ErrorErrorCode = "tag_exhausted"
 	TagExists                  ErrorErrorCode = "tag_exists"
 	TagLimitReached            ErrorErrorCode = "tag_limit_reached"
@@ -65,6 +69,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case AdminDisabled:
 		return true
 	case AdminUnavailable:
+		return true
+	case ClientCertificateRequired:
 		return true
 	case ClockMovedBackwards:
 		return true
@@ -94,6 +100,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case InvalidIdempotencyTtl:
 		return true
+	case InvalidRelease:
+		return true
 	case InvalidSize:
 		return true
 	case InvalidStep:
@@ -120,6 +128,10 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case OpaqueTagRange:
 		return true
+	case RangeNotReleased:
+		return true
+	case ReleaseDisabled:
+		return true
 	case TagExhausted:
 		return true
 	case TagExists:
@@ -137,6 +149,21 @@ func (e ErrorErrorCode) Valid() bool {
 	case Unavailable:
 		return true
 	case WorkerFloorAhead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RangeReleasedReleased.
+const (
+	True RangeReleasedReleased = true
+)
+
+// Valid indicates whether the value is a known member of the RangeReleasedReleased enum.
+func (e RangeReleasedReleased) Valid() bool {
+	switch e {
+	case True:
 		return true
 	default:
 		return false
@@ -188,6 +215,21 @@ func (e FormatParam) Valid() bool {
 	case FormatParamNumeric:
 		return true
 	case FormatParamPrefixed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Index200JSONResponseBodyService.
+const (
+	Idgen Index200JSONResponseBodyService = "idgen"
+)
+
+// Valid indicates whether the value is a known member of the Index200JSONResponseBodyService enum.
+func (e Index200JSONResponseBodyService) Valid() bool {
+	switch e {
+	case Idgen:
 		return true
 	default:
 		return false
@@ -316,10 +358,32 @@ type OpaqueDecoded struct {
 
 // Range defines model for Range.
 type Range struct {
-	End   IDString `json:"end"`
-	Start IDString `json:"start"`
-	Tag   string   `json:"tag"`
+	End IDString `json:"end"`
+
+	// ReleaseToken Hands the unused end back (POST /segment/{tag}/range/release); absent when the server takes no ranges back. Keep it secret.
+	ReleaseToken *string  `json:"release_token,omitempty"`
+	Start        IDString `json:"start"`
+	Tag          string   `json:"tag"`
 }
+
+// RangeRelease defines model for RangeRelease.
+type RangeRelease struct {
+	From IDString `json:"from"`
+
+	// ReleaseToken The release_token of the range answer
+	ReleaseToken string `json:"release_token"`
+}
+
+// RangeReleased defines model for RangeReleased.
+type RangeReleased struct {
+	End      IDString              `json:"end"`
+	From     IDString              `json:"from"`
+	Released RangeReleasedReleased `json:"released"`
+	Tag      string                `json:"tag"`
+}
+
+// RangeReleasedReleased defines model for RangeReleased.Released.
+type RangeReleasedReleased bool
 
 // Segments defines model for Segments.
 type Segments struct {
@@ -417,6 +481,9 @@ type IdempotencyTTLHeader = int
 
 // TagParam defines model for TagParam.
 type TagParam = string
+
+// Index200JSONResponseBodyService defines parameters for Index.
+type Index200JSONResponseBodyService string
 
 // LeafDecodeSnowflakeIDParams defines parameters for LeafDecodeSnowflakeID.
 type LeafDecodeSnowflakeIDParams struct {
@@ -603,6 +670,9 @@ type CreateTagJSONRequestBody = NewTag
 // SetTagStepJSONRequestBody defines body for SetTagStep for application/json ContentType.
 type SetTagStepJSONRequestBody = StepChange
 
+// ReleaseRangeJSONRequestBody defines body for ReleaseRange for application/json ContentType.
+type ReleaseRangeJSONRequestBody = RangeRelease
+
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -676,6 +746,11 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// Index Names the service and this API document
+	//
+	// Corresponds with GET / (the `Index` operationId).
+	Index(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
@@ -779,6 +854,40 @@ type ClientInterface interface {
 	// Corresponds with POST /segment/{tag}/range (the `ReserveRange` operationId).
 	ReserveRange(ctx context.Context, tag TagParam, params *ReserveRangeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReleaseRangeWithBody Hand back the unused end of a range, as the library's allocator does on Close
+	//
+	// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+	// back into the store, with the store's compare-and-set: the tag's
+	// next ID moves back to from only while nobody reserved past the
+	// range. Only the range's holder can do it (the release_token of the
+	// range answer), only at the instance that handed the range out
+	// (each instance remembers its last 100,000 ranges), and only once:
+	// the token is spent by its first use. A range that is not taken back
+	// gets 409 range_not_released, and its unused IDs stay unused, which
+	// is no error (IDs are not dense).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+	ReleaseRangeWithBody(ctx context.Context, tag TagParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseRange Hand back the unused end of a range, as the library's allocator does on Close
+	//
+	// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+	// back into the store, with the store's compare-and-set: the tag's
+	// next ID moves back to from only while nobody reserved past the
+	// range. Only the range's holder can do it (the release_token of the
+	// range answer), only at the instance that handed the range out
+	// (each instance remembers its last 100,000 ranges), and only once:
+	// the token is spent by its first use. A range that is not taken back
+	// gets 409 range_not_released, and its unused IDs stay unused, which
+	// is no error (IDs are not dense).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+	ReleaseRange(ctx context.Context, tag TagParam, body ReleaseRangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DecodeSnowflakeID Split a snowflake ID into time, worker and sequence
 	//
 	// Corresponds with GET /snowflake/decode/{id} (the `DecodeSnowflakeID` operationId).
@@ -846,6 +955,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /ui/{file} (the `UiAsset` operationId).
 	UiAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// Index Names the service and this API document
+//
+// Corresponds with GET / (the `Index` operationId).
+func (c *Client) Index(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIndexRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
@@ -1120,6 +1244,60 @@ func (c *Client) ReserveRange(ctx context.Context, tag TagParam, params *Reserve
 	return c.Client.Do(req)
 }
 
+// ReleaseRangeWithBody Hand back the unused end of a range, as the library's allocator does on Close
+//
+// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+// back into the store, with the store's compare-and-set: the tag's
+// next ID moves back to from only while nobody reserved past the
+// range. Only the range's holder can do it (the release_token of the
+// range answer), only at the instance that handed the range out
+// (each instance remembers its last 100,000 ranges), and only once:
+// the token is spent by its first use. A range that is not taken back
+// gets 409 range_not_released, and its unused IDs stay unused, which
+// is no error (IDs are not dense).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+func (c *Client) ReleaseRangeWithBody(ctx context.Context, tag TagParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseRangeRequestWithBody(c.Server, tag, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseRange Hand back the unused end of a range, as the library's allocator does on Close
+//
+// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+// back into the store, with the store's compare-and-set: the tag's
+// next ID moves back to from only while nobody reserved past the
+// range. Only the range's holder can do it (the release_token of the
+// range answer), only at the instance that handed the range out
+// (each instance remembers its last 100,000 ranges), and only once:
+// the token is spent by its first use. A range that is not taken back
+// gets 409 range_not_released, and its unused IDs stay unused, which
+// is no error (IDs are not dense).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+func (c *Client) ReleaseRange(ctx context.Context, tag TagParam, body ReleaseRangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseRangeRequest(c.Server, tag, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DecodeSnowflakeID Split a snowflake ID into time, worker and sequence
 //
 // Corresponds with GET /snowflake/decode/{id} (the `DecodeSnowflakeID` operationId).
@@ -1306,6 +1484,33 @@ func (c *Client) UiAsset(ctx context.Context, file string, reqEditors ...Request
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewIndexRequest constructs an http.Request for the Index method
+func NewIndexRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewDecodeOpaqueIDRequest constructs an http.Request for the DecodeOpaqueID method
@@ -1974,6 +2179,53 @@ func NewReserveRangeRequest(server string, tag TagParam, params *ReserveRangePar
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewReleaseRangeRequest calls the generic ReleaseRange builder with application/json body
+func NewReleaseRangeRequest(server string, tag TagParam, body ReleaseRangeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReleaseRangeRequestWithBody(server, tag, "application/json", bodyReader)
+}
+
+// NewReleaseRangeRequestWithBody constructs an http.Request for the ReleaseRange method, with any body, and a specified content type
+func NewReleaseRangeRequestWithBody(server string, tag TagParam, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tag", tag, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/segment/%s/range/release", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -2760,6 +3012,13 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// IndexWithResponse Names the service and this API document
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET / (the `Index` operationId).
+	IndexWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*IndexResponse, error)
+
 	// DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
 	// The tag is read from the store: 404 tag_not_found for a tag that
@@ -2888,6 +3147,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /segment/{tag}/range (the `ReserveRange` operationId).
 	ReserveRangeWithResponse(ctx context.Context, tag TagParam, params *ReserveRangeParams, reqEditors ...RequestEditorFn) (*ReserveRangeResponse, error)
 
+	// ReleaseRangeWithBodyWithResponse Hand back the unused end of a range, as the library's allocator does on Close
+	//
+	// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+	// back into the store, with the store's compare-and-set: the tag's
+	// next ID moves back to from only while nobody reserved past the
+	// range. Only the range's holder can do it (the release_token of the
+	// range answer), only at the instance that handed the range out
+	// (each instance remembers its last 100,000 ranges), and only once:
+	// the token is spent by its first use. A range that is not taken back
+	// gets 409 range_not_released, and its unused IDs stay unused, which
+	// is no error (IDs are not dense).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+	ReleaseRangeWithBodyWithResponse(ctx context.Context, tag TagParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseRangeResponse, error)
+
+	// ReleaseRangeWithResponse Hand back the unused end of a range, as the library's allocator does on Close
+	//
+	// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+	// back into the store, with the store's compare-and-set: the tag's
+	// next ID moves back to from only while nobody reserved past the
+	// range. Only the range's holder can do it (the release_token of the
+	// range answer), only at the instance that handed the range out
+	// (each instance remembers its last 100,000 ranges), and only once:
+	// the token is spent by its first use. A range that is not taken back
+	// gets 409 range_not_released, and its unused IDs stay unused, which
+	// is no error (IDs are not dense).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+	ReleaseRangeWithResponse(ctx context.Context, tag TagParam, body ReleaseRangeJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseRangeResponse, error)
+
 	// DecodeSnowflakeIDWithResponse Split a snowflake ID into time, worker and sequence
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2979,6 +3272,61 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /ui/{file} (the `UiAsset` operationId).
 	UiAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*UiAssetResponse, error)
+}
+
+type IndexResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// ApiDocument Where this document is: api/openapi.yaml of the idgen repository
+		ApiDocument string `json:"api_document"`
+
+		// Grpc The gRPC service served on the same port
+		Grpc    *string                         `json:"grpc,omitempty"`
+		Service Index200JSONResponseBodyService `json:"service"`
+	}
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r IndexResponse) GetJSON200() *struct {
+	// ApiDocument Where this document is: api/openapi.yaml of the idgen repository
+	ApiDocument string `json:"api_document"`
+
+	// Grpc The gRPC service served on the same port
+	Grpc    *string                         `json:"grpc,omitempty"`
+	Service Index200JSONResponseBodyService `json:"service"`
+} {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r IndexResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r IndexResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r IndexResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r IndexResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // DecodeOpaqueIDResponse400Headers the declared response headers of an HTTP 400 response for DecodeOpaqueID
@@ -4254,6 +4602,131 @@ func (r ReserveRangeResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseRangeResponse400Headers the declared response headers of an HTTP 400 response for ReleaseRange
+type ReleaseRangeResponse400Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseRangeResponse401Headers the declared response headers of an HTTP 401 response for ReleaseRange
+type ReleaseRangeResponse401Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseRangeResponse403Headers the declared response headers of an HTTP 403 response for ReleaseRange
+type ReleaseRangeResponse403Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseRangeResponse404Headers the declared response headers of an HTTP 404 response for ReleaseRange
+type ReleaseRangeResponse404Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseRangeResponse409Headers the declared response headers of an HTTP 409 response for ReleaseRange
+type ReleaseRangeResponse409Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseRangeResponse503Headers the declared response headers of an HTTP 503 response for ReleaseRange
+type ReleaseRangeResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ReleaseRangeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RangeReleased
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReleaseRangeResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseRangeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReleaseRangeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReleaseRangeResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReleaseRangeResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseRangeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseRangeResponse) GetJSON200() *RangeReleased {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReleaseRangeResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReleaseRangeResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReleaseRangeResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReleaseRangeResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ReleaseRangeResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ReleaseRangeResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseRangeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseRangeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseRangeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseRangeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DecodeSnowflakeIDResponse400Headers the declared response headers of an HTTP 400 response for DecodeSnowflakeID
 type DecodeSnowflakeIDResponse400Headers struct {
 	RetryAfter *int
@@ -4936,6 +5409,19 @@ func (r UiAssetResponse) ContentType() string {
 	return ""
 }
 
+// IndexWithResponse Names the service and this API document
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET / (the `Index` operationId).
+func (c *ClientWithResponses) IndexWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*IndexResponse, error) {
+	rsp, err := c.Index(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIndexResponse(rsp)
+}
+
 // DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 //
 // The tag is read from the store: 404 tag_not_found for a tag that
@@ -5166,6 +5652,52 @@ func (c *ClientWithResponses) ReserveRangeWithResponse(ctx context.Context, tag 
 	return ParseReserveRangeResponse(rsp)
 }
 
+// ReleaseRangeWithBodyWithResponse Hand back the unused end of a range, as the library's allocator does on Close
+//
+// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+// back into the store, with the store's compare-and-set: the tag's
+// next ID moves back to from only while nobody reserved past the
+// range. Only the range's holder can do it (the release_token of the
+// range answer), only at the instance that handed the range out
+// (each instance remembers its last 100,000 ranges), and only once:
+// the token is spent by its first use. A range that is not taken back
+// gets 409 range_not_released, and its unused IDs stay unused, which
+// is no error (IDs are not dense).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+func (c *ClientWithResponses) ReleaseRangeWithBodyWithResponse(ctx context.Context, tag TagParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseRangeResponse, error) {
+	rsp, err := c.ReleaseRangeWithBody(ctx, tag, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseRangeResponse(rsp)
+}
+
+// ReleaseRangeWithResponse Hand back the unused end of a range, as the library's allocator does on Close
+//
+// Takes [from, end) of a range reserved by POST /segment/{tag}/range
+// back into the store, with the store's compare-and-set: the tag's
+// next ID moves back to from only while nobody reserved past the
+// range. Only the range's holder can do it (the release_token of the
+// range answer), only at the instance that handed the range out
+// (each instance remembers its last 100,000 ranges), and only once:
+// the token is spent by its first use. A range that is not taken back
+// gets 409 range_not_released, and its unused IDs stay unused, which
+// is no error (IDs are not dense).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /segment/{tag}/range/release (the `ReleaseRange` operationId).
+func (c *ClientWithResponses) ReleaseRangeWithResponse(ctx context.Context, tag TagParam, body ReleaseRangeJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseRangeResponse, error) {
+	rsp, err := c.ReleaseRange(ctx, tag, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseRangeResponse(rsp)
+}
+
 // DecodeSnowflakeIDWithResponse Split a snowflake ID into time, worker and sequence
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5328,6 +5860,39 @@ func (c *ClientWithResponses) UiAssetWithResponse(ctx context.Context, file stri
 		return nil, err
 	}
 	return ParseUiAssetResponse(rsp)
+}
+
+// ParseIndexResponse parses an HTTP response from a IndexWithResponse call
+func ParseIndexResponse(rsp *http.Response) (*IndexResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &IndexResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// ApiDocument Where this document is: api/openapi.yaml of the idgen repository
+			ApiDocument string `json:"api_document"`
+
+			// Grpc The gRPC service served on the same port
+			Grpc    *string                         `json:"grpc,omitempty"`
+			Service Index200JSONResponseBodyService `json:"service"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseDecodeOpaqueIDResponse parses an HTTP response from a DecodeOpaqueIDWithResponse call
@@ -6548,6 +7113,137 @@ func ParseReserveRangeResponse(rsp *http.Response) (*ReserveRangeResponse, error
 		response.Headers409 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReserveRangeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseRangeResponse parses an HTTP response from a ReleaseRangeWithResponse call
+func ParseReleaseRangeResponse(rsp *http.Response) (*ReleaseRangeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseRangeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RangeReleased
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ReleaseRangeResponse400Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReleaseRangeResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReleaseRangeResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReleaseRangeResponse404Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReleaseRangeResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReleaseRangeResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

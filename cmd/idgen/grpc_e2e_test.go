@@ -334,7 +334,7 @@ func TestServe_TLS(t *testing.T) {
 	m := proctest.Serve(t, bin, []string{store}, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clients.File, "--grpc-addr", "127.0.0.1:0")
 	base = "https://" + m.Addr()
 	rpcAddrs = []string{m.Addr(), grpcAddr(t, m)}
-	if out, err = runTool(t, "curl", "-sS", "--cacert", ca.File, base+"/id/order"); err == nil {
+	if out, err = runTool(t, "curl", "-sS", "--cacert", ca.File, base+"/id/order"); err != nil || !strings.Contains(out, "client_certificate_required") {
 		t.Fatalf("mutual TLS let curl in without a client certificate:\n%s", out)
 	}
 	if out, err = runTool(t, "curl", "-sS", "--cacert", ca.File, "--cert", good.CertFile, "--key", good.KeyFile, base+"/id/order"); err != nil || !strings.Contains(out, `"id"`) {

@@ -101,14 +101,14 @@ func TestImport_LeafAndTinyID(t *testing.T) {
 	}
 
 	expect(run(false, "import", "leaf", "--from", srv.DSN, "--margin", "100"),
-		`nothing imported: 1 of 2 rows cannot be`, `"bad tag": idgen: invalid tag`, `byte 4 of "bad tag" is ' '`)
+		`nothing imported: 1 of 2 rows cannot be`, `"bad tag": invalid tag`, `byte 4 of "bad tag" is ' '`)
 	exec1(`DELETE FROM leaf_alloc WHERE biz_tag = 'bad tag'`)
 
 	// A row near the int64 limit passes max_id + margin but leaves no
 	// room for one step: the dry run says so, and the real run imports
 	// nothing, not even the rows before it.
 	exec1(`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('zz-top', 9223372036854775000, 1000, NULL)`)
-	expect(run(false, "import", "leaf", "--from", srv.DSN, "--dry-run"), `nothing imported: 1 of 2 rows cannot be`, `"zz-top": segment: invalid step or start: start 9223372036854775000`)
+	expect(run(false, "import", "leaf", "--from", srv.DSN, "--dry-run"), `nothing imported: 1 of 2 rows cannot be`, `"zz-top": invalid step or start: start 9223372036854775000`)
 	expect(run(false, "import", "leaf", "--from", srv.DSN), `nothing imported: 1 of 2 rows cannot be`)
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM id_sequence`).Scan(&tables); err == nil {
 		t.Fatalf("a failed import created id_sequence")

@@ -88,7 +88,7 @@ func TestServe_MetricsTagLimit(t *testing.T) {
 	}{
 		{[]string{"--metrics-tag-limit", "-1"}, "--metrics-tag-limit must be 0 to 10000"},
 		{[]string{"--metrics-tag-limit", "1", "--metrics-tags", "a,b"}, "more than --metrics-tag-limit 1"},
-		{[]string{"--metrics-tags", "a b"}, `--metrics-tags: server: metrics tag "a b"`},
+		{[]string{"--metrics-tags", "a b"}, `--metrics-tags: metrics tag "a b"`},
 	} {
 		store := filepath.Join(dir, "never.db")
 		out, err := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "sqlite://" + store}, tc.args...)...).CombinedOutput()

@@ -259,6 +259,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if key != nil {
 		warnSoftwareAES(log)
 	}
+	for _, w := range unknownEnv(cmd, os.Environ()) {
+		log.Warn(w)
+	}
 	if c.tlsConfig, err = listenerTLS(c.tls, log); err != nil {
 		return err
 	}
@@ -359,8 +362,9 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		Layout:      c.compat.layout,
 		Compat:      c.compat.apis,
 
-		MetricsToken:   c.metricsToken,
-		TrustedProxies: c.trustedProxies,
+		MetricsToken:      c.metricsToken,
+		TrustedProxies:    c.trustedProxies,
+		RequireClientCert: c.tls.ClientCA != "",
 	}
 	var sf *snowflakeMode
 	if c.snowflake {
@@ -373,12 +377,17 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 
 	gin.SetMode(gin.ReleaseMode)
 	h, err := server.New(cfg)
+	// One deadline, --shutdown-timeout from SIGTERM, covers the whole
+	// shutdown: the drain, the worker lease's release and the hand-back,
+	// so that the chart's terminationGracePeriodSeconds > preStop +
+	// --shutdown-timeout is what the process needs.
+	deadline := time.Now().Add(c.drain)
 	if err == nil {
-		err = serveUntilDone(ctx, c, ln, gln, h, log)
+		deadline, err = serveUntilDone(ctx, c, ln, gln, h, log)
 	}
 	// Drained: release the worker lease, then hand back unused ranges,
-	// while the store is still open.
-	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	// while the store is still open, in what is left of the deadline.
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if sf != nil {
 		if e := sf.close(sctx); e != nil {
@@ -428,9 +437,14 @@ func listenFlag(ctx context.Context, addr, flag string) (net.Listener, error) {
 // serveUntilDone serves h on ln, and its gRPC API on grpc-go's transport
 // on gln unless gln is nil, until ctx ends; then it drains: health turns
 // NOT_SERVING and Watch streams end (Server.Drain), and both servers
-// finish their calls in flight within one --shutdown-timeout.
-func serveUntilDone(ctx context.Context, c serveConfig, ln, gln net.Listener, h *server.Server, log *slog.Logger) error {
+// finish their calls in flight. It returns the deadline of the whole
+// shutdown, --shutdown-timeout from when it began, which the drain shares
+// with what follows it.
+func serveUntilDone(ctx context.Context, c serveConfig, ln, gln net.Listener, h *server.Server, log *slog.Logger) (time.Time, error) {
 	srv := server.NewHTTPServer(c.addr, h)
+	// net/http's own lines (TLS handshake errors, from port scanners
+	// mostly) go through the logger, so --log-format json is all JSON.
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
 	if c.tlsConfig != nil {
 		srv.TLSConfig = c.tlsConfig
@@ -452,12 +466,14 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln, gln net.Listener, h 
 	// The one line that says what is running; tests find the address in it.
 	// auth=none says that the ID endpoints answer anyone who can reach the
 	// address: right for a quick start on a laptop, not for production
-	// (docs/operations.md, Hardening).
+	// (docs/operations.md, Hardening). The warning is left out where only
+	// this machine (a loopback address) or only holders of a client
+	// certificate (mutual TLS) reach the ID endpoints.
 	auth := "api-tokens"
 	if len(c.tokens) == 0 {
 		auth = "none"
 	}
-	if auth == "none" {
+	if auth == "none" && c.tls.ClientCA == "" && !loopback(ln.Addr()) {
 		log.Warn("the ID endpoints are open without auth: anyone who can reach the listen address draws IDs of any tag; set --api-tokens, or listen on 127.0.0.1",
 			"addr", ln.Addr().String())
 	}
@@ -473,7 +489,11 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln, gln net.Listener, h 
 		log.Info("shutting down", "timeout", c.drain)
 	}
 	h.Drain()
-	sctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	// The drain may not take it all: a fifth of it, at most 2 s, is kept
+	// for the lease release and the hand-back, which otherwise a stream
+	// held open to the end would starve.
+	deadline := time.Now().Add(c.drain)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-min(c.drain/5, 2*time.Second)))
 	defer cancel()
 	stopped := make(chan struct{})
 	if gs != nil {
@@ -491,9 +511,16 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln, gln net.Listener, h 
 		gs.Stop()
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return deadline, err
 	}
-	return nil
+	return deadline, nil
+}
+
+// loopback reports whether addr is a loopback address, which only this
+// machine reaches.
+func loopback(addr net.Addr) bool {
+	ap, err := netip.ParseAddrPort(addr.String())
+	return err == nil && ap.Addr().IsLoopback()
 }
 
 func newLogger(format string) (*slog.Logger, error) {

@@ -67,7 +67,7 @@ func newTag() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				p := newTable(cmd.OutOrStdout(), "TAG\tNEXT FREE ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION")
+				p := newTable(cmd.OutOrStdout(), "TAG\tNEXT_ID\tSTEP\tUPDATED\tOPAQUE\tDESCRIPTION")
 				for _, t := range tags {
 					p.printf("%s\t%d\t%d\t%s\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdatedAt.UTC().Format(time.RFC3339), opaqueColumn(t), t.Description)
 				}
@@ -88,7 +88,9 @@ func newTag() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := parseWhole(args[1])
 			if err != nil {
-				return fmt.Errorf("%w: %w", segment.ErrInvalidStep, err)
+				// Not ErrInvalidStep's own text, "invalid step or start":
+				// this command takes no start.
+				return &plainError{"invalid step: " + err.Error(), segment.ErrInvalidStep}
 			}
 			return withExistingStore(cmd, func(st *store.Store) error {
 				if err := st.SetStep(cmd.Context(), args[0], n); err != nil {
@@ -104,7 +106,7 @@ func newTag() *cobra.Command {
 	step.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		var nf *pflag.NotExistError
 		if errors.As(err, &nf) && isDigits(nf.GetSpecifiedShortnames()) {
-			return fmt.Errorf("%w: a step is a whole number of at least 1, got -%s", segment.ErrInvalidStep, nf.GetSpecifiedShortnames())
+			return &plainError{"invalid step: a step is a whole number of at least 1, got -" + nf.GetSpecifiedShortnames(), segment.ErrInvalidStep}
 		}
 		return err
 	})

@@ -707,3 +707,56 @@ func TestDocsExample(t *testing.T) {
 		t.Errorf("no generated token for the client orders: %v", s)
 	}
 }
+
+// TestLintCIValues: helm lint passes on each of the chart's own ci/
+// values files, the ones chart-testing installs.
+func TestLintCIValues(t *testing.T) {
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("ci/ values files: %v %v", files, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := lint.AllWithKubeVersion(chartDir, readValues(t, string(b)), namespace, kv)
+			for _, m := range l.Messages {
+				if m.Severity > support.InfoSev {
+					t.Errorf("helm lint: %s", m)
+				}
+			}
+		})
+	}
+}
+
+// TestMutualTLSProbes: under mutual TLS the probes are plain HTTPS GETs of
+// /readyz and /healthz, which idgen answers without a client certificate
+// (cmd/idgen's TestServe_MutualTLSProbes shows it with curl), and no
+// probe is a gRPC one, which the kubelet sends without TLS.
+func TestMutualTLSProbes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "ci", "mtls-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := mustDecode(t, string(b), nil)
+	if len(o.deployments) != 2 {
+		t.Fatalf("%d Deployments, want both modes'", len(o.deployments))
+	}
+	for name, d := range o.deployments {
+		c := d.Spec.Template.Spec.Containers[0]
+		for probe, want := range map[*corev1.Probe]string{c.ReadinessProbe: "/readyz", c.LivenessProbe: "/healthz", c.StartupProbe: "/healthz"} {
+			if probe == nil || probe.HTTPGet == nil || probe.GRPC != nil || probe.Exec != nil {
+				t.Fatalf("%s: probe %+v, want an HTTPS GET of %s", name, probe, want)
+			}
+			if probe.HTTPGet.Path != want || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+				t.Errorf("%s: probe %s %s, want HTTPS %s", name, probe.HTTPGet.Scheme, probe.HTTPGet.Path, want)
+			}
+		}
+	}
+}

@@ -185,9 +185,10 @@ type Proc struct {
 	log strings.Builder
 }
 
-// addrRE matches the line in which idgen serve (msg=serving addr=…), or
-// any other server of ours, logs the address it listens on.
-var addrRE = regexp.MustCompile(`serving addr=(\S+)`)
+// addrRE matches the line in which idgen serve (msg=serving addr=…, or
+// "msg":"serving","addr":"…" under --log-format json), or any other
+// server of ours, logs the address it listens on.
+var addrRE = regexp.MustCompile(`serving addr=(\S+)|"msg":"serving","addr":"([^"]+)"`)
 
 // Serve starts `bin serve --addr 127.0.0.1:0 args…` with env added to the
 // environment, waits until it logs its address, and stops it with SIGKILL
@@ -222,7 +223,7 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 			p.mu.Unlock()
 			if m := addrRE.FindStringSubmatch(line); m != nil {
 				select {
-				case addr <- m[1]:
+				case addr <- m[1] + m[2]:
 				default:
 				}
 			}

@@ -127,7 +127,7 @@ func init() {
 func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+		return nil, parseError(err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -178,4 +178,17 @@ func (d pgxQ[T]) Exec(ctx context.Context, q string, args ...any) (int64, error)
 // including a cancelled context.
 func (d pgxQ[T]) InTx(ctx context.Context, fn func(q sqlstore.Querier) error) error {
 	return pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error { return fn(txQ{tx}) })
+}
+
+// parseError is pgx's DSN parse error without the DSN it quotes: pgx
+// masks the password it found, but a password it misread (an @ or : not
+// percent-encoded) shows in pieces. The reason after the quote stays.
+func parseError(err error) error {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		msg = msg[i+3:]
+	} else {
+		msg = "not a PostgreSQL DSN"
+	}
+	return fmt.Errorf("postgres: the DSN cannot be parsed (%s); if the user name or password holds @, :, /, ? or #, percent-encode them (%%40, %%3A, %%2F, %%3F, %%23)", msg)
 }

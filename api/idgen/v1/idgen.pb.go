@@ -332,8 +332,12 @@ type ReserveRangeResponse struct {
 	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
 	// The range is [start, end): start is the first ID, end is one past the
 	// last.
-	Start         int64 `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
-	End           int64 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	Start int64 `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
+	End   int64 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	// Hands the unused end of the range back with ReleaseRange; empty when
+	// the server takes no ranges back. Keep it secret: it is the only proof
+	// of holding the range.
+	ReleaseToken  string `protobuf:"bytes,4,opt,name=release_token,json=releaseToken,proto3" json:"release_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -389,6 +393,137 @@ func (x *ReserveRangeResponse) GetEnd() int64 {
 	return 0
 }
 
+func (x *ReserveRangeResponse) GetReleaseToken() string {
+	if x != nil {
+		return x.ReleaseToken
+	}
+	return ""
+}
+
+type ReleaseRangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// The release_token of the ReserveRangeResponse.
+	ReleaseToken string `protobuf:"bytes,2,opt,name=release_token,json=releaseToken,proto3" json:"release_token,omitempty"`
+	// The first ID of the range not handed out: from start (nothing used)
+	// to end (nothing left).
+	From          int64 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRangeRequest) Reset() {
+	*x = ReleaseRangeRequest{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRangeRequest) ProtoMessage() {}
+
+func (x *ReleaseRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRangeRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRangeRequest) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReleaseRangeRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *ReleaseRangeRequest) GetReleaseToken() string {
+	if x != nil {
+		return x.ReleaseToken
+	}
+	return ""
+}
+
+func (x *ReleaseRangeRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+type ReleaseRangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// [from, end) went back to the store.
+	From          int64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	End           int64 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRangeResponse) Reset() {
+	*x = ReleaseRangeResponse{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRangeResponse) ProtoMessage() {}
+
+func (x *ReleaseRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRangeResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseRangeResponse) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReleaseRangeResponse) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *ReleaseRangeResponse) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ReleaseRangeResponse) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
 type DecodeSnowflakeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A non-negative snowflake ID.
@@ -399,7 +534,7 @@ type DecodeSnowflakeRequest struct {
 
 func (x *DecodeSnowflakeRequest) Reset() {
 	*x = DecodeSnowflakeRequest{}
-	mi := &file_idgen_v1_idgen_proto_msgTypes[4]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +546,7 @@ func (x *DecodeSnowflakeRequest) String() string {
 func (*DecodeSnowflakeRequest) ProtoMessage() {}
 
 func (x *DecodeSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idgen_v1_idgen_proto_msgTypes[4]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +559,7 @@ func (x *DecodeSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*DecodeSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{4}
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DecodeSnowflakeRequest) GetId() int64 {
@@ -449,7 +584,7 @@ type DecodeSnowflakeResponse struct {
 
 func (x *DecodeSnowflakeResponse) Reset() {
 	*x = DecodeSnowflakeResponse{}
-	mi := &file_idgen_v1_idgen_proto_msgTypes[5]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +596,7 @@ func (x *DecodeSnowflakeResponse) String() string {
 func (*DecodeSnowflakeResponse) ProtoMessage() {}
 
 func (x *DecodeSnowflakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idgen_v1_idgen_proto_msgTypes[5]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +609,7 @@ func (x *DecodeSnowflakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeSnowflakeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeSnowflakeResponse) Descriptor() ([]byte, []int) {
-	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{5}
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DecodeSnowflakeResponse) GetId() int64 {
@@ -522,7 +657,7 @@ type DecodeReadableRequest struct {
 
 func (x *DecodeReadableRequest) Reset() {
 	*x = DecodeReadableRequest{}
-	mi := &file_idgen_v1_idgen_proto_msgTypes[6]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +669,7 @@ func (x *DecodeReadableRequest) String() string {
 func (*DecodeReadableRequest) ProtoMessage() {}
 
 func (x *DecodeReadableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idgen_v1_idgen_proto_msgTypes[6]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +682,7 @@ func (x *DecodeReadableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeReadableRequest.ProtoReflect.Descriptor instead.
 func (*DecodeReadableRequest) Descriptor() ([]byte, []int) {
-	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{6}
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DecodeReadableRequest) GetValue() string {
@@ -567,7 +702,7 @@ type DecodeReadableResponse struct {
 
 func (x *DecodeReadableResponse) Reset() {
 	*x = DecodeReadableResponse{}
-	mi := &file_idgen_v1_idgen_proto_msgTypes[7]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +714,7 @@ func (x *DecodeReadableResponse) String() string {
 func (*DecodeReadableResponse) ProtoMessage() {}
 
 func (x *DecodeReadableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idgen_v1_idgen_proto_msgTypes[7]
+	mi := &file_idgen_v1_idgen_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +727,7 @@ func (x *DecodeReadableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeReadableResponse.ProtoReflect.Descriptor instead.
 func (*DecodeReadableResponse) Descriptor() ([]byte, []int) {
-	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{7}
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DecodeReadableResponse) GetTag() string {
@@ -625,10 +760,19 @@ const file_idgen_v1_idgen_proto_rawDesc = "" +
 	"\fprefixed_ids\x18\x03 \x03(\tR\vprefixedIds\";\n" +
 	"\x13ReserveRangeRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"P\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"u\n" +
 	"\x14ReserveRangeResponse\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\x03R\x03end\x12#\n" +
+	"\rrelease_token\x18\x04 \x01(\tR\freleaseToken\"`\n" +
+	"\x13ReleaseRangeRequest\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12#\n" +
+	"\rrelease_token\x18\x02 \x01(\tR\freleaseToken\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x03R\x04from\"N\n" +
+	"\x14ReleaseRangeResponse\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\x03R\x03end\"(\n" +
 	"\x16DecodeSnowflakeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"\xab\x01\n" +
@@ -650,10 +794,11 @@ const file_idgen_v1_idgen_proto_rawDesc = "" +
 	"\x06Format\x12\x16\n" +
 	"\x12FORMAT_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFORMAT_NUMERIC\x10\x01\x12\x13\n" +
-	"\x0fFORMAT_PREFIXED\x10\x022\xc8\x02\n" +
+	"\x0fFORMAT_PREFIXED\x10\x022\x97\x03\n" +
 	"\tIDService\x125\n" +
 	"\x04Next\x12\x15.idgen.v1.NextRequest\x1a\x16.idgen.v1.NextResponse\x12M\n" +
-	"\fReserveRange\x12\x1d.idgen.v1.ReserveRangeRequest\x1a\x1e.idgen.v1.ReserveRangeResponse\x12[\n" +
+	"\fReserveRange\x12\x1d.idgen.v1.ReserveRangeRequest\x1a\x1e.idgen.v1.ReserveRangeResponse\x12M\n" +
+	"\fReleaseRange\x12\x1d.idgen.v1.ReleaseRangeRequest\x1a\x1e.idgen.v1.ReleaseRangeResponse\x12[\n" +
 	"\x0fDecodeSnowflake\x12 .idgen.v1.DecodeSnowflakeRequest\x1a!.idgen.v1.DecodeSnowflakeResponse\"\x03\x90\x02\x01\x12X\n" +
 	"\x0eDecodeReadable\x12\x1f.idgen.v1.DecodeReadableRequest\x1a .idgen.v1.DecodeReadableResponse\"\x03\x90\x02\x01B-Z+github.com/idgen/idgen/api/idgen/v1;idgenv1b\x06proto3"
 
@@ -670,7 +815,7 @@ func file_idgen_v1_idgen_proto_rawDescGZIP() []byte {
 }
 
 var file_idgen_v1_idgen_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_idgen_v1_idgen_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_idgen_v1_idgen_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_idgen_v1_idgen_proto_goTypes = []any{
 	(Mode)(0),                       // 0: idgen.v1.Mode
 	(Format)(0),                     // 1: idgen.v1.Format
@@ -678,26 +823,30 @@ var file_idgen_v1_idgen_proto_goTypes = []any{
 	(*NextResponse)(nil),            // 3: idgen.v1.NextResponse
 	(*ReserveRangeRequest)(nil),     // 4: idgen.v1.ReserveRangeRequest
 	(*ReserveRangeResponse)(nil),    // 5: idgen.v1.ReserveRangeResponse
-	(*DecodeSnowflakeRequest)(nil),  // 6: idgen.v1.DecodeSnowflakeRequest
-	(*DecodeSnowflakeResponse)(nil), // 7: idgen.v1.DecodeSnowflakeResponse
-	(*DecodeReadableRequest)(nil),   // 8: idgen.v1.DecodeReadableRequest
-	(*DecodeReadableResponse)(nil),  // 9: idgen.v1.DecodeReadableResponse
-	(*timestamppb.Timestamp)(nil),   // 10: google.protobuf.Timestamp
+	(*ReleaseRangeRequest)(nil),     // 6: idgen.v1.ReleaseRangeRequest
+	(*ReleaseRangeResponse)(nil),    // 7: idgen.v1.ReleaseRangeResponse
+	(*DecodeSnowflakeRequest)(nil),  // 8: idgen.v1.DecodeSnowflakeRequest
+	(*DecodeSnowflakeResponse)(nil), // 9: idgen.v1.DecodeSnowflakeResponse
+	(*DecodeReadableRequest)(nil),   // 10: idgen.v1.DecodeReadableRequest
+	(*DecodeReadableResponse)(nil),  // 11: idgen.v1.DecodeReadableResponse
+	(*timestamppb.Timestamp)(nil),   // 12: google.protobuf.Timestamp
 }
 var file_idgen_v1_idgen_proto_depIdxs = []int32{
 	0,  // 0: idgen.v1.NextRequest.mode:type_name -> idgen.v1.Mode
 	1,  // 1: idgen.v1.NextRequest.format:type_name -> idgen.v1.Format
-	10, // 2: idgen.v1.DecodeSnowflakeResponse.time:type_name -> google.protobuf.Timestamp
+	12, // 2: idgen.v1.DecodeSnowflakeResponse.time:type_name -> google.protobuf.Timestamp
 	2,  // 3: idgen.v1.IDService.Next:input_type -> idgen.v1.NextRequest
 	4,  // 4: idgen.v1.IDService.ReserveRange:input_type -> idgen.v1.ReserveRangeRequest
-	6,  // 5: idgen.v1.IDService.DecodeSnowflake:input_type -> idgen.v1.DecodeSnowflakeRequest
-	8,  // 6: idgen.v1.IDService.DecodeReadable:input_type -> idgen.v1.DecodeReadableRequest
-	3,  // 7: idgen.v1.IDService.Next:output_type -> idgen.v1.NextResponse
-	5,  // 8: idgen.v1.IDService.ReserveRange:output_type -> idgen.v1.ReserveRangeResponse
-	7,  // 9: idgen.v1.IDService.DecodeSnowflake:output_type -> idgen.v1.DecodeSnowflakeResponse
-	9,  // 10: idgen.v1.IDService.DecodeReadable:output_type -> idgen.v1.DecodeReadableResponse
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
+	6,  // 5: idgen.v1.IDService.ReleaseRange:input_type -> idgen.v1.ReleaseRangeRequest
+	8,  // 6: idgen.v1.IDService.DecodeSnowflake:input_type -> idgen.v1.DecodeSnowflakeRequest
+	10, // 7: idgen.v1.IDService.DecodeReadable:input_type -> idgen.v1.DecodeReadableRequest
+	3,  // 8: idgen.v1.IDService.Next:output_type -> idgen.v1.NextResponse
+	5,  // 9: idgen.v1.IDService.ReserveRange:output_type -> idgen.v1.ReserveRangeResponse
+	7,  // 10: idgen.v1.IDService.ReleaseRange:output_type -> idgen.v1.ReleaseRangeResponse
+	9,  // 11: idgen.v1.IDService.DecodeSnowflake:output_type -> idgen.v1.DecodeSnowflakeResponse
+	11, // 12: idgen.v1.IDService.DecodeReadable:output_type -> idgen.v1.DecodeReadableResponse
+	8,  // [8:13] is the sub-list for method output_type
+	3,  // [3:8] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -714,7 +863,7 @@ func file_idgen_v1_idgen_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idgen_v1_idgen_proto_rawDesc), len(file_idgen_v1_idgen_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,8 @@ const (
 	IDServiceNextProcedure = "/idgen.v1.IDService/Next"
 	// IDServiceReserveRangeProcedure is the fully-qualified name of the IDService's ReserveRange RPC.
 	IDServiceReserveRangeProcedure = "/idgen.v1.IDService/ReserveRange"
+	// IDServiceReleaseRangeProcedure is the fully-qualified name of the IDService's ReleaseRange RPC.
+	IDServiceReleaseRangeProcedure = "/idgen.v1.IDService/ReleaseRange"
 	// IDServiceDecodeSnowflakeProcedure is the fully-qualified name of the IDService's DecodeSnowflake
 	// RPC.
 	IDServiceDecodeSnowflakeProcedure = "/idgen.v1.IDService/DecodeSnowflake"
@@ -73,6 +75,13 @@ type IDServiceClient interface {
 	// clients that cache ranges, as POST /segment/{tag}/range does. The
 	// range holds at least size IDs: more when the tag's step is larger.
 	ReserveRange(context.Context, *connect.Request[v1.ReserveRangeRequest]) (*connect.Response[v1.ReserveRangeResponse], error)
+	// ReleaseRange hands back the unused end of a range ReserveRange
+	// returned, [from, end), as POST /segment/{tag}/range/release does:
+	// only with the range's release_token, only to the instance that handed
+	// it out, only once, and only while nobody reserved past it
+	// (FAILED_PRECONDITION with reason range_not_released otherwise; the
+	// IDs then stay unused).
+	ReleaseRange(context.Context, *connect.Request[v1.ReleaseRangeRequest]) (*connect.Response[v1.ReleaseRangeResponse], error)
 	// DecodeSnowflake splits a snowflake ID into time, worker and sequence
 	// with the server's layout.
 	DecodeSnowflake(context.Context, *connect.Request[v1.DecodeSnowflakeRequest]) (*connect.Response[v1.DecodeSnowflakeResponse], error)
@@ -104,6 +113,12 @@ func NewIDServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithSchema(iDServiceMethods.ByName("ReserveRange")),
 			connect.WithClientOptions(opts...),
 		),
+		releaseRange: connect.NewClient[v1.ReleaseRangeRequest, v1.ReleaseRangeResponse](
+			httpClient,
+			baseURL+IDServiceReleaseRangeProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("ReleaseRange")),
+			connect.WithClientOptions(opts...),
+		),
 		decodeSnowflake: connect.NewClient[v1.DecodeSnowflakeRequest, v1.DecodeSnowflakeResponse](
 			httpClient,
 			baseURL+IDServiceDecodeSnowflakeProcedure,
@@ -125,6 +140,7 @@ func NewIDServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 type iDServiceClient struct {
 	next            *connect.Client[v1.NextRequest, v1.NextResponse]
 	reserveRange    *connect.Client[v1.ReserveRangeRequest, v1.ReserveRangeResponse]
+	releaseRange    *connect.Client[v1.ReleaseRangeRequest, v1.ReleaseRangeResponse]
 	decodeSnowflake *connect.Client[v1.DecodeSnowflakeRequest, v1.DecodeSnowflakeResponse]
 	decodeReadable  *connect.Client[v1.DecodeReadableRequest, v1.DecodeReadableResponse]
 }
@@ -137,6 +153,11 @@ func (c *iDServiceClient) Next(ctx context.Context, req *connect.Request[v1.Next
 // ReserveRange calls idgen.v1.IDService.ReserveRange.
 func (c *iDServiceClient) ReserveRange(ctx context.Context, req *connect.Request[v1.ReserveRangeRequest]) (*connect.Response[v1.ReserveRangeResponse], error) {
 	return c.reserveRange.CallUnary(ctx, req)
+}
+
+// ReleaseRange calls idgen.v1.IDService.ReleaseRange.
+func (c *iDServiceClient) ReleaseRange(ctx context.Context, req *connect.Request[v1.ReleaseRangeRequest]) (*connect.Response[v1.ReleaseRangeResponse], error) {
+	return c.releaseRange.CallUnary(ctx, req)
 }
 
 // DecodeSnowflake calls idgen.v1.IDService.DecodeSnowflake.
@@ -166,6 +187,13 @@ type IDServiceHandler interface {
 	// clients that cache ranges, as POST /segment/{tag}/range does. The
 	// range holds at least size IDs: more when the tag's step is larger.
 	ReserveRange(context.Context, *connect.Request[v1.ReserveRangeRequest]) (*connect.Response[v1.ReserveRangeResponse], error)
+	// ReleaseRange hands back the unused end of a range ReserveRange
+	// returned, [from, end), as POST /segment/{tag}/range/release does:
+	// only with the range's release_token, only to the instance that handed
+	// it out, only once, and only while nobody reserved past it
+	// (FAILED_PRECONDITION with reason range_not_released otherwise; the
+	// IDs then stay unused).
+	ReleaseRange(context.Context, *connect.Request[v1.ReleaseRangeRequest]) (*connect.Response[v1.ReleaseRangeResponse], error)
 	// DecodeSnowflake splits a snowflake ID into time, worker and sequence
 	// with the server's layout.
 	DecodeSnowflake(context.Context, *connect.Request[v1.DecodeSnowflakeRequest]) (*connect.Response[v1.DecodeSnowflakeResponse], error)
@@ -193,6 +221,12 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithSchema(iDServiceMethods.ByName("ReserveRange")),
 		connect.WithHandlerOptions(opts...),
 	)
+	iDServiceReleaseRangeHandler := connect.NewUnaryHandler(
+		IDServiceReleaseRangeProcedure,
+		svc.ReleaseRange,
+		connect.WithSchema(iDServiceMethods.ByName("ReleaseRange")),
+		connect.WithHandlerOptions(opts...),
+	)
 	iDServiceDecodeSnowflakeHandler := connect.NewUnaryHandler(
 		IDServiceDecodeSnowflakeProcedure,
 		svc.DecodeSnowflake,
@@ -213,6 +247,8 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 			iDServiceNextHandler.ServeHTTP(w, r)
 		case IDServiceReserveRangeProcedure:
 			iDServiceReserveRangeHandler.ServeHTTP(w, r)
+		case IDServiceReleaseRangeProcedure:
+			iDServiceReleaseRangeHandler.ServeHTTP(w, r)
 		case IDServiceDecodeSnowflakeProcedure:
 			iDServiceDecodeSnowflakeHandler.ServeHTTP(w, r)
 		case IDServiceDecodeReadableProcedure:
@@ -232,6 +268,10 @@ func (UnimplementedIDServiceHandler) Next(context.Context, *connect.Request[v1.N
 
 func (UnimplementedIDServiceHandler) ReserveRange(context.Context, *connect.Request[v1.ReserveRangeRequest]) (*connect.Response[v1.ReserveRangeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.IDService.ReserveRange is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) ReleaseRange(context.Context, *connect.Request[v1.ReleaseRangeRequest]) (*connect.Response[v1.ReleaseRangeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.IDService.ReleaseRange is not implemented"))
 }
 
 func (UnimplementedIDServiceHandler) DecodeSnowflake(context.Context, *connect.Request[v1.DecodeSnowflakeRequest]) (*connect.Response[v1.DecodeSnowflakeResponse], error) {
