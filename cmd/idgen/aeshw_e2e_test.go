@@ -24,7 +24,7 @@ func TestServe_WarnsWhenAESIsSoftware(t *testing.T) {
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	store := "IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")
-	p := proctest.Serve(t, bin, []string{store, "GODEBUG=cpu.aes=off", "IDGEN_OPAQUE_KEY=" + opaqueKeyA}, "--auto-create-opaque")
+	p := proctest.Serve(t, bin, []string{store, "GODEBUG=cpu.aes=off", "IDGEN_OPAQUE_KEY=" + opaqueKeyA, "IDGEN_METRICS_TOKEN=metrics-token-0123456789"}, "--auto-create-opaque")
 	if !strings.Contains(p.Log(), softwareAESWarning) || !strings.Contains(p.Log(), "level=WARN") {
 		t.Fatalf("serve with software AES and an opaque key: no warning at start:\n%s", p.Log())
 	}
