@@ -46,22 +46,8 @@ const (
 func TestImport_LeafAndTinyID(t *testing.T) {
 	srv := dbtest.Start(t, dbtest.MySQL)
 	bin := proctest.Binary(t, t.TempDir())
-	cfg, err := mysql.ParseDSN(srv.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, exec1 := mysqlDB(t, srv.DSN)
 	ctx := context.Background()
-	exec1 := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	for _, q := range []string{"DROP TABLE IF EXISTS leaf_alloc", "DROP TABLE IF EXISTS tiny_id_info", "DROP TABLE IF EXISTS id_sequence", leafAllocDDL, tinyIDInfoDDL} {
 		exec1(q)
 	}
@@ -160,5 +146,27 @@ func TestImport_LeafAndTinyID(t *testing.T) {
 	}
 	if log := leaf.Log(); !strings.Contains(log, "will be refused") || !strings.Contains(log, `byte 2 of \"a/b\" is '/'`) {
 		t.Errorf("no warning naming the rule a/b breaks:\n%s", log)
+	}
+}
+
+// mysqlDB opens the MySQL server of dsn (idgen's mysql:// form) with
+// database/sql for the test, and returns it with a helper that runs one
+// statement or fails the test.
+func mysqlDB(t *testing.T, dsn string) (*sql.DB, func(q string, args ...any)) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"net/http"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/idgen/idgen/internal/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/opaque"
-	"github.com/idgen/idgen/store/mysql"
 )
 
 // On a real MariaDB with Leaf's own leaf_alloc, whose biz_tag Leaf's DDL
@@ -24,22 +22,8 @@ import (
 func TestServe_LeafAllocRefusesOpaqueTags(t *testing.T) {
 	srv := dbtest.Start(t, dbtest.MySQL)
 	bin := proctest.Binary(t, t.TempDir())
-	cfg, err := mysql.ParseDSN(srv.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	_, exec1 := mysqlDB(t, srv.DSN)
 	ctx := context.Background()
-	exec1 := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	exec1("DROP TABLE IF EXISTS leaf_alloc")
 	exec1(leafAllocDDL)
 	exec1(`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('order', 1, 1000, NULL), ('plain', 1, 1000, NULL)`)
@@ -82,6 +66,7 @@ func TestServe_LeafAllocRefusesOpaqueTags(t *testing.T) {
 		} {
 			var st int
 			var body string
+			var err error
 			if tc.method == "GET" {
 				st, body, err = p.Get(ctx, client, tc.path)
 				if err != nil {
