@@ -18,21 +18,11 @@ import (
 func TestGenerator_Kinds(t *testing.T) {
 	ctx := context.Background()
 	mine, other := testKey(t), otherKey(t)
-	store := segmenttest.NewMemory()
-	for _, tg := range []segment.Tag{
+	store, alloc := allocWith(t, []segment.Tag{
 		{Name: "plain", MaxID: 1, Step: 10},
 		{Name: "mine", MaxID: 1, Step: 10, Opaque: mine.Fingerprint()},
 		{Name: "other", MaxID: 1, Step: 10, Opaque: other.Fingerprint()},
-	} {
-		if err := store.CreateTag(ctx, tg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	alloc, err := segment.New(store, segment.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = alloc.Close() }()
+	}...)
 	for _, tc := range []struct {
 		name    string
 		key     *opaque.Key
@@ -97,15 +87,7 @@ func (failingTags) TagOpaque(context.Context, string) (string, error) {
 // hands out the counter it already took.
 func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
 	ctx := context.Background()
-	store := segmenttest.NewMemory()
-	if err := store.CreateTag(ctx, segment.Tag{Name: "t", MaxID: 1, Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	alloc, err := segment.New(store, segment.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = alloc.Close() }()
+	_, alloc := allocWith(t, segment.Tag{Name: "t", MaxID: 1, Step: 10})
 	g := opaque.NewGenerator(alloc, failingTags{}, testKey(t))
 	if id, err := g.Next(ctx, "t"); !errors.Is(err, segment.ErrUnavailable) || id != 0 {
 		t.Fatalf("Next with a failing lookup = %d, %v; want ErrUnavailable", id, err)
@@ -126,15 +108,7 @@ func TestGenerator_LookupFailureIsUnavailable(t *testing.T) {
 func TestGenerator_NextAhead(t *testing.T) {
 	ctx := context.Background()
 	key := testKey(t)
-	store := segmenttest.NewMemory()
-	if err := store.CreateTag(ctx, segment.Tag{Name: "o", MaxID: 1, Step: 100, Opaque: key.Fingerprint()}); err != nil {
-		t.Fatal(err)
-	}
-	alloc, err := segment.New(store, segment.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = alloc.Close() }()
+	store, alloc := allocWith(t, segment.Tag{Name: "o", MaxID: 1, Step: 100, Opaque: key.Fingerprint()})
 	g := opaque.NewGenerator(alloc, store, key)
 	const workers, each = 8, 300
 	got := make([][]int64, workers)
@@ -179,4 +153,22 @@ func TestGenerator_NextAhead(t *testing.T) {
 	if handed := int64(len(seen)); maxCounter >= handed+2*opaque.Ahead {
 		t.Errorf("%d IDs handed out, but counters up to %d taken: %d or more ahead", handed, maxCounter, 2*opaque.Ahead)
 	}
+}
+
+// allocWith is an allocator over an in-memory store holding tags, closed
+// when the test ends.
+func allocWith(t *testing.T, tags ...segment.Tag) (*segmenttest.Memory, *segment.Allocator) {
+	t.Helper()
+	store := segmenttest.NewMemory()
+	for _, tg := range tags {
+		if err := store.CreateTag(t.Context(), tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alloc, err := segment.New(store, segment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alloc.Close() })
+	return store, alloc
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
-	"github.com/idgen/idgen/segment/segmenttest"
 )
 
 const rawKeyHex = "000102030405060708090a0b0c0d0e0f"
@@ -79,20 +78,10 @@ func TestKey_Versions(t *testing.T) {
 func TestGenerator_Version1Tag(t *testing.T) {
 	ctx := context.Background()
 	k := testKey(t)
-	store := segmenttest.NewMemory()
-	for _, tg := range []segment.Tag{
+	store, alloc := allocWith(t, []segment.Tag{
 		{Name: "old", MaxID: 1, Step: 10, Opaque: v1Fingerprint(t, rawKeyHex)},
 		{Name: "new", MaxID: 1, Step: 10, Opaque: k.Fingerprint()},
-	} {
-		if err := store.CreateTag(ctx, tg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	alloc, err := segment.New(store, segment.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = alloc.Close() }()
+	}...)
 	g := opaque.NewGenerator(alloc, store, k)
 	old, _ := k.Under(v1Fingerprint(t, rawKeyHex))
 	for _, tc := range []struct {
@@ -150,15 +139,7 @@ func TestKey_DecodeTag(t *testing.T) {
 // route, for good, before any counter leaves.
 func TestGenerator_Refused(t *testing.T) {
 	ctx := context.Background()
-	store := segmenttest.NewMemory()
-	if err := store.CreateTag(ctx, segment.Tag{Name: "t", MaxID: 1, Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	alloc, err := segment.New(store, segment.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = alloc.Close() }()
+	_, alloc := allocWith(t, segment.Tag{Name: "t", MaxID: 1, Step: 10})
 	g := opaque.NewGenerator(alloc, refusing{}, nil)
 	for range 3 {
 		id, err := g.Next(ctx, "t")
