@@ -35,6 +35,7 @@ func hunt(t *testing.T, cfg sim.Config) *sim.Violation {
 // Each planted bug must be found within the CI budget: the oracle is
 // only as good as the bugs it is shown to catch.
 func TestSimulation_PlantedBugs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		plant   sim.Plant
@@ -54,6 +55,7 @@ func TestSimulation_PlantedBugs(t *testing.T) {
 		{"no reservation hold", sim.PlantNoHold, sim.DefaultWeights().With(sim.Weights{"failover-lose-fence-unseen": 5})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			v := hunt(t, sim.Config{Plant: tc.plant, Weights: tc.weights})
 			if v == nil {
 				t.Fatalf("planted %q: no violation in the CI budget", tc.name)
@@ -74,6 +76,7 @@ func TestSimulation_PlantedBugs(t *testing.T) {
 // docs/deploy.md states: the one instance that saw the lost fence held
 // no lease (every claim it made failed), so the hold waited for nobody.
 func TestSimulation_LostFenceUnseen(t *testing.T) {
+	t.Parallel()
 	if v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(sim.Weights{"failover-lose-fence-unseen": 5})}); v != nil {
 		t.Fatalf("%s\nreplay: seed %d", v.Msg, v.Seed)
 	}
@@ -84,6 +87,7 @@ func TestSimulation_LostFenceUnseen(t *testing.T) {
 // its hole within the CI budget; when one fails, the hole is closed:
 // move its ops into DefaultWeights and delete its case.
 func TestSimulation_KnownHoles(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		w    sim.Weights
@@ -102,6 +106,7 @@ func TestSimulation_KnownHoles(t *testing.T) {
 		{"lost fence seen only by an instance that does not renew through the hold", sim.Weights{"failover-lose-fence-unseen": 5, "heartbeat": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(tc.w)})
 			if v == nil {
 				t.Fatalf("%v gave no violation in the CI budget: the hole is closed; move the ops into DefaultWeights", tc.w)

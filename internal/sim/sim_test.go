@@ -39,6 +39,7 @@ func budget(t *testing.T) (seeds, steps int) {
 // IDGEN_SIM_TRACE=1 prints every step. A failure prints the command that
 // replays it.
 func TestSimulation(t *testing.T) {
+	t.Parallel()
 	seeds, steps := budget(t)
 	first := uint64(1)
 	if v := os.Getenv("IDGEN_SIM_SEED"); v != "" {
@@ -74,6 +75,7 @@ func TestSimulation(t *testing.T) {
 // The same seed gives the same run, step by step: the same trace hash.
 // A different seed gives another, so the hash does cover the run.
 func TestSimulation_Replays(t *testing.T) {
+	t.Parallel()
 	run := func(seed uint64) sim.Result {
 		res, err := sim.Run(t, sim.Config{Seed: seed, Steps: 800})
 		if err != nil {
