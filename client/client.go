@@ -71,9 +71,9 @@ import (
 	"time"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/api/errcode"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/internal/apierr"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -106,9 +106,9 @@ func (e *Error) Error() string {
 }
 
 // Is lets errors.Is match the sentinel that the code or status means
-// (the table of internal/apierr, which the server answers from).
+// (the table of api/errcode, which the server answers from).
 func (e *Error) Is(target error) bool {
-	if c, ok := apierr.Lookup(e.Code); ok {
+	if c, ok := errcode.Lookup(e.Code); ok {
 		if slices.Contains(c.Match, target) || c.BadRequest && target == ErrBadRequest {
 			return true
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/idgen/idgen/internal/apierr"
+	"github.com/idgen/idgen/api/errcode"
 )
 
 // apiError is an error with its HTTP answer already decided.
@@ -79,14 +79,14 @@ func retryAfterSeconds(d time.Duration) string {
 }
 
 // classify is the one mapping from errors to answers (from the table of
-// internal/apierr, which the client reads too), shared by HTTP and gRPC
+// api/errcode, which the client reads too), shared by HTTP and gRPC
 // (grpc.go): the status, stable code and message of err, and whether
 // the caller should retry (after retryDelay).
 func classify(err error) (ae *apiError, retry bool) {
 	if errors.As(err, &ae) {
 		return ae, false
 	}
-	c, ok := apierr.ForError(err)
+	c, ok := errcode.ForError(err)
 	if !ok {
 		return errInternal, false
 	}

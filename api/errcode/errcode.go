@@ -1,4 +1,4 @@
-// Package apierr is the one table of idgen's error codes for errors that
+// Package errcode is the one table of idgen's error codes for errors that
 // have a sentinel: which sentinel each stable code stands for, its HTTP
 // status, whether a caller should retry, and the fixed message it is
 // answered with. The server answers from it (server.classify), and the
@@ -7,7 +7,7 @@
 //
 // Codes the HTTP layer detects itself, with a message about the request
 // (invalid_body, not_found, …), are answered where they are detected.
-package apierr
+package errcode
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package apierr
+package errcode
 
 import (
 	"net/http"
