@@ -16,7 +16,7 @@ import (
 
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/idgencontainer"
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment"
 )

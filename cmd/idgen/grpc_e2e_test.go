@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/client"
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/internal/tlstest"
 	"github.com/idgen/idgen/segment"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/store/mysql"
 )

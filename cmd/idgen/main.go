@@ -41,7 +41,7 @@ func newRoot() *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Name() != "serve" { // serve logs them, in its log format
 				for _, w := range unknownEnv(cmd, os.Environ()) {
-					fmt.Fprintln(cmd.ErrOrStderr(), "idgen: warning:", w)
+					_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "idgen: warning:", w)
 				}
 			}
 			return flagsFromEnv(cmd)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/opaque"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/idempotency/middleware"
 	"github.com/idgen/idgen/idempotency/redisstore"
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/sqlite"

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idgen/idgen/idempotency/redisstore"
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/storetest"
 )
 

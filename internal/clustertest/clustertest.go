@@ -16,7 +16,7 @@
 //
 // Without the programs, or without root (needed to run the servers as
 // their users), the tests skip, unless CI or IDGEN_REQUIRE_DOCKER=1 is set,
-// as in internal/dbtest: then they fail. .ci/run installs the packages.
+// as in store/dbtest: then they fail. .ci/run installs the packages.
 package clustertest
 
 import (

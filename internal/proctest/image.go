@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // Image returns the idgen container image under test: IDGEN_TEST_IMAGE,

@@ -39,6 +39,6 @@
 //	IDGEN_RELIABILITY_WRITE 1 writes results/latest.md (results/clusters.md
 //	                        for the cluster tests)
 //
-// They need Docker, like the other integration tests (see internal/dbtest);
+// They need Docker, like the other integration tests (see store/dbtest);
 // the cluster tests need Debian's cluster packages and root instead.
 package reliability

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/snowflake"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen"
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // badCase is one malformed or hostile request, sent byte for byte as

@@ -8,28 +8,17 @@ package testkit
 import (
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // FreePorts returns n distinct loopback ports that were free a moment
-// ago. Each is held until all are picked, so that they differ; a process
-// started on one may still lose it to another, which the caller's start
-// then reports.
+// ago (dbtest.FreePorts, which the database servers use too).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var lc net.ListenConfig
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = l.Close() }()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
+	return dbtest.FreePorts(t, n)
 }
 
 // WaitFor calls cond every interval until it returns nil or timeout has

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/storetest"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/idembench"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/storetest"

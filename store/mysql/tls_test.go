@@ -19,7 +19,7 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store/mysql"
 )

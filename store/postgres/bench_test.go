@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 	"github.com/idgen/idgen/store/storetest"
 )

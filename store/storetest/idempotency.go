@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/internal/dbtest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // IdempotencyNow is the time RunIdempotency starts from: a store that

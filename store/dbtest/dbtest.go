@@ -33,8 +33,6 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
-
-	"github.com/idgen/idgen/internal/testkit"
 )
 
 // Kind is a database product.
@@ -127,7 +125,7 @@ func startContainer(t testing.TB, k Kind, opts ...Option) *Server {
 	if v := os.Getenv(k.imageEnv); v != "" {
 		image = v
 	}
-	hostPort := testkit.FreePorts(t, 1)[0]
+	hostPort := FreePorts(t, 1)[0]
 	ctx := context.Background()
 	req := testcontainers.ContainerRequest{
 		Image:        image,
@@ -274,3 +272,22 @@ func dockerHealthy() (err error) {
 
 // External reports whether tests of kind k use an existing server.
 func External(k Kind) bool { return os.Getenv(k.dsnEnv) != "" }
+
+// FreePorts returns n distinct loopback ports that were free a moment
+// ago. Each is held until all are picked, so that they differ; a process
+// started on one may still lose it to another, which the caller's start
+// then reports.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var lc net.ListenConfig
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
