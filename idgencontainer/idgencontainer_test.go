@@ -16,9 +16,9 @@ import (
 
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/idgencontainer"
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 func run(t *testing.T, ctx context.Context, opts ...testcontainers.ContainerCustomizer) *idgencontainer.Container {

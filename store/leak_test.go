@@ -10,8 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/sqlite"

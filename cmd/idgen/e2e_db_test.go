@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // Two real `idgen serve` processes share one database and are asked for

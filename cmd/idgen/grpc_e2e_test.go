@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/client"
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/internal/tlstest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // tools are the pinned third-party gRPC clients (api/tools/go.mod).

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/sqlite"
 )
 

@@ -18,9 +18,9 @@ import (
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // rpcKeyed is one keyed Next call's outcome.

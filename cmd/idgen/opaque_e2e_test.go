@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/readable"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 const (

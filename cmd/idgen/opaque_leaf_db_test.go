@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/opaque"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // On a real MariaDB with Leaf's own leaf_alloc, whose biz_tag Leaf's DDL

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // maxBackward is the snowflake generator's default MaxBackward, which

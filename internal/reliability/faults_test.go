@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // TestFaults injects faults into real `idgen serve` processes on

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // Three `idgen serve` processes share one database, each under eight

@@ -6,9 +6,9 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/mysql"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/storetest"
 )

@@ -19,8 +19,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/mysql"
 )
 

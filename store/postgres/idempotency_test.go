@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/internal/idembench"
+	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/storetest"
 )

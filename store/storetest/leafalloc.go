@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // Leaf's own statements, as its IDAllocMapper runs them (MyBatis, JDBC

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 	"github.com/idgen/idgen/store"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // Store is the one store type, which every backend's Open returns.
