@@ -18,3 +18,7 @@ var unfenced = func() sqlstore.Dialect {
 	}
 	return d
 }()
+
+// IsRetryableForTest is isRetryable, for tests that write outside the
+// store's own transactions.
+var IsRetryableForTest = isRetryable

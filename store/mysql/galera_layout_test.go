@@ -46,7 +46,18 @@ func TestLeases_LayoutRaceAcrossGaleraNodes(t *testing.T) {
 	const rounds = 30
 	for round := range rounds {
 		for _, q := range []string{"DELETE FROM snowflake_layout", "DELETE FROM worker_node"} {
-			if _, err := s1.DB().ExecContext(ctx, q); err != nil {
+			// The previous round's writes from node 2 may still be
+			// applying on node 1: certification then aborts the DELETE
+			// (1213), exactly as it aborts the store's own transactions,
+			// which retry the same way.
+			var err error
+			for range 10 {
+				if _, err = s1.DB().ExecContext(ctx, q); err == nil || !mysql.IsRetryableForTest(err) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,13 +78,13 @@ func OpenTable(ctx context.Context, dsn, table string) (*Store, error) {
 
 func init() {
 	sqlstore.Register(sqlstore.Driver{Name: "mysql", Schemes: []string{"mysql"},
-		Check: func(dsn string) error { _, err := parseDSN(dsn); return err }, Open: open})
+		Check: func(dsn string) error { _, _, err := parseDSN(dsn); return err }, Open: open})
 }
 
 // open connects database/sql's pool through failover, and tells the
 // server's kind for fencing.
 func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
-	cfgs, err := parseDSN(dsn)
+	cfgs, maxConns, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,8 @@ func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 	// A connection moved to a fallback host returns to the first one
 	// within this time, once it is back.
 	db.SetConnMaxLifetime(5 * time.Minute)
-	db.SetMaxIdleConns(8)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: connect to %s: %w", hostList(cfgs), err)
@@ -129,26 +131,49 @@ func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 //
 // The TLS configuration is this Config's own, not registered in the
 // driver under a name, so stores with different CAs do not share state.
+// pool_max_conns=N bounds the store's connection pool, as pgx's parameter
+// of that name does on PostgreSQL; the default is defaultMaxConns.
+//
 // Every other query parameter is a session variable, set on each new
 // connection (e.g. ?time_zone=%27%2B00:00%27).
 func ParseDSN(dsn string) (*driver.Config, error) {
-	cfgs, err := parseDSN(dsn)
+	cfgs, _, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
 	return cfgs[0], nil
 }
 
-// parseDSN returns one configuration per host of dsn, in order.
-func parseDSN(dsn string) ([]*driver.Config, error) {
+// defaultMaxConns bounds the pool when the DSN does not. database/sql's
+// own default is no bound: a burst of 150 concurrent requests on one
+// instance then opens 150 connections, and a fleet of two exhausts
+// MariaDB's default max_connections (151), so that requests fail with
+// "Too many connections" instead of queueing for a connection. 16 is
+// what a reservation and the idempotency store's statements keep busy
+// on a few cores; set pool_max_conns for more.
+const defaultMaxConns = 16
+
+// parseDSN returns one configuration per host of dsn, in order, and the
+// pool's bound.
+func parseDSN(dsn string) ([]*driver.Config, int, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme != "mysql" || u.Host == "" {
-		return nil, fmt.Errorf("mysql: DSN must look like mysql://user:pass@host:3306/db (or host1:3306,host2:3306 for a cluster), got %q", redacted(dsn))
+		return nil, 0, fmt.Errorf("mysql: DSN must look like mysql://user:pass@host:3306/db (or host1:3306,host2:3306 for a cluster), got %q", redacted(dsn))
 	}
+	q := u.Query()
+	maxConns := defaultMaxConns
+	if v := q.Get("pool_max_conns"); v != "" || q.Has("pool_max_conns") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return nil, 0, fmt.Errorf("mysql: pool_max_conns must be a whole number from 1 to 10000, got %q", v)
+		}
+		maxConns = n
+	}
+	q.Del("pool_max_conns")
 	var cfgs []*driver.Config
 	for _, host := range strings.Split(u.Host, ",") {
 		if host == "" {
-			return nil, fmt.Errorf("mysql: empty host in the host list of %q", redacted(dsn))
+			return nil, 0, fmt.Errorf("mysql: empty host in the host list of %q", redacted(dsn))
 		}
 		cfg := driver.NewConfig()
 		cfg.Net = "tcp"
@@ -162,25 +187,25 @@ func parseDSN(dsn string) ([]*driver.Config, error) {
 		cfg.ParseTime = true
 		cfg.ClientFoundRows = true
 		cfg.Timeout = 5 * time.Second
-		q := u.Query()
 		name, _, err := net.SplitHostPort(cfg.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("mysql: host %q in %q: %w", host, redacted(dsn), err)
+			return nil, 0, fmt.Errorf("mysql: host %q in %q: %w", host, redacted(dsn), err)
 		}
 		if err := setTLS(cfg, name, q.Get("tls"), q.Get("tls-ca")); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		q.Del("tls")
-		q.Del("tls-ca")
-		if len(q) > 0 {
-			cfg.Params = map[string]string{}
-			for k := range q {
-				cfg.Params[k] = q.Get(k)
+		for k := range q {
+			if k == "tls" || k == "tls-ca" {
+				continue
 			}
+			if cfg.Params == nil {
+				cfg.Params = map[string]string{}
+			}
+			cfg.Params[k] = q.Get(k)
 		}
 		cfgs = append(cfgs, cfg)
 	}
-	return cfgs, nil
+	return cfgs, maxConns, nil
 }
 
 func hostList(cfgs []*driver.Config) string {

@@ -29,6 +29,10 @@ func TestParseDSN(t *testing.T) {
 		{"mysql://", "", "", "", false},
 		{"mysql://u:p@n1:3311,n2,n3:3313/idgen", "n1:3311", "u", "idgen", true},
 		{"mysql://u:p@n1:3311,,n3/idgen", "", "", "", false},
+		{"mysql://u:p@db/idgen?pool_max_conns=32", "db:3306", "u", "idgen", true},
+		{"mysql://u:p@db/idgen?pool_max_conns=0", "", "", "", false},
+		{"mysql://u:p@db/idgen?pool_max_conns=", "", "", "", false},
+		{"mysql://u:p@db/idgen?pool_max_conns=many", "", "", "", false},
 	} {
 		cfg, err := mysql.ParseDSN(tc.dsn)
 		if (err == nil) != tc.ok {
@@ -37,6 +41,11 @@ func TestParseDSN(t *testing.T) {
 		}
 		if tc.ok && (cfg.Addr != tc.addr || cfg.User != tc.user || cfg.DBName != tc.db || !cfg.ParseTime || !cfg.ClientFoundRows) {
 			t.Errorf("ParseDSN(%q) = %+v", tc.dsn, cfg)
+		}
+		// The pool's bound is idgen's, not a session variable the
+		// server would refuse.
+		if tc.ok && cfg.Params["pool_max_conns"] != "" {
+			t.Errorf("ParseDSN(%q) passes pool_max_conns to the server", tc.dsn)
 		}
 	}
 }
@@ -52,6 +61,9 @@ func TestOpen_FallbackHost(t *testing.T) {
 		t.Fatalf("Open(%s): %v", dsn, err)
 	}
 	defer st.Close()
+	if got := st.DB().Stats().MaxOpenConnections; got != 16 {
+		t.Errorf("pool bound = %d, want the default 16", got)
+	}
 	if _, err := st.Migrate(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
