@@ -121,7 +121,7 @@ func (c LeasedConfig) withDefaults() (LeasedConfig, error) {
 		return c, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidConfig, c.ReleaseTimeout)
 	}
 	if c.Owner == "" {
-		c.Owner = defaultOwner()
+		c.Owner = NewOwner()
 	}
 	if len(c.Owner) > maxOwnerLen {
 		return c, fmt.Errorf("%w: Owner is %d bytes, more than %d", ErrInvalidConfig, len(c.Owner), maxOwnerLen)
@@ -132,10 +132,11 @@ func (c LeasedConfig) withDefaults() (LeasedConfig, error) {
 	return c, nil
 }
 
-// defaultOwner returns "<hostname>/<pid>/<8 random hex digits>": readable
+// NewOwner returns a new owner name for a lease, the default of
+// LeasedConfig.Owner: "<hostname>/<pid>/<8 random hex digits>", readable
 // in the lease table, and unique even for two processes that share a
 // host and a PID namespace's numbering, as containers do.
-func defaultOwner() string {
+func NewOwner() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"

@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -169,11 +170,23 @@ func build(c *sqlstore.Conn, t sqlstore.SequenceTable) (*Store, error) {
 // Migrate creates or upgrades the schema, under a lock (PostgreSQL's
 // session advisory lock, goose's lock table on MySQL, SQLite's write
 // lock), so that instances starting together apply it once.
+//
+// On a new store it also records the server's identity (package fence)
+// before any row exists: a store found later with rows but no record has
+// lost it, and is fenced rather than trusted.
 func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error) {
+	up := migrations.Up
 	if !s.own {
-		return migrations.UpShared(ctx, s.conn.SQL, s.conn.Migrations, logger)
+		up = migrations.UpShared
 	}
-	return migrations.Up(ctx, s.conn.SQL, s.conn.Migrations, logger)
+	v, err := up(ctx, s.conn.SQL, s.conn.Migrations, logger)
+	if err != nil || s.conn.NoFence != nil {
+		return v, err
+	}
+	if err := s.guard.Record(ctx); err != nil {
+		return v, fmt.Errorf("store: record the identity: %w", err)
+	}
+	return v, nil
 }
 
 // Ping checks that the database answers.

@@ -318,6 +318,21 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err := startFencing(ctx, st, c, log, metrics); err != nil {
 		return err
 	}
+	// An instance without a snowflake worker lease holds a presence lease
+	// instead, so that a fence counts it and waits for its check-in (see
+	// store.Presence); with one, the worker lease is its presence.
+	var presence *store.Presence
+	if !c.snowflake {
+		if presence, err = st.Presence(ctx, store.PresenceConfig{TTL: c.leaseTTL, Logger: log}); err != nil {
+			return err
+		}
+		log.Info("presence lease", "worker_id", presence.WorkerID())
+		defer func() { // on the early returns; after the shutdown's own Close, a no-op
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = presence.Close(cctx)
+		}()
+	}
 	if c.tlsConfig != nil {
 		metrics.WatchTLS(c.tlsConfig)
 	}
@@ -396,6 +411,12 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	}
 	if e := alloc.Shutdown(sctx); e != nil {
 		log.Warn("hand-back incomplete", "err", e)
+	}
+	// After the hand-back: until it ends, this instance holds ranges.
+	if presence != nil {
+		if e := presence.Close(sctx); e != nil {
+			log.Warn("presence lease release incomplete", "err", e)
+		}
 	}
 	if err == nil {
 		log.Info("stopped")

@@ -19,5 +19,5 @@ func TestMemStore_Regression(t *testing.T) {
 	segmenttest.Regression(t, st, func(_ context.Context, tag string, maxID int64) error {
 		st.SetMaxID(tag, maxID)
 		return nil
-	})
+	}, nil)
 }

@@ -17,7 +17,9 @@ func ExampleDecide() {
 	// Output: fence - the server is not the recorded history postgres:7714258027218440216 timeline 00000001
 }
 
-// What a fence with the defaults does while three instances hold leases.
+// What a fence with the defaults does while three instances hold leases:
+// 2 ranges of the default cap for each of them and for one the store
+// lost track of, counted for two failovers (fence.MinFailovers).
 func ExampleNewPlan() {
 	c, _ := fence.Config{}.Check()
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -25,7 +27,7 @@ func ExampleNewPlan() {
 	fmt.Println("max_id up by", p.Margin)
 	fmt.Println("leases held, floors raised until", time.UnixMilli(p.HoldUntil).UTC().Format(time.TimeOnly))
 	// Output:
-	// max_id up by 8000000
+	// max_id up by 16000000
 	// leases held, floors raised until 09:00:33
 }
 

@@ -119,8 +119,18 @@ func TestNewPlan(t *testing.T) {
 	}
 	now := time.UnixMilli(1_800_000_000_000)
 	p := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 3})
-	if p.Margin != 2*fence.DefaultRangeCap*4 {
-		t.Errorf("automatic margin with 3 live leases = %d, want 2 × %d × 4", p.Margin, fence.DefaultRangeCap)
+	if p.Margin != 2*fence.DefaultRangeCap*4*fence.MinFailovers || p.Failovers != fence.MinFailovers || p.RangeCap != fence.DefaultRangeCap {
+		t.Errorf("automatic margin with 3 live leases = %d (failovers %d), want 2 × %d × 4 × %d", p.Margin, p.Failovers, fence.DefaultRangeCap, fence.MinFailovers)
+	}
+	// The store says an instance reserves more at once than this
+	// process's own cap (a larger --max-step, or a row step above it):
+	// the margin is sized from what the store says.
+	wide := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 3, RangeCap: 30_000_000})
+	if wide.RangeCap != 30_000_000 || wide.Margin != 2*30_000_000*4*fence.MinFailovers {
+		t.Errorf("margin with a recorded cap of 30,000,000: %d (cap %d), want 2 × 30,000,000 × 4 × %d", wide.Margin, wide.RangeCap, fence.MinFailovers)
+	}
+	if narrow := fence.NewPlan(c, now, fence.Record{Generation: 5}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 3, RangeCap: 10}); narrow.Margin != p.Margin {
+		t.Errorf("a recorded cap below the fencer's lowered the margin to %d", narrow.Margin)
 	}
 	if want := now.UnixMilli() + 33_000; p.HoldUntil != want {
 		t.Errorf("HoldUntil = %d, want now + TTL + TTL/10 = %d", p.HoldUntil, want)
@@ -135,8 +145,8 @@ func TestNewPlan(t *testing.T) {
 		t.Errorf("NewGeneration after a record ahead of the clock = %d, want it plus 1", g)
 	}
 	c.Margin = 42
-	if p := fence.NewPlan(c, now, fence.Record{}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 100}); p.Margin != 42 {
-		t.Errorf("explicit margin: %d", p.Margin)
+	if p := fence.NewPlan(c, now, fence.Record{}, fence.Memory{}, fence.Identity{}, fence.Live{Count: 100}); p.Margin != 42*fence.MinFailovers {
+		t.Errorf("explicit margin 42: %d, want it once per failover counted (%d)", p.Margin, fence.MinFailovers)
 	}
 	if _, err := (fence.Config{Margin: -1}).Check(); err == nil {
 		t.Error("a negative margin was accepted")
@@ -215,15 +225,16 @@ func TestNewPlan_LostFences(t *testing.T) {
 		cur                       fence.Identity
 		margin, lost, floor, covs int64
 	}{
-		{"first fence, fresh process", fence.Record{Generation: 10}, fence.Memory{}, fence.Identity{}, base, 0, base, 10},
-		{"the record is the one the process saw", fence.Record{Generation: 10, Floor: 5000}, saw(10, 5000), fence.Identity{}, base, 0, 5000 + base, 10},
+		// Every fence counts at least two failovers (fence.MinFailovers).
+		{"first fence, fresh process", fence.Record{Generation: 10}, fence.Memory{}, fence.Identity{}, 2 * base, 0, 2 * base, 10},
+		{"the record is the one the process saw", fence.Record{Generation: 10, Floor: 5000}, saw(10, 5000), fence.Identity{}, 2 * base, 0, 5000 + 2*base, 10},
 		// A second failover lost one fence of margin 600 and the
 		// process saw it: both margins, from the rows before it.
 		{"one lost fence", fence.Record{Generation: 10, Floor: 5000}, saw(20, 5600), fence.Identity{}, base + 600, 600, 5600 + base, 20},
 		{"two lost fences", fence.Record{Generation: 10, Floor: 5000}, saw(30, 6200), fence.Identity{}, base + 1200, 1200, 6200 + base, 30},
 		// A record written on another branch after the lost fence
 		// raised the rows from the same place: only what it did not add.
-		{"a record that did not cover the lost fence", fence.Record{Generation: 25, Floor: 5400, Covers: 10}, saw(20, 5600), fence.Identity{}, base + 200, 200, 5600 + base, 25},
+		{"a record that did not cover the lost fence", fence.Record{Generation: 25, Floor: 5400, Covers: 10}, saw(20, 5600), fence.Identity{}, 2 * base, 200, 5400 + 2*base, 25},
 		{"the record's row itself lost", fence.Record{}, saw(20, 5600), fence.Identity{}, base + 5600, 5600, 5600 + base, 20},
 		// The same losses seen from the server: the record is on
 		// timeline 1 and the server on 3, so two failovers since, each
@@ -232,8 +243,8 @@ func TestNewPlan_LostFences(t *testing.T) {
 		{"two failovers since the record, process saw nothing", tl(1, 10, 5000), fence.Memory{}, pg("1", "00000003", ""), 2 * base, 0, 5000 + 2*base, 10},
 		{"two failovers since the record, process saw the lost fence", tl(1, 10, 5000), saw(20, 5600), pg("1", "00000003", ""), 2 * base, 600, 5000 + 2*base, 20},
 		{"lost margins beyond the failovers' count", tl(1, 10, 5000), saw(30, 7000), pg("1", "00000003", ""), base + 2000, 2000, 7000 + base, 30},
-		{"another system counts one", tl(1, 10, 5000), fence.Memory{}, pg("2", "00000009", ""), base, 0, 5000 + base, 10},
-		{"a process behind the record adds nothing", fence.Record{Generation: 30, Floor: 9000}, saw(20, 5600), fence.Identity{}, base, 0, 9000 + base, 30},
+		{"another system counts the fewest", tl(1, 10, 5000), fence.Memory{}, pg("2", "00000009", ""), 2 * base, 0, 5000 + 2*base, 10},
+		{"a process behind the record adds nothing", fence.Record{Generation: 30, Floor: 9000}, saw(20, 5600), fence.Identity{}, 2 * base, 0, 9000 + 2*base, 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fence.NewPlan(c, now, tc.rec, tc.mem, tc.cur, fence.Live{Count: 2})
@@ -306,8 +317,8 @@ func TestPlan_SeveralFailoversCountEveryOwnedLease(t *testing.T) {
 	}
 	now := time.UnixMilli(1_800_000_000_000)
 	rec := fence.Record{Identity: pg("1", "00000001", ""), Generation: 10}
-	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000002", ""), fence.Live{Count: 1}); p.LiveSince != now.UnixMilli()-30_000 || p.Failovers != 1 {
-		t.Errorf("one failover: LiveSince %d, failovers %d; want now - TTL, 1", p.LiveSince, p.Failovers)
+	if p := fence.NewPlan(c, now, rec, fence.Memory{}, pg("1", "00000002", ""), fence.Live{Count: 1}); p.LiveSince != now.UnixMilli()-30_000 || p.Failovers != fence.MinFailovers {
+		t.Errorf("one failover: LiveSince %d, failovers %d; want now - TTL (one numbered: the leases of the last TTL), and the margin counted %d times", p.LiveSince, p.Failovers, fence.MinFailovers)
 	}
 	if since := c.CountSince(now, rec, pg("1", "00000004", ""), 0); since != math.MinInt64 {
 		t.Errorf("three failovers: CountSince %d, want every owned lease counted", since)

@@ -115,6 +115,10 @@ type Plan struct {
 	// Live is the number of leases counted live, which the automatic
 	// margin is computed from.
 	Live int64
+	// RangeCap is the largest range of one reservation the automatic
+	// margin is computed from: the fencer's Config.RangeCap, or what the
+	// store recorded (Live.RangeCap) if larger.
+	RangeCap int64
 }
 
 // LiveSince returns the time, in Unix milliseconds, after which a lease
@@ -138,7 +142,7 @@ func (c Config) LiveSince(now time.Time) int64 { return now.UnixMilli() - c.Leas
 // renewals the failovers may have lost with the rest: every row with an
 // owner counts, however old its expiry (math.MinInt64).
 func (c Config) CountSince(now time.Time, rec Record, cur Identity, newest int64) int64 {
-	if Failovers(rec.Identity, cur) > 1 {
+	if numbered(rec.Identity, cur) > 1 {
 		return math.MinInt64
 	}
 	if newest > 0 && newest < now.UnixMilli() {
@@ -151,8 +155,11 @@ func (c Config) CountSince(now time.Time, rec Record, cur Identity, newest int64
 
 // Live is what a fence counted of the worker leases: Count leases whose
 // expiry is after Since (CountSince). A zero Since means
-// CountSince(now, rec, cur, 0).
-type Live struct{ Count, Since int64 }
+// CountSince(now, rec, cur, 0). RangeCap is the largest range one
+// reservation of an instance may take, as the store says: the largest
+// cap a counted lease recorded and the largest row step of the sequence
+// tables; the automatic margin uses it when it exceeds Config.RangeCap.
+type Live struct{ Count, Since, RangeCap int64 }
 
 // NewPlan returns the plan of a fence at now, by a process whose memory
 // is mem, of a store whose record is rec and whose leases are as live
@@ -197,8 +204,9 @@ func NewPlan(c Config, now time.Time, rec Record, mem Memory, cur Identity, live
 		Margin:     c.Margin,
 		Covers:     max(rec.Generation, mem.Generation),
 	}
+	p.RangeCap = max(c.RangeCap, live.RangeCap)
 	if p.Margin == 0 {
-		p.Margin = satMul(satMul(2, c.RangeCap), max(live.Count, 0)+1)
+		p.Margin = satMul(satMul(2, p.RangeCap), max(live.Count, 0)+1)
 	}
 	if mem.Known {
 		p.Lost = max(mem.Floor-max(rec.Floor, 0), 0)
@@ -209,12 +217,27 @@ func NewPlan(c Config, now time.Time, rec Record, mem Memory, cur Identity, live
 	return p
 }
 
-// Failovers returns how many promotions lie between the recorded
-// identity rec and the server's cur: on PostgreSQL, of one system, how
-// far cur's timeline is past rec's; 1 in every other case (another
-// server, an unreadable timeline, MySQL and MariaDB, which number no
-// promotions).
-func Failovers(rec, cur Identity) int64 {
+// Failovers returns how many promotions a fence counts between the
+// recorded identity rec and the server's cur: on PostgreSQL, of one
+// system, how far cur's timeline is past rec's, and at least
+// MinFailovers in every case.
+//
+// Why never 1: a count of 1 is exactly what a second failover within one
+// replication lag looks like when nothing numbers it. PostgreSQL reuses
+// a timeline number when a promoted server dies before any replica
+// received its history file, so the next promotion takes the same
+// number; MySQL and MariaDB number no promotions at all. A process that
+// saw the fence between the two is evidence only while it lives
+// (Record.Covers); counting two pays one more margin in IDs for not
+// depending on it.
+func Failovers(rec, cur Identity) int64 { return max(numbered(rec, cur), MinFailovers) }
+
+// numbered is how many promotions the server itself numbers between rec
+// and cur: how far a PostgreSQL timeline moved on, 1 where nothing
+// numbers them. The leases a fence counts reach back to the record only
+// when the server shows several (CountSince): reaching back on a guess
+// would hold reservations for every lease that ever lapsed.
+func numbered(rec, cur Identity) int64 {
 	if rec.Kind != Postgres || cur.Kind != Postgres || rec.System != cur.System {
 		return 1
 	}
@@ -225,6 +248,9 @@ func Failovers(rec, cur Identity) int64 {
 	}
 	return int64(c - r)
 }
+
+// MinFailovers is the fewest failovers a fence counts (Failovers).
+const MinFailovers = 2
 
 // satAdd adds non-negative numbers, saturating at the int64 limit: a
 // margin that large exhausts every tag, which then refuses rather than

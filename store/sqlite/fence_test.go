@@ -19,6 +19,11 @@ func TestStore_Fencing(t *testing.T) {
 	storetest.Fencing(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
+func TestStore_Witness(t *testing.T) {
+	path := "sqlite://" + filepath.Join(t.TempDir(), "idgen.db")
+	storetest.Witness(t, func(t *testing.T) storetest.Store { return open(t, path) })
+}
+
 func TestStore_FenceFloor(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	storetest.FenceFloor(t, func(t *testing.T) storetest.Store { return open(t, path) })
@@ -126,8 +131,9 @@ func TestStore_SidecarKeepsFloor(t *testing.T) {
 	if err := a.CheckIdentity(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, rec, err := a.Identity(ctx); err != nil || rec.Floor != margin {
-		t.Fatalf("tag floor after the fence: %+v, %v; want %d", rec, err, margin)
+	first := int64(margin * fence.MinFailovers) // the margin per failover counted
+	if _, rec, err := a.Identity(ctx); err != nil || rec.Floor != first {
+		t.Fatalf("tag floor after the fence: %+v, %v; want %d", rec, err, first)
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
@@ -145,8 +151,8 @@ func TestStore_SidecarKeepsFloor(t *testing.T) {
 	c, last := start()
 	defer c.Close()
 	ev := last.Load()
-	if ev == nil || ev.Plan.Lost != margin || ev.Plan.Margin != 2*margin {
-		t.Fatalf("fence after the loss of a fence: %+v; want %d lost, margin %d (from the sidecar's floor)", ev, margin, 2*margin)
+	if ev == nil || ev.Plan.Lost != first || ev.Plan.Margin != margin+first {
+		t.Fatalf("fence after the loss of a fence: %+v; want %d lost, margin %d (from the sidecar's floor)", ev, first, margin+first)
 	}
 }
 
@@ -216,7 +222,7 @@ func TestStore_FencingLeafAlloc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Start != 11+5000 {
-		t.Fatalf("after the fence the range starts at %d, want 11 + the margin 5000", r.Start)
+	if want := int64(11 + 5000*fence.MinFailovers); r.Start != want {
+		t.Fatalf("after the fence the range starts at %d, want %d: 11 + the margin 5000 per failover counted", r.Start, want)
 	}
 }

@@ -118,7 +118,7 @@ func TestStore_Regression(t *testing.T) {
 	segmenttest.Regression(t, s, func(ctx context.Context, tag string, maxID int64) error {
 		_, err := s.DB().ExecContext(ctx, "UPDATE id_sequence SET max_id = ? WHERE biz_tag = ?", maxID, tag)
 		return err
-	})
+	}, func() int64 { return storetest.Fences(t, s.DB()) })
 }
 
 // A database that lives in memory is lost with its connection: Open

@@ -20,6 +20,10 @@ import (
 // FenceMargin and FenceTTL are what Fencing configures its stores with.
 const (
 	FenceMargin = 1_000_000
+	// FenceApplied is what a fence of those stores adds to every row
+	// when it found no lost fence: FenceMargin once per failover it
+	// counts, at least fence.MinFailovers.
+	FenceApplied = FenceMargin * fence.MinFailovers
 	FenceTTL    = 2 * time.Second
 )
 
@@ -200,8 +204,8 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 	if ev == nil {
 		ev = c.last.Load()
 	}
-	if ev.Plan.Margin != FenceMargin || ev.From.System != "another-history" {
-		t.Fatalf("fence event %+v: want margin %d, from the planted identity", ev, FenceMargin)
+	if ev.Plan.Margin != FenceApplied || ev.From.System != "another-history" {
+		t.Fatalf("fence event %+v: want margin %d, from the planted identity", ev, FenceApplied)
 	}
 	if got := maxID(a, edge); got != math.MaxInt64 {
 		t.Fatalf("a tag within the margin of the int64 limit: max_id %d after the fence, want the limit (exhausted)", got)
@@ -210,8 +214,8 @@ func Fencing(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatalf("reserve on the exhausted tag: %v, want ErrExhausted", err)
 	}
 	for _, id := range fresh {
-		if id < back+FenceMargin {
-			t.Fatalf("the fresh process issued %d, below the restored max_id %d plus the margin %d", id, back, FenceMargin)
+		if id < back+FenceApplied {
+			t.Fatalf("the fresh process issued %d, below the restored max_id %d plus the margin %d", id, back, FenceApplied)
 		}
 	}
 

@@ -103,11 +103,11 @@ func FenceFloor(t *testing.T, open func(t *testing.T) Store) {
 			t.Fatal("no fence after the record named another history")
 		}
 		rec := record()
-		if ev.Plan.Lost != 0 || ev.Plan.Margin != FenceMargin {
-			t.Fatalf("fence margin %d (lost %d), want %d and 0", ev.Plan.Margin, ev.Plan.Lost, FenceMargin)
+		if ev.Plan.Lost != 0 || ev.Plan.Margin != FenceApplied {
+			t.Fatalf("fence margin %d (lost %d), want %d and 0", ev.Plan.Margin, ev.Plan.Lost, FenceApplied)
 		}
-		if rec.Floor != rec0.Floor+FenceMargin || ev.To.Floor != rec.Floor {
-			t.Fatalf("tag floor %d after the fence (event: %d), want %d + the margin %d", rec.Floor, ev.To.Floor, rec0.Floor, FenceMargin)
+		if rec.Floor != rec0.Floor+FenceApplied || ev.To.Floor != rec.Floor {
+			t.Fatalf("tag floor %d after the fence (event: %d), want %d + the margin %d", rec.Floor, ev.To.Floor, rec0.Floor, FenceApplied)
 		}
 		if rec.Covers != rec0.Generation {
 			t.Fatalf("the fence's record covers %d, want %d, the generation the process saw", rec.Covers, rec0.Generation)
@@ -183,8 +183,10 @@ func FenceFloor(t *testing.T, open func(t *testing.T) Store) {
 
 	t.Run("LostFencesAddToMargin", func(t *testing.T) {
 		// A second failover that lost the last fence: the record comes
-		// back with a floor below the one the process saw.
-		const lost = 300_000
+		// back with a floor below the one the process saw. More than
+		// FenceMargin, so that the margin plus what was lost exceeds the
+		// margin per failover counted twice.
+		const lost = 1_300_000
 		seen, was := record().Floor, maxID(tag)
 		failover(seen - lost)
 		ev := check()
@@ -211,8 +213,8 @@ func FenceFloor(t *testing.T, open func(t *testing.T) Store) {
 		if ev == nil {
 			t.Fatal("no fence after a newer record covering less than the generation the process saw")
 		}
-		if !strings.Contains(ev.Reason, "was lost") || ev.Plan.Margin != FenceMargin {
-			t.Fatalf("fence %q with margin %d, want a lost fence and the margin %d", ev.Reason, ev.Plan.Margin, FenceMargin)
+		if !strings.Contains(ev.Reason, "was lost") || ev.Plan.Margin != FenceApplied {
+			t.Fatalf("fence %q with margin %d, want a lost fence and the margin %d", ev.Reason, ev.Plan.Margin, FenceApplied)
 		}
 		if rec := record(); rec.Covers != seen+1000 || rec.Generation <= seen+1000 {
 			t.Fatalf("record after the fence: generation %d covering %d, want above and covering %d", rec.Generation, rec.Covers, seen+1000)

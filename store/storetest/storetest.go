@@ -98,11 +98,12 @@ func Run(t *testing.T, b Backend) {
 			// Literals: the tag is UniqueTag's, and placeholders differ by dialect.
 			_, err := shared.DB().ExecContext(ctx, fmt.Sprintf("UPDATE id_sequence SET max_id = %d WHERE biz_tag = '%s'", maxID, tag))
 			return err
-		})
+		}, func() int64 { return Fences(t, shared.DB()) })
 	})
 	t.Run("FarFuture", func(t *testing.T) { farFuture(t, shared) })
 	t.Run("Fencing", func(t *testing.T) { Fencing(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("FenceFloor", func(t *testing.T) { FenceFloor(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
+	t.Run("Witness", func(t *testing.T) { Witness(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("FenceCountsLapsedLeases", func(t *testing.T) {
 		FenceCountsLapsedLeases(t, func(t *testing.T) Store { return b.open(t, srv.DSN) })
 	})

@@ -41,7 +41,7 @@ func (g *Guard) run(ctx context.Context, attempt func(snap fence.Memory) (*readi
 		if fences == maxFences {
 			return fmt.Errorf("store: the store's identity changed %d times during one call; last: %s", fences, need.d.Reason)
 		}
-		if err := g.fence(ctx, snap); err != nil {
+		if err := g.fence(ctx, snap, need); err != nil {
 			return err
 		}
 	}
@@ -52,11 +52,15 @@ func (g *Guard) run(ctx context.Context, attempt func(snap fence.Memory) (*readi
 // deadlock or a serialization failure (two Galera nodes fencing at once:
 // certification lets one through, and the other then finds the record
 // and goes on).
-func (g *Guard) fence(ctx context.Context, snap fence.Memory) error {
+func (g *Guard) fence(ctx context.Context, snap fence.Memory, need *errFence) error {
 	g.fencing.Lock()
 	defer g.fencing.Unlock()
 	if now := g.snapshot(); now.Known != snap.Known || now.Generation != snap.Generation {
 		return nil // another call of this process dealt with it meanwhile
+	}
+	var forced *fence.Decision
+	if need.force {
+		forced = &need.d
 	}
 	var ev *fence.Event
 	var r *reading
@@ -64,13 +68,14 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory) error {
 		ev, r = nil, nil
 		return g.db.InTx(ctx, func(q Querier) error {
 			var err error
-			ev, r, err = g.fenceTx(ctx, q, snap)
+			ev, r, err = g.fenceTx(ctx, q, snap, forced)
 			return err
 		})
 	})
 	if err != nil {
 		return fmt.Errorf("store: fence: %w", err)
 	}
+	g.sawWitness(r.witnessed)
 	g.mu.Lock()
 	if ev != nil {
 		g.mem = fence.Memory{}.Observe(r.cur, ev.To)
@@ -97,8 +102,14 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory) error {
 
 // fenceTx is the fence's transaction. It returns the event if it wrote
 // the record (with an empty Reason for a first recording), and the
-// reading it decided on.
-func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fence.Event, *reading, error) {
+// reading it decided on. forced, if set, is evidence of a loss the
+// identity does not show (errFence.force): it fences unless another
+// fence was recorded since snap.
+//
+// Whether it fences or finds that another process did, it raises what
+// this process reserved (witness) in the same transaction: the fencer's
+// own reservations are not held back by its own lease.
+func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory, forced *fence.Decision) (*fence.Event, *reading, error) {
 	var gen int64
 	if err := q.QueryRow(ctx, g.id.Lock).Scan(&gen); err != nil {
 		return nil, nil, fmt.Errorf("lock idgen_fence (is migration 00005 applied?): %w", err)
@@ -113,8 +124,23 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 	// reservations then read the server alone (the one-statement path).
 	g.sawHold(r.rec.FenceUntil)
 	d := fence.Decide(snap, r.cur, r.rec)
+	if d.Verdict == fence.Proceed && forced != nil && r.rec.Generation == snap.Generation {
+		d = *forced
+	}
+	if d.Verdict == fence.Initialize {
+		// A store with rows but no record lost its record (the first
+		// recording, with the commits after it) or predates fencing:
+		// either way, ranges may have been handed out above its rows.
+		used, err := g.used(ctx, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		if used {
+			d = fence.Decision{Verdict: fence.Fence, Reason: "the store has rows but no identity recorded: the record was lost, or the store predates fencing"}
+		}
+	}
 	if d.Verdict == fence.Proceed {
-		return nil, r, nil
+		return nil, r, g.witness(ctx, q, r)
 	}
 	now := time.Now()
 	if g.id.Tick != "" {
@@ -124,15 +150,18 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		r.cur.Position = tickNext(r.cur.Position)
 	}
 	// A first recording keeps the floor (a store whose row was never
-	// recorded may have one from `idgen tag bump --all`) and claims to
-	// cover nothing.
-	to := fence.Record{Identity: r.cur, Generation: fence.NewGeneration(r.rec, snap, now), FenceUntil: r.rec.FenceUntil, Floor: r.rec.Floor}
+	// recorded may have one from `idgen tag bump --all`) and covers
+	// generation 1: a process that saw a record this one replaces (lost,
+	// and recorded again) finds it covering less than what it saw, and
+	// fences (fence.Decide).
+	to := fence.Record{Identity: r.cur, Generation: fence.NewGeneration(r.rec, snap, now), FenceUntil: r.rec.FenceUntil, Floor: r.rec.Floor, Covers: 1}
 	to.Node = ""
 	ev := &fence.Event{From: r.rec, To: to}
 	if d.Verdict == fence.Initialize {
 		if err := g.write(ctx, q, to, 0, 0); err != nil {
 			return nil, nil, err
 		}
+		r.witnessed = to.Generation
 		return ev, r, nil
 	}
 	var newest int64
@@ -140,21 +169,32 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory) (*fen
 		return nil, nil, fmt.Errorf("read the newest lease: %w", err)
 	}
 	live := fence.Live{Since: g.cfg.CountSince(now, r.rec, r.cur, newest)}
-	if err := q.QueryRow(ctx, g.id.CountLive, live.Since).Scan(&live.Count); err != nil {
+	if err := q.QueryRow(ctx, g.id.CountLive, live.Since).Scan(&live.Count, &live.RangeCap); err != nil {
 		return nil, nil, fmt.Errorf("count live leases: %w", err)
 	}
-	p := fence.NewPlan(g.cfg, now, r.rec, snap, r.cur, live)
-	p.Generation = to.Generation
 	tables, err := g.tables(ctx, q)
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, t := range tables {
+		var step int64
+		if err := q.QueryRow(ctx, g.id.MaxStep[t.Name]).Scan(&step); err != nil {
+			return nil, nil, fmt.Errorf("read the largest step of %s: %w", t.Name, err)
+		}
+		live.RangeCap = max(live.RangeCap, step)
+	}
+	p := fence.NewPlan(g.cfg, now, r.rec, snap, r.cur, live)
+	p.Generation = to.Generation
 	for _, t := range tables {
 		if _, err := q.Exec(ctx, g.id.Bump[t.Name], int64(math.MaxInt64)-p.Margin, p.Margin); err != nil {
 			return nil, nil, fmt.Errorf("move %s up: %w", t.Name, err)
 		}
 		ev.Tables = append(ev.Tables, t.Name)
 	}
+	if err := g.witness(ctx, q, &reading{rec: to}); err != nil {
+		return nil, nil, err
+	}
+	r.witnessed = to.Generation
 	if _, err := q.Exec(ctx, g.id.Hold, p.HoldUntil, p.LiveSince, p.HoldUntil); err != nil {
 		return nil, nil, fmt.Errorf("hold worker leases: %w", err)
 	}
@@ -186,6 +226,32 @@ func (g *Guard) write(ctx context.Context, q Querier, to fence.Record, fences, f
 	return nil
 }
 
+// used reports whether the store has rows in idgen's own tables:
+// id_sequence (leaf_alloc's rows are Leaf's, there before idgen) or
+// worker_node.
+func (g *Guard) used(ctx context.Context, q Querier) (bool, error) {
+	tables, err := g.tables(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	stmts := []string{g.id.WorkerRows}
+	for _, t := range tables {
+		if t.Name == IDSequence.Name {
+			stmts = append(stmts, g.id.Rows[t.Name])
+		}
+	}
+	for _, st := range stmts {
+		var n int64
+		if err := q.QueryRow(ctx, st).Scan(&n); err != nil {
+			return false, fmt.Errorf("count the store's rows: %w", err)
+		}
+		if n > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // tables returns the sequence tables the store has.
 func (g *Guard) tables(ctx context.Context, q Querier) ([]SequenceTable, error) {
 	rows, err := q.Query(ctx, g.id.Tables)
@@ -206,4 +272,44 @@ func (g *Guard) tables(ctx context.Context, q Querier) ([]SequenceTable, error) 
 		out = append(out, t)
 	}
 	return out, rows.Err()
+}
+
+// Record writes the first record of a new store, one with neither a
+// record nor rows, under the idgen_fence lock: what Migrate does once the
+// schema exists, so that every row a store ever has was written under a
+// record, and a store found with rows but no record is fenced (fenceTx).
+// On any other store it does nothing: the first checked transaction
+// decides.
+func (g *Guard) Record(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	return retry(ctx, g.d, g.hook, "fence", func() error {
+		return g.db.InTx(ctx, func(q Querier) error {
+			var gen int64
+			if err := q.QueryRow(ctx, g.id.Lock).Scan(&gen); err != nil {
+				return fmt.Errorf("lock idgen_fence: %w", err)
+			}
+			r, err := g.readAll(ctx, q)
+			if err != nil {
+				return err
+			}
+			r.fixup()
+			if r.rec.Recorded() {
+				return nil
+			}
+			if used, err := g.used(ctx, q); err != nil || used {
+				return err
+			}
+			if g.id.Tick != "" {
+				if _, err := q.Exec(ctx, g.id.Tick); err != nil {
+					return err
+				}
+				r.cur.Position = tickNext(r.cur.Position)
+			}
+			to := fence.Record{Identity: r.cur, Generation: fence.NewGeneration(r.rec, fence.Memory{}, time.Now()), FenceUntil: r.rec.FenceUntil, Floor: r.rec.Floor, Covers: 1}
+			to.Node = ""
+			return g.write(ctx, q, to, 0, 0)
+		})
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,16 @@ type Guard struct {
 	// if none: its own lease never holds its reservations back.
 	holdUntil atomic.Int64
 	owner     atomic.Pointer[string]
+
+	// reserved is, per tag, the end of the highest range this process
+	// reserved through the Guard's Store: its high-water mark, what its
+	// witness raise moves the tag's row up to after a fence (witness).
+	// witnessed is the newest record generation a witness raise of this
+	// process committed against.
+	resMu     sync.Mutex
+	reserved  map[string]int64
+	handing   map[string][2]int64 // hand-backs in flight: from, to
+	witnessed atomic.Int64
 }
 
 // GuardOptions configures a Guard.
@@ -117,10 +128,13 @@ func (g *Guard) Memory() fence.Memory {
 }
 
 // reading is one read of the identity columns: the server's, and the
-// record's unless it came from the process's memory.
+// record's unless it came from the process's memory. witnessed is the
+// generation whose witness raise ran in the reading's transaction, 0 if
+// none did.
 type reading struct {
-	cur fence.Identity
-	rec fence.Record
+	cur       fence.Identity
+	rec       fence.Record
+	witnessed int64
 }
 
 func (g *Guard) newReading() *reading {
@@ -158,8 +172,15 @@ func (r *reading) fixup() {
 }
 
 // errFence is returned inside a transaction that must not go on: it
-// rolls back, the store fences, and the operation runs again.
-type errFence struct{ d fence.Decision }
+// rolls back, the store fences, and the operation runs again. force is
+// evidence the identity does not carry (a row or a lease of this
+// process's that went back): the store is fenced even though Decide
+// proceeds, unless another fence was recorded since the memory the
+// operation ran with.
+type errFence struct {
+	d     fence.Decision
+	force bool
+}
 
 func (e *errFence) Error() string { return "store: fence needed: " + e.d.Reason }
 
@@ -170,7 +191,10 @@ func (g *Guard) check(ctx context.Context, q Querier, snap fence.Memory, r *read
 	r.fixup()
 	g.sawHold(r.rec.FenceUntil)
 	if d := fence.Decide(snap, r.cur, r.rec); d.Verdict != fence.Proceed {
-		return &errFence{d}
+		return &errFence{d: d}
+	}
+	if err := g.witness(ctx, q, r); err != nil {
+		return err
 	}
 	if g.id.Tick != "" {
 		if _, err := q.Exec(ctx, g.id.Tick); err != nil {
@@ -219,17 +243,117 @@ func (g *Guard) held(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// checkedIn records that the lease worker of owner was checked against
-// a record of generation gen, and that it is this process's.
-func (g *Guard) checkedIn(ctx context.Context, q Querier, gen, worker int64, owner string) error {
+// checkedIn records that the leases of owner were checked against a
+// record of generation gen, and that owner is this process's.
+func (g *Guard) checkedIn(ctx context.Context, q Querier, gen int64, owner string) error {
 	if g == nil {
 		return nil
 	}
 	g.owner.Store(&owner)
-	if _, err := q.Exec(ctx, g.id.CheckedIn, gen, worker, owner); err != nil {
+	if _, err := q.Exec(ctx, g.id.CheckedIn, gen, owner, gen); err != nil {
 		return fmt.Errorf("record the lease's check (is migration 00011 applied?): %w", err)
 	}
 	return nil
+}
+
+// reserve remembers that this process reserved tag up to end.
+func (g *Guard) reserve(tag string, end int64) {
+	if g == nil {
+		return
+	}
+	g.resMu.Lock()
+	defer g.resMu.Unlock()
+	if g.reserved == nil {
+		g.reserved = map[string]int64{}
+	}
+	g.reserved[tag] = max(g.reserved[tag], end)
+}
+
+// releasing is called before this process hands back from..to of tag;
+// done says whether the hand-back committed. Until then, a reservation
+// of this process that finds max_id at from is not a regression (went).
+func (g *Guard) releasing(tag string, from, to int64) (done func(ok bool)) {
+	if g == nil {
+		return func(bool) {}
+	}
+	g.resMu.Lock()
+	if g.handing == nil {
+		g.handing = map[string][2]int64{}
+	}
+	g.handing[tag] = [2]int64{from, to}
+	g.resMu.Unlock()
+	return func(ok bool) {
+		g.resMu.Lock()
+		defer g.resMu.Unlock()
+		delete(g.handing, tag)
+		if ok && g.reserved[tag] == to {
+			g.reserved[tag] = from
+		}
+	}
+}
+
+// went reports whether max_id of tag, read under its row lock, is below
+// the end of a range this process reserved: the row went back (a
+// restore, a lagging node) although the identity may not show it.
+func (g *Guard) went(tag string, maxID int64) (bool, int64) {
+	if g == nil {
+		return false, 0
+	}
+	g.resMu.Lock()
+	defer g.resMu.Unlock()
+	hw := g.reserved[tag]
+	if h, ok := g.handing[tag]; ok && maxID == h[0] && hw == h[1] {
+		return false, hw
+	}
+	return maxID < hw, hw
+}
+
+// witness is the witness raise: the first transaction of this process
+// that is checked against a record newer than the last it witnessed
+// raises every tag this process reserved to the end of the highest range
+// it reserved, before it checks its lease in (checkedIn) and before its
+// next reservation. After a fence, others' reservations wait until every
+// live lease has checked in (fence.Holding): so a range a live instance
+// holds that the store lost is above the rows before anyone reserves
+// again, whatever its step, and the fence's margin is left to cover only
+// the instances that are gone. One UPDATE per tag per new generation;
+// tags are raised in name order, so that two witnesses take row locks in
+// one order.
+func (g *Guard) witness(ctx context.Context, q Querier, r *reading) error {
+	gen := r.rec.Generation
+	if gen <= g.witnessed.Load() {
+		return nil
+	}
+	g.resMu.Lock()
+	tags := make([]string, 0, len(g.reserved))
+	for t, end := range g.reserved {
+		if end > 0 {
+			tags = append(tags, t)
+		}
+	}
+	ends := make(map[string]int64, len(tags))
+	for _, t := range tags {
+		ends[t] = g.reserved[t]
+	}
+	g.resMu.Unlock()
+	slices.Sort(tags)
+	for _, t := range tags {
+		if _, err := q.Exec(ctx, g.d.Witness, ends[t], t, ends[t]); err != nil {
+			return fmt.Errorf("raise %q to what this process reserved: %w", t, err)
+		}
+	}
+	r.witnessed = gen
+	return nil
+}
+
+// sawWitness records that a witness raise against gen committed.
+func (g *Guard) sawWitness(gen int64) {
+	for {
+		w := g.witnessed.Load()
+		if gen <= w || g.witnessed.CompareAndSwap(w, gen) {
+			return
+		}
+	}
 }
 
 // save hands m to Persist; a failure weakens what a later process can
@@ -287,6 +411,7 @@ func (g *Guard) snapshot() fence.Memory {
 
 // committed records a reading whose transaction committed.
 func (g *Guard) committed(r *reading) {
+	g.sawWitness(r.witnessed)
 	g.mu.Lock()
 	g.mem = g.mem.Observe(r.cur, r.rec)
 	m := g.mem

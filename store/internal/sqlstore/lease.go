@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idgen/idgen/snowflake"
@@ -20,7 +21,19 @@ const (
 	// INT column, and a layout cannot use more than 27 worker bits anyway
 	// (New requires 35 time bits).
 	maxWorkerID = 1<<30 - 1
+
+	// PresenceFrom is the first worker ID of presence leases (see
+	// store.Presence): rows an instance that stamps no snowflake IDs
+	// holds so that fences count it and wait for its check-in. No layout
+	// reaches them (27 worker bits at most), so they never take a worker
+	// ID from a generator.
+	PresenceFrom = 1 << 29
+	// PresenceTo is one past the last worker ID of presence leases.
+	PresenceTo = maxWorkerID + 1
 )
+
+// presenceFromSQL is PresenceFrom in a statement.
+var presenceFromSQL = fmt.Sprint(PresenceFrom)
 
 var _ snowflake.StaticLeaseStore = (*Leases)(nil)
 
@@ -46,6 +59,13 @@ type Leases struct {
 	db DB
 	d  Dialect
 	g  *Guard
+
+	// told is, per worker ID this process holds, the generation of the
+	// record its last claim or renewal committed against: a renewal that
+	// finds the lease gone, or older than the holder was told, with no
+	// fence since, is evidence that the store went back (Renew).
+	toldMu sync.Mutex
+	told   map[int64]int64
 }
 
 // NewLeases returns a Leases that runs d's worker statements on db.
@@ -88,8 +108,37 @@ type checkIn struct {
 	gen int64
 }
 
-func (c checkIn) done(ctx context.Context, q Querier, worker int64, owner string) error {
-	return c.g.checkedIn(ctx, q, c.gen, worker, owner)
+func (c checkIn) done(ctx context.Context, q Querier, owner string) error {
+	return c.g.checkedIn(ctx, q, c.gen, owner)
+}
+
+// setTold remembers the generation a claim or renewal of worker committed
+// against.
+func (s *Leases) setTold(worker, gen int64) {
+	if s.g == nil {
+		return
+	}
+	s.toldMu.Lock()
+	defer s.toldMu.Unlock()
+	if s.told == nil {
+		s.told = map[int64]int64{}
+	}
+	s.told[worker] = gen
+}
+
+func (s *Leases) toldGen(worker int64) (int64, bool) {
+	s.toldMu.Lock()
+	defer s.toldMu.Unlock()
+	g, ok := s.told[worker]
+	return g, ok
+}
+
+// rangeCap is what a claim records of this process's largest range.
+func (s *Leases) rangeCap() int64 {
+	if s.g == nil {
+		return 0
+	}
+	return s.g.cfg.RangeCap
 }
 
 // begin is the start of a checked lease transaction: it reads and checks
@@ -165,6 +214,7 @@ func (s *Leases) claimRange(ctx context.Context, owner string, now time.Time, tt
 func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl time.Duration, minID, maxID int64, layout *snowflake.Layout) (snowflake.Lease, bool, error) {
 	var lease snowflake.Lease
 	found := false
+	var gen int64
 	err := s.inTx(ctx, func(q Querier, fenced int64, c checkIn) error {
 		found = false
 		layoutFloor, err := s.admitLayout(ctx, q, layout, snowflake.WorkerRange{From: minID, To: maxID + 1})
@@ -174,8 +224,12 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 		if err := s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, max(fenced, layoutFloor), &lease, &found); err != nil || !found {
 			return err
 		}
-		return c.done(ctx, q, lease.WorkerID, owner)
+		gen = c.gen
+		return c.done(ctx, q, owner)
 	})
+	if err == nil && found {
+		s.setTold(lease.WorkerID, gen)
+	}
 	return lease, found, err
 }
 
@@ -193,7 +247,7 @@ func (s *Leases) takeFree(ctx context.Context, q Querier, owner string, nowMs in
 	// covers holders the store lost all trace of.
 	floor := max(last, expires, fenced)
 	newExpiry := nowMs + ttl.Milliseconds()
-	n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 0, id)
+	n, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 0, s.rangeCap(), id)
 	if err != nil {
 		return err
 	}
@@ -223,6 +277,7 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	}
 	nowMs := now.UnixMilli()
 	var lease snowflake.Lease
+	var gen int64
 	// Retried like Claim: on Galera a static claim and a renewal on
 	// another node abort each other at COMMIT just as two claims do, and
 	// every admission (and the anchor) writes the layout's record 0, which
@@ -243,12 +298,14 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 			if err := s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, max(fenced, layoutFloor), &lease); err != nil {
 				return err
 			}
-			return c.done(ctx, q, workerID, owner)
+			gen = c.gen
+			return c.done(ctx, q, owner)
 		})
 	})
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
 	}
+	s.setTold(workerID, gen)
 	return lease, nil
 }
 
@@ -264,7 +321,7 @@ func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, worker
 	}
 	floor := max(last, expires, fenced)
 	newExpiry := nowMs + ttl.Milliseconds()
-	if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, workerID); err != nil {
+	if _, err := q.Exec(ctx, s.d.WorkerTake, owner, newExpiry, floor, 1, s.rangeCap(), workerID); err != nil {
 		return err
 	}
 	*lease = snowflake.Lease{WorkerID: workerID, Owner: owner, ExpiresAt: snowflake.LeaseTime(newExpiry), LastTimestamp: snowflake.LeaseTime(floor)}
@@ -305,13 +362,21 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 	if s.g == nil {
 		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 	} else {
+		var gen int64
 		err = s.inTx(ctx, func(q Querier, _ int64, c checkIn) error {
 			var err error
-			if n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli()); err != nil || n == 0 {
+			if n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli()); err != nil {
 				return err
 			}
-			return c.done(ctx, q, lease.WorkerID, lease.Owner)
+			if n == 0 {
+				return s.wentBack(ctx, q, lease, now, c.gen)
+			}
+			gen = c.gen
+			return c.done(ctx, q, lease.Owner)
 		})
+		if err == nil && n > 0 {
+			s.setTold(lease.WorkerID, gen)
+		}
 	}
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: renew the lease on worker %d: %w", lease.WorkerID, err)
@@ -327,6 +392,33 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 		lease.LastTimestamp = snowflake.LeaseTime(snowflake.LeaseMillis(lastTimestamp))
 	}
 	return lease, nil
+}
+
+// wentBack is what a renewal that matched no row makes of it: lapsed, or
+// taken by another owner after it lapsed, is the holder's own affair
+// (errLost follows); but gone, or older than the holder was told, while
+// the holder's expiry has not yet passed and no fence was recorded since
+// it was told, is a store that went back (a restore, a node bootstrapped
+// from a lagging copy) without its identity saying so: then the store
+// fences (*errFence), before anything else is reserved or claimed.
+func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease, now time.Time, gen int64) error {
+	told, ok := s.toldGen(lease.WorkerID)
+	if !ok || told != gen || now.UnixMilli()+s.g.cfg.LeaseMargin.Milliseconds() >= snowflake.LeaseMillis(lease.ExpiresAt) {
+		return nil
+	}
+	var holder string
+	var expires, last int64
+	err := q.QueryRow(ctx, s.d.WorkerSelectOne, lease.WorkerID).Scan(&holder, &expires, &last)
+	switch {
+	case errors.Is(err, s.d.NoRows):
+		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d is gone before its expiry", lease.WorkerID)}, force: true}
+	case err != nil:
+		return err
+	case holder != lease.Owner || expires < snowflake.LeaseMillis(lease.ExpiresAt):
+		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d went back before its expiry (owner %q, expiry %d; was told %d)",
+			lease.WorkerID, holder, expires, snowflake.LeaseMillis(lease.ExpiresAt))}, force: true}
+	}
+	return nil
 }
 
 // Release implements snowflake.LeaseStore. It clears the owner and the

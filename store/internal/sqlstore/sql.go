@@ -76,13 +76,14 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 		SetStep:      r.sql(`UPDATE {{.T}} SET step = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
 		AdvanceAll:   r.sql(bumpAll),
 		ListMax:      r.sql(`SELECT biz_tag, max_id FROM {{.T}} ORDER BY biz_tag`),
+		Witness:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id < ?`),
 		OpaqueInsert: r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
 		OpaqueSelect: r.sql(`SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM {{.T}} WHERE biz_tag = ?`),
 		OpaqueList:   r.sql(`SELECT biz_tag, key_fingerprint FROM tag_opaque`),
 
 		WorkerSelectFree: r.sql(`SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
 		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1{{.SkipLocked}}`),
-		WorkerTake:      r.sql(`UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, updated_at = {{.Now}} WHERE worker_id = ?`),
+		WorkerTake:      r.sql(`UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, range_cap = ?, updated_at = {{.Now}} WHERE worker_id = ?`),
 		WorkerSelectOne: r.sql(`SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ?{{.ForUpdate}}`),
 		WorkerUnpin:     r.sql(`UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`),
 		WorkerLowestMissing: r.sql(`SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS {{.Int}}) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
@@ -100,9 +101,11 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 		LayoutList:   r.sql(`SELECT ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at FROM snowflake_layout WHERE lease_table = ? ORDER BY ordinal`),
 		LayoutInsert: r.sql(`INSERT INTO snowflake_layout (lease_table, ordinal, epoch_ms, time_bits, worker_bits, sequence_bits, worker_from, worker_to, not_before, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		LayoutUpdate: r.sql(`UPDATE snowflake_layout SET epoch_ms = ?, time_bits = ?, worker_bits = ?, sequence_bits = ?, worker_from = ?, worker_to = ?, not_before = ?, retired_at = ?, updated_at = {{.Now}} WHERE lease_table = ? AND ordinal = ?`),
-		WorkerHeld:   r.sql(`SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' ORDER BY worker_id{{.ForUpdate}}`),
-		WorkerDisown: r.sql(`UPDATE worker_node SET owner = '', last_timestamp = {{.Greatest}}(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = {{.Now}} WHERE owner <> ''`),
-		WorkerLatest: r.sql(`SELECT COALESCE(MAX({{.Greatest}}(last_timestamp, lease_expires_at)), 0) FROM worker_node`),
+		// Presence leases stamp no IDs: a relayout neither waits for nor
+		// disowns them.
+		WorkerHeld:   r.sql(`SELECT worker_id, owner, lease_expires_at FROM worker_node WHERE owner <> '' AND worker_id < ` + presenceFromSQL + ` ORDER BY worker_id{{.ForUpdate}}`),
+		WorkerDisown: r.sql(`UPDATE worker_node SET owner = '', last_timestamp = {{.Greatest}}(last_timestamp, lease_expires_at), lease_expires_at = 0, updated_at = {{.Now}} WHERE owner <> '' AND worker_id < ` + presenceFromSQL),
+		WorkerLatest: r.sql(`SELECT COALESCE(MAX({{.Greatest}}(last_timestamp, lease_expires_at)), 0) FROM worker_node WHERE worker_id < ` + presenceFromSQL),
 
 		NoRows:      sp.NoRows,
 		IsDuplicate: sp.IsDuplicate,
@@ -121,21 +124,25 @@ const bumpAll = `UPDATE {{.T}} SET max_id = CASE WHEN max_id <= ? THEN max_id + 
 // identity renders the idgen_fence statements beside the server's part.
 func (r *renderer) identity() *IdentitySQL {
 	id := r.sp.Identity
-	bump := map[string]string{}
+	bump, maxStep, rows := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, t := range []SequenceTable{IDSequence, LeafAlloc} {
 		on := &renderer{sp: r.sp, t: t}
 		bump[t.Name] = on.sql(bumpAll)
+		maxStep[t.Name] = on.sql(`SELECT COALESCE(MAX(step), 0) FROM {{.T}}`)
+		rows[t.Name] = on.sql(`SELECT COUNT(*) FROM {{.T}}`)
 		r.err = cmp.Or(r.err, on.err)
 	}
 	return &IdentitySQL{
 		Kind: id.Kind, Server: id.Server, ConnSystem: id.ConnSystem, Tick: id.Tick, Tables: id.Tables, Bump: bump,
+		MaxStep: maxStep, Rows: rows,
+		WorkerRows:  r.sql(`SELECT COUNT(*) FROM worker_node`),
 		Lock:        r.sql(`SELECT generation FROM idgen_fence WHERE id = 1{{.ForUpdate}}`),
-		CountLive:   r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
+		CountLive:   r.sql(`SELECT COUNT(*), COALESCE(MAX(range_cap), 0) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
 		NewestLease: r.sql(`SELECT COALESCE(MAX(lease_expires_at), 0) FROM worker_node WHERE owner <> ''`),
 		Hold: r.sql(`UPDATE worker_node SET lease_expires_at = ?, updated_at = {{.Now}}
 		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`),
 		Floor:     r.sql(`UPDATE worker_node SET last_timestamp = ?, updated_at = {{.Now}} WHERE last_timestamp < ?`),
-		CheckedIn: r.sql(`UPDATE worker_node SET seen_generation = ? WHERE worker_id = ? AND owner = ?`),
+		CheckedIn: r.sql(`UPDATE worker_node SET seen_generation = ? WHERE owner = ? AND seen_generation < ?`),
 		HeldBack: r.sql(`SELECT COUNT(*) FROM worker_node w, idgen_fence f WHERE f.id = 1 AND f.fence_until > ?
 		AND w.owner <> '' AND w.owner <> ? AND (w.lease_expires_at > f.fence_until - ? OR w.seen_generation = -1) AND w.seen_generation < f.generation`),
 		MarkCounted: r.sql(`UPDATE worker_node SET seen_generation = -1 WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at <= ?`),
@@ -288,8 +295,15 @@ type IdentitySQL struct {
 	// exhausted, so that it refuses rather than repeats. Args: limit,
 	// margin.
 	Bump map[string]string
+	// MaxStep, by sequence table, returns the largest row step, 0 if the
+	// table is empty. No args.
+	MaxStep map[string]string
+	// Rows, by sequence table, and WorkerRows count the rows. No args.
+	Rows       map[string]string
+	WorkerRows string
 	// CountLive counts worker leases with an owner and an expiry after
-	// the argument.
+	// the argument, and returns the largest range_cap among them (0 if
+	// none recorded one).
 	CountLive string
 	// NewestLease returns the latest expiry of a lease with an owner, 0
 	// if none. No args.
@@ -300,9 +314,12 @@ type IdentitySQL struct {
 	// Floor raises every worker's last_timestamp to the argument. Args:
 	// until, until.
 	Floor string
-	// CheckedIn records on a lease the generation of the record its
-	// claim or renewal was checked against. Args: generation, worker ID,
-	// owner.
+	// CheckedIn records on every lease of an owner the generation of the
+	// record its claim or renewal was checked against: also on a row the
+	// owner held before and lost to a lapse, which a fence may be holding,
+	// so that a live instance that claimed another worker ID does not hold
+	// reservations back for the whole hold. Args: generation, owner,
+	// generation.
 	CheckedIn string
 	// HeldBack counts the other owners' leases that hold reservations
 	// back (fence.Holding), read against the record itself. Args: now,

@@ -70,6 +70,10 @@ type Dialect struct {
 	AdvanceAll string
 	// ListMax selects biz_tag, max_id of every row by tag.
 	ListMax string
+	// Witness raises a tag's max_id to what this process reserved of it,
+	// never lowering it: the witness raise after a fence (Guard.witness).
+	// Args: to, tag, to.
+	Witness string
 	// OpaqueInsert records an opaque tag's key fingerprint in tag_opaque.
 	// Args: tag, fingerprint.
 	OpaqueInsert string
@@ -93,7 +97,7 @@ type Dialect struct {
 	// WorkerSelectFree skips pinned rows (see WorkerSelectOne).
 	//
 	// WorkerTake leases a row. Args: owner, lease_expires_at,
-	// last_timestamp, pinned (0 or 1), worker_id.
+	// last_timestamp, pinned (0 or 1), range_cap, worker_id.
 	WorkerTake string
 	// WorkerSelectOne selects owner, lease_expires_at and last_timestamp of
 	// one row under a row lock, for a static worker ID, whose row is
@@ -220,6 +224,7 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 	if err != nil {
 		return segment.Range{}, wrap("reserve", tag, err)
 	}
+	s.g.reserve(tag, r.End)
 	return r, nil
 }
 
@@ -370,6 +375,10 @@ func (s *Store) advanceOnce(ctx context.Context, reserve bool, tag string, next 
 			}
 			return err
 		}
+		if went, hw := s.g.went(tag, maxID); went {
+			return &errFence{d: fence.Decision{Verdict: fence.Fence,
+				Reason: fmt.Sprintf("tag %q's max_id %d is below %d, the end of a range this process reserved: the store went back", tag, maxID, hw)}, force: true}
+		}
 		to, err := next(maxID, rowStep)
 		if err != nil || to == maxID {
 			return err
@@ -438,7 +447,9 @@ func (s *Store) start(ctx context.Context, q Querier, from int64) (int64, error)
 
 // Release implements segment.Releaser with a compare-and-set on max_id.
 func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
+	done := s.g.releasing(tag, from, to)
 	n, err := s.db.Exec(ctx, s.d.Release, from, tag, to)
+	done(err == nil && n == 1)
 	if err != nil {
 		return false, wrap("release", tag, err)
 	}
