@@ -24,7 +24,7 @@ const (
 	// when it found no lost fence: FenceMargin once per failover it
 	// counts, at least fence.MinFailovers.
 	FenceApplied = FenceMargin * fence.MinFailovers
-	FenceTTL    = 2 * time.Second
+	FenceTTL     = 2 * time.Second
 )
 
 // fenceProc is one simulated process of Fencing: a store handle of its
