@@ -367,6 +367,19 @@ func modeAware(m mix, sfSlot int) mix {
 	}
 }
 
+// segmentOnly is m with every snowflake request sent to the segment
+// route instead, for a fleet without worker leases.
+func segmentOnly(m mix) mix {
+	return func(c *client) request {
+		r := m(c)
+		if r.mode == "snowflake" {
+			r.mode = "segment"
+			r.path = "/segment/" + strings.TrimPrefix(r.path, "/snowflake/")
+		}
+		return r
+	}
+}
+
 // only503 allows what a database failover may cause: 503s (which
 // checkSummary requires to carry Retry-After), nothing else.
 func only503(key string) bool { return strings.HasPrefix(key, "503 ") }

@@ -40,6 +40,9 @@ type fleet struct {
 	// slotArgs, if set, adds serve flags per slot, such as a --store or
 	// --mode of its own.
 	slotArgs [][]string
+	// presence: the processes hold presence leases, not worker leases
+	// (--snowflake=false), and log no worker claim.
+	presence bool
 	ctl      *http.Client // probes and admin calls
 
 	slots []atomic.Pointer[instance]
@@ -145,7 +148,10 @@ func (f *fleet) start(slot int) *instance {
 	p := proctest.Serve(f.t, f.bin, f.env, args...)
 	inst := &instance{slot: slot, p: p, url: p.URL, start: t0, ready: time.Now()}
 	claims, err := claimsIn(p.Log(), f.ttl)
-	if err != nil || len(claims) == 0 {
+	switch {
+	case f.presence && !strings.Contains(p.Log(), `msg="presence lease"`):
+		f.t.Fatalf("no presence lease in the log of %s:\n%s", p.URL, p.Log())
+	case !f.presence && (err != nil || len(claims) == 0):
 		f.t.Fatalf("no worker claim in the log of %s (%v):\n%s", p.URL, err, p.Log())
 	}
 	inst.claims = claims

@@ -37,6 +37,24 @@ func TestReplicas(t *testing.T) {
 			how: "replica shut down cleanly (SIGINT, the fast shutdown), then kill -9 of the primary, then the replica started and promoted (pg_promote)",
 		})
 	})
+	// A fleet without worker leases (--snowflake=false, beside Leaf's
+	// servers as docs/migrating.md has it): each instance holds a
+	// presence lease, so that the fence counts it and waits for its
+	// witness raise.
+	t.Run("postgres-no-snowflake", func(t *testing.T) {
+		began := time.Now()
+		p := clustertest.StartPGReplica(t)
+		asyncFailover(t, began, asyncPair{
+			scenario: "postgres-no-snowflake", dsn: p.DSN, password: p.Password, noSnowflake: true,
+			stop: p.StopReplica,
+			kill: func() (string, error) {
+				lost, err := p.KillPrimary()
+				return fmt.Sprintf("%d bytes of WAL", lost), err
+			},
+			promote: p.Promote, logs: func() string { return p.Logs(20) },
+			how: "as postgres, every instance --mode segment --snowflake=false",
+		})
+	})
 	t.Run("mariadb", func(t *testing.T) {
 		began := time.Now()
 		r := clustertest.StartMariaDBReplica(t)
@@ -65,7 +83,20 @@ type asyncPair struct {
 	promote  func() error
 	logs     func() string
 	how      string // the faults, in words
+	// noSnowflake runs every instance with --mode segment
+	// --snowflake=false: no worker leases, presence leases instead.
+	noSnowflake bool
 }
+
+// The steps of asyncFailover: every instance reserves at most
+// replicaCap IDs at once of a tag it creates (--max-step, --max-range),
+// and the two steady tags have a row step of replicaRowStep, ten times
+// that: a reservation of them takes the row's step, above the fencer's
+// own cap, as docs/deploy.md's step-sizing advice makes it.
+const (
+	replicaCap     = 100
+	replicaRowStep = 10 * replicaCap
+)
 
 const (
 	// replicaSettle is the load before the replica stops.
@@ -81,20 +112,32 @@ const (
 
 // asyncFailover runs the scenario on p, whose servers started at began.
 func asyncFailover(t *testing.T, began time.Time, p asyncPair) {
-	// Small segments (--max-step 1000) make reservations frequent, so
-	// that many are lost with the primary.
-	f := newFleet(t, p.dsn, 3, leaseTTL, "--default-step", "100", "--max-step", "1000")
+	// Small segments make reservations frequent, so that many are lost
+	// with the primary.
+	cp := strconv.Itoa(replicaCap)
+	f := newFleet(t, p.dsn, 3, leaseTTL, "--default-step", cp, "--max-step", cp, "--max-range", cp)
 	f.env = nil // --store on the command line: the multi-host form must parse there
 	f.slotArgs = [][]string{
 		{"--store", p.dsn, "--mode", "segment"},
 		{"--store", p.dsn, "--mode", "snowflake"},
 		{"--store", p.dsn, "--mode", "segment"}, // started after the failover
 	}
+	tagA, tagB := segmenttest.UniqueTag("rep-a"), segmenttest.UniqueTag("rep-b")
+	steady := modeAware(steadyMix(tagA, tagB), 1)
+	if p.noSnowflake {
+		f.presence = true
+		for i := range f.slotArgs {
+			f.slotArgs[i] = []string{"--store", p.dsn, "--mode", "segment", "--snowflake=false"}
+		}
+		steady = segmentOnly(steadyMix(tagA, tagB))
+	}
 	f.start(0)
 	f.start(1)
-	tagA, tagB := segmenttest.UniqueTag("rep-a"), segmenttest.UniqueTag("rep-b")
+	for _, tag := range []string{tagA, tagB} {
+		createTag(t, f, tag, 1, replicaRowStep)
+	}
 	l := startLoad(f, seed(t), map[string]int{"steady": 5, "fresh": 1},
-		map[string]mix{"steady": modeAware(steadyMix(tagA, tagB), 1), "fresh": freshMix(segmenttest.UniqueTag("rep-new"))})
+		map[string]mix{"steady": steady, "fresh": freshMix(segmenttest.UniqueTag("rep-new"))})
 	defer l.cancel()
 
 	time.Sleep(replicaSettle)

@@ -21,17 +21,25 @@ const (
 // Config is how a store fences. The zero value of every field selects
 // the default written next to it.
 type Config struct {
-	// Margin is how far every tag's max_id moves up in a fence. It must
-	// cover the IDs that instances may have handed out from ranges the
-	// store lost. Zero means 2 × RangeCap × (I + 1), where I is the number
-	// of worker leases live within the last LeaseTTL at the fence (every
-	// serve process holds one) and the 1 stands for a process the store
-	// lost all trace of, such as one whose only claim was lost: each
-	// instance holds at most two ranges of a tag (its current one and the
-	// next) while a range outlasts the replication lag.
+	// Margin is how far every tag's max_id moves up in a fence, per
+	// failover counted (at least MinFailovers; see Failovers). It covers
+	// the IDs that instances which are gone may have handed out from
+	// ranges the store lost; live instances raise their own tags to what
+	// they reserved when they check in (the witness raise), and
+	// reservations wait for them. Zero means 2 × C × (I + 1), where C is
+	// the larger of RangeCap and what the store says (Live.RangeCap: the
+	// largest row step, and the largest cap a lease recorded), I is the
+	// number of leases live within the last LeaseTTL at the fence (every
+	// serve process holds a worker or a presence lease) and the 1 stands
+	// for a process the store lost all trace of, such as one whose only
+	// claim was lost: each instance holds at most two ranges of a tag
+	// (its current one and the next) while a range outlasts the
+	// replication lag.
 	Margin int64
-	// RangeCap is the largest range one reservation takes: the larger of
-	// serve's --max-step and --max-range. Zero means 1,000,000.
+	// RangeCap is the largest range one reservation of this process
+	// takes: the larger of serve's --max-step and --max-range. Each
+	// claim records it on the lease row, for the margin of any fencer.
+	// Zero means 1,000,000.
 	RangeCap int64
 	// LeaseTTL is the snowflake worker lease TTL of the instances sharing
 	// the store (serve's --lease-ttl). Zero means 30s.
