@@ -27,8 +27,12 @@ type PatroniOptions struct {
 	// and a failover may lose the last commits of the old leader.
 	Async bool
 	// TTL is Patroni's leader key TTL, which bounds the failover time;
-	// default 10 s (loop_wait 2 s, retry_timeout 4 s).
+	// default 10 s (retry_timeout 2/5 of it).
 	TTL time.Duration
+	// LoopWait is Patroni's loop_wait, how often each node runs its HA
+	// loop; default 2 s. Patroni's own defaults are TTL 30 s and
+	// loop_wait 10 s.
+	LoopWait time.Duration
 }
 
 // Patroni is a running etcd plus PostgreSQL nodes under Patroni.
@@ -73,6 +77,9 @@ func StartPatroni(t testing.TB, opts PatroniOptions) *Patroni {
 	}
 	if opts.TTL == 0 {
 		opts.TTL = 10 * time.Second
+	}
+	if opts.LoopWait == 0 {
+		opts.LoopWait = 2 * time.Second
 	}
 	p := &Patroni{t: t, dir: workDir(t, "idgen-patroni-", u), u: u, opts: opts, Password: secret()}
 	// Patroni's postmasters are not our children: after the Patroni
@@ -158,7 +165,7 @@ etcd3:
 bootstrap:
   dcs:
     ttl: %[5]d
-    loop_wait: 2
+    loop_wait: %[11]d
     retry_timeout: %[6]d
     maximum_lag_on_failover: 1048576
     synchronous_mode: %[7]v
@@ -191,7 +198,7 @@ postgresql:
     unix_socket_directories: %[4]s
     shared_buffers: 32MB
     logging_collector: "off"
-`, n.Name, n.APIPort, etcdPort, n.dir, ttl, max(ttl*2/5, 2), !p.opts.Async, n.Port, pgBin, p.Password)
+`, n.Name, n.APIPort, etcdPort, n.dir, ttl, max(ttl*2/5, 2), !p.opts.Async, n.Port, pgBin, p.Password, int(p.opts.LoopWait.Seconds()))
 }
 
 // Start starts node n's Patroni, which starts (or rejoins, by pg_rewind
