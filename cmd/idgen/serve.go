@@ -47,7 +47,7 @@ func newServe() *cobra.Command {
 	f.Bool("snowflake", true, "serve /snowflake/{tag} too (leases a worker ID); --mode snowflake needs it")
 	int64Flag(f, "worker-id", -1, "static snowflake worker ID (0-1023), held in the store like a lease and never leased to others; -1 leases any free one")
 	f.Duration("lease-ttl", 30*time.Second, "snowflake worker lease time to live; renewed every third of it")
-	int64Flag(f, "fence-margin", 0, "IDs every tag's max_id moves up when the store's history changed (a failover, a restore); 0: 2 x max(--max-step, --max-range) x (live instances + 1)")
+	int64Flag(f, "fence-margin", 0, "IDs every tag's max_id moves up per failover counted (at least 2) when the store's history changed (a failover, a restore); 0: 2 x the largest cap or step the store knows x (live instances + 1)")
 	f.Duration("shutdown-timeout", 10*time.Second, "how long to drain requests and hand back ranges on SIGTERM")
 	f.String("log-format", "text", "log format: text or json")
 	f.Bool("access-log", true, "log every request")
