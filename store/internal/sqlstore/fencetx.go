@@ -103,8 +103,7 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory, need *errFence) er
 // fenceTx is the fence's transaction. It returns the event if it wrote
 // the record (with an empty Reason for a first recording), and the
 // reading it decided on. forced, if set, is evidence of a loss the
-// identity does not show (errFence.force): it fences unless another
-// fence was recorded since snap.
+// identity does not show (errFence.force): it fences.
 //
 // Whether it fences or finds that another process did, it raises what
 // this process reserved (witness) in the same transaction: the fencer's
@@ -124,7 +123,13 @@ func (g *Guard) fenceTx(ctx context.Context, q Querier, snap fence.Memory, force
 	// reservations then read the server alone (the one-statement path).
 	g.sawHold(r.rec.FenceUntil)
 	d := fence.Decide(snap, r.cur, r.rec)
-	if d.Verdict == fence.Proceed && forced != nil && r.rec.Generation == snap.Generation {
+	if d.Verdict == fence.Proceed && forced != nil {
+		// Also when another fence was recorded since snap: it cannot tell
+		// whether that fence came before or after what went back (a
+		// restore of id_sequence alone keeps the record). The evidence
+		// ends with this fence: its witness raise puts this process's
+		// rows back above what it reserved, and a lease's evidence holds
+		// only against the generation it was told.
 		d = *forced
 	}
 	if d.Verdict == fence.Initialize {

@@ -175,8 +175,7 @@ func (r *reading) fixup() {
 // rolls back, the store fences, and the operation runs again. force is
 // evidence the identity does not carry (a row or a lease of this
 // process's that went back): the store is fenced even though Decide
-// proceeds, unless another fence was recorded since the memory the
-// operation ran with.
+// proceeds.
 type errFence struct {
 	d     fence.Decision
 	force bool
@@ -243,17 +242,19 @@ func (g *Guard) held(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// checkedIn records that the leases of owner were checked against a
-// record of generation gen, and that owner is this process's.
-func (g *Guard) checkedIn(ctx context.Context, q Querier, gen int64, owner string) error {
+// checkedIn records that the lease worker of owner was checked against
+// a record of generation gen, and that owner is this process's.
+// It returns how many rows it matched: 0 if the row is not owner's.
+func (g *Guard) checkedIn(ctx context.Context, q Querier, gen, worker int64, owner string) (int64, error) {
 	if g == nil {
-		return nil
+		return 0, nil
 	}
 	g.owner.Store(&owner)
-	if _, err := q.Exec(ctx, g.id.CheckedIn, gen, owner, gen); err != nil {
-		return fmt.Errorf("record the lease's check (is migration 00011 applied?): %w", err)
+	n, err := q.Exec(ctx, g.id.CheckedIn, gen, worker, owner)
+	if err != nil {
+		return 0, fmt.Errorf("record the lease's check (is migration 00011 applied?): %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 // reserve remembers that this process reserved tag up to end.

@@ -60,12 +60,21 @@ type Leases struct {
 	d  Dialect
 	g  *Guard
 
-	// told is, per worker ID this process holds, the generation of the
-	// record its last claim or renewal committed against: a renewal that
-	// finds the lease gone, or older than the holder was told, with no
-	// fence since, is evidence that the store went back (Renew).
+	// told is, per worker ID this process holds, what its last claim or
+	// renewal committed: a renewal that finds the lease gone, or older
+	// than the holder was told, with no fence since, is evidence that the
+	// store went back (Renew); and a claim checks in the owner's other
+	// rows (checkIn.done).
 	toldMu sync.Mutex
-	told   map[int64]int64
+	told   map[int64]told
+}
+
+// told is what a claim or renewal of one worker ID committed: its owner,
+// the expiry the holder was told, and the generation of the record it
+// was checked against.
+type told struct {
+	owner        string
+	expires, gen int64
 }
 
 // NewLeases returns a Leases that runs d's worker statements on db.
@@ -108,29 +117,68 @@ type checkIn struct {
 	gen int64
 }
 
-func (c checkIn) done(ctx context.Context, q Querier, owner string) error {
-	return c.g.checkedIn(ctx, q, c.gen, owner)
+// done checks in worker, and every other row this process was told it
+// holds under the same owner: a live instance that lost a lease to a
+// lapse and claimed another worker ID must not leave its old row, which
+// a fence may be holding, to hold others' reservations back for the
+// whole hold. By primary key: a scan by owner would lock every row on
+// InnoDB and serialise concurrent claims.
+func (c checkIn) done(ctx context.Context, q Querier, s *Leases, worker int64, owner string) error {
+	if c.g == nil {
+		return nil
+	}
+	if _, err := c.g.checkedIn(ctx, q, c.gen, worker, owner); err != nil {
+		return err
+	}
+	for _, w := range s.heldBy(owner, worker) {
+		n, err := c.g.checkedIn(ctx, q, c.gen, w, owner)
+		if err != nil {
+			return err
+		}
+		if n == 0 { // claimed by another since, or released: not ours
+			s.forget(w)
+		}
+	}
+	return nil
 }
 
-// setTold remembers the generation a claim or renewal of worker committed
-// against.
-func (s *Leases) setTold(worker, gen int64) {
+// setTold remembers what a claim or renewal of worker committed.
+func (s *Leases) setTold(worker int64, t told) {
 	if s.g == nil {
 		return
 	}
 	s.toldMu.Lock()
 	defer s.toldMu.Unlock()
 	if s.told == nil {
-		s.told = map[int64]int64{}
+		s.told = map[int64]told{}
 	}
-	s.told[worker] = gen
+	s.told[worker] = t
 }
 
-func (s *Leases) toldGen(worker int64) (int64, bool) {
+func (s *Leases) forget(worker int64) {
 	s.toldMu.Lock()
 	defer s.toldMu.Unlock()
-	g, ok := s.told[worker]
-	return g, ok
+	delete(s.told, worker)
+}
+
+func (s *Leases) toldOf(worker int64, owner string) (told, bool) {
+	s.toldMu.Lock()
+	defer s.toldMu.Unlock()
+	t, ok := s.told[worker]
+	return t, ok && t.owner == owner
+}
+
+// heldBy returns the other worker IDs this process was told owner holds.
+func (s *Leases) heldBy(owner string, except int64) []int64 {
+	s.toldMu.Lock()
+	defer s.toldMu.Unlock()
+	var out []int64
+	for w, t := range s.told {
+		if w != except && t.owner == owner {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // rangeCap is what a claim records of this process's largest range.
@@ -225,10 +273,10 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 			return err
 		}
 		gen = c.gen
-		return c.done(ctx, q, owner)
+		return c.done(ctx, q, s, lease.WorkerID, owner)
 	})
 	if err == nil && found {
-		s.setTold(lease.WorkerID, gen)
+		s.setTold(lease.WorkerID, told{owner: owner, expires: snowflake.LeaseMillis(lease.ExpiresAt), gen: gen})
 	}
 	return lease, found, err
 }
@@ -299,13 +347,13 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 				return err
 			}
 			gen = c.gen
-			return c.done(ctx, q, owner)
+			return c.done(ctx, q, s, workerID, owner)
 		})
 	})
 	if err != nil {
 		return snowflake.Lease{}, fmt.Errorf("store: claim worker %d: %w", workerID, err)
 	}
-	s.setTold(workerID, gen)
+	s.setTold(workerID, told{owner: owner, expires: snowflake.LeaseMillis(lease.ExpiresAt), gen: gen})
 	return lease, nil
 }
 
@@ -372,10 +420,14 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 				return s.wentBack(ctx, q, lease, now, c.gen)
 			}
 			gen = c.gen
-			return c.done(ctx, q, lease.Owner)
+			return c.done(ctx, q, s, lease.WorkerID, lease.Owner)
 		})
 		if err == nil && n > 0 {
-			s.setTold(lease.WorkerID, gen)
+			expires := newExpiry
+			if t, ok := s.toldOf(lease.WorkerID, lease.Owner); ok {
+				expires = max(expires, t.expires)
+			}
+			s.setTold(lease.WorkerID, told{owner: lease.Owner, expires: expires, gen: gen})
 		}
 	}
 	if err != nil {
@@ -402,8 +454,8 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 // from a lagging copy) without its identity saying so: then the store
 // fences (*errFence), before anything else is reserved or claimed.
 func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease, now time.Time, gen int64) error {
-	told, ok := s.toldGen(lease.WorkerID)
-	if !ok || told != gen || now.UnixMilli()+s.g.cfg.LeaseMargin.Milliseconds() >= snowflake.LeaseMillis(lease.ExpiresAt) {
+	t, ok := s.toldOf(lease.WorkerID, lease.Owner)
+	if !ok || t.gen != gen || now.UnixMilli()+s.g.cfg.LeaseMargin.Milliseconds() >= t.expires {
 		return nil
 	}
 	var holder string
@@ -414,9 +466,9 @@ func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease,
 		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d is gone before its expiry", lease.WorkerID)}, force: true}
 	case err != nil:
 		return err
-	case holder != lease.Owner || expires < snowflake.LeaseMillis(lease.ExpiresAt):
+	case holder != lease.Owner || expires < t.expires:
 		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d went back before its expiry (owner %q, expiry %d; was told %d)",
-			lease.WorkerID, holder, expires, snowflake.LeaseMillis(lease.ExpiresAt))}, force: true}
+			lease.WorkerID, holder, expires, t.expires)}, force: true}
 	}
 	return nil
 }
@@ -430,6 +482,9 @@ func (s *Leases) Release(ctx context.Context, lease snowflake.Lease, lastTimesta
 	n, err := s.db.Exec(ctx, s.d.WorkerRelease, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner)
 	if err != nil {
 		return fmt.Errorf("store: release the lease on worker %d: %w", lease.WorkerID, err)
+	}
+	if _, ok := s.toldOf(lease.WorkerID, lease.Owner); ok && n > 0 {
+		s.forget(lease.WorkerID)
 	}
 	if n == 0 {
 		return errLost(lease)

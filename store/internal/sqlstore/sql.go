@@ -142,7 +142,7 @@ func (r *renderer) identity() *IdentitySQL {
 		Hold: r.sql(`UPDATE worker_node SET lease_expires_at = ?, updated_at = {{.Now}}
 		WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at < ?`),
 		Floor:     r.sql(`UPDATE worker_node SET last_timestamp = ?, updated_at = {{.Now}} WHERE last_timestamp < ?`),
-		CheckedIn: r.sql(`UPDATE worker_node SET seen_generation = ? WHERE owner = ? AND seen_generation < ?`),
+		CheckedIn: r.sql(`UPDATE worker_node SET seen_generation = {{.Greatest}}(seen_generation, ?) WHERE worker_id = ? AND owner = ?`),
 		HeldBack: r.sql(`SELECT COUNT(*) FROM worker_node w, idgen_fence f WHERE f.id = 1 AND f.fence_until > ?
 		AND w.owner <> '' AND w.owner <> ? AND (w.lease_expires_at > f.fence_until - ? OR w.seen_generation = -1) AND w.seen_generation < f.generation`),
 		MarkCounted: r.sql(`UPDATE worker_node SET seen_generation = -1 WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at <= ?`),
@@ -314,12 +314,10 @@ type IdentitySQL struct {
 	// Floor raises every worker's last_timestamp to the argument. Args:
 	// until, until.
 	Floor string
-	// CheckedIn records on every lease of an owner the generation of the
-	// record its claim or renewal was checked against: also on a row the
-	// owner held before and lost to a lapse, which a fence may be holding,
-	// so that a live instance that claimed another worker ID does not hold
-	// reservations back for the whole hold. Args: generation, owner,
-	// generation.
+	// CheckedIn records on a lease the generation of the record its
+	// owner's claim or renewal was checked against, never lowering it;
+	// it matches no row unless owner holds worker. Args: generation,
+	// worker ID, owner.
 	CheckedIn string
 	// HeldBack counts the other owners' leases that hold reservations
 	// back (fence.Holding), read against the record itself. Args: now,
