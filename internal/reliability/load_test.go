@@ -247,6 +247,14 @@ func (c *client) run(ctx context.Context, l *load) {
 	if !c.pending.IsZero() && c.ok > 0 {
 		c.maxStall = max(c.maxStall, time.Since(c.pending))
 	}
+	// A wait the load's end cut off is a stall too, at least this long:
+	// dropping it would report a fault that outlasted the load as none.
+	now := time.Now()
+	for space, t0 := range c.pendingMode {
+		if d := now.Sub(t0); !t0.IsZero() && d >= stallFloor && c.ok > 0 {
+			c.stalls = append(c.stalls, stall{mode: space, end: now, d: d})
+		}
+	}
 }
 
 // stall is a wait from a first attempt to a success of one kind of
