@@ -153,3 +153,27 @@ func TestQuantities(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleReplica: with allowSingleReplica, one pod per mode renders,
+// and NOTES.txt says what it costs; with two pods it says nothing.
+func TestSingleReplica(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		pods   int32
+		warns  bool
+	}{
+		{dsn + "mode: both\nreplicaCount: 1\nallowSingleReplica: true\n", 1, true},
+		{dsn + "replicaCount: 2\nallowSingleReplica: true\n", 2, false},
+		{dsn + "replicaCount: 2\n", 2, false},
+	} {
+		o := mustDecode(t, tc.values, nil)
+		for n, d := range o.deployments {
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.pods {
+				t.Errorf("%q: %s replicas %v, want %d", tc.values, n, d.Spec.Replicas, tc.pods)
+			}
+		}
+		if warns := strings.Contains(o.notes, "WARNING: one pod per mode"); warns != tc.warns {
+			t.Errorf("%q: NOTES.txt warns %v, want %v:\n%s", tc.values, warns, tc.warns, o.notes)
+		}
+	}
+}
