@@ -2,11 +2,13 @@ package helm_test
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestExistingSecretChecksum: with existingSecret, the pod template
@@ -17,8 +19,8 @@ import (
 // Secret, present and stable.
 func TestExistingSecretChecksum(t *testing.T) {
 	values := valuesOf(t, "external-secrets")
-	secret := func(name string, data map[string]string) *corev1.Secret {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: map[string][]byte{}}
+	secret := func(name, uid string, data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID(uid)}, Data: map[string][]byte{}}
 		for k, v := range data {
 			s.Data[k] = []byte(v)
 		}
@@ -44,26 +46,32 @@ func TestExistingSecretChecksum(t *testing.T) {
 		}
 		return a["checksum/store-secret"], a["checksum/auth-secret"]
 	}
-	inCluster := func(db, tokens map[string]string) cluster {
-		return cluster{namespace + "/idgen-db": secret("idgen-db", db), namespace + "/idgen-tokens": secret("idgen-tokens", tokens)}
+	const dbUID, tokensUID = "0d3c2a1e-5b8f-4c6d-9e7a-1f2b3c4d5e6f", "7a8b9c0d-1e2f-4a5b-8c6d-7e8f9a0b1c2d"
+	inCluster := func(dbUID string, db, tokens map[string]string) cluster {
+		return cluster{
+			namespace + "/idgen-db":     secret("idgen-db", dbUID, db),
+			namespace + "/idgen-tokens": secret("idgen-tokens", tokensUID, tokens),
+		}
 	}
-	store0, auth0 := sums(t, inCluster(db, tokens))
+	store0, auth0 := sums(t, inCluster(dbUID, db, tokens))
 
 	for _, tc := range []struct {
 		name                  string
+		dbUID                 string
 		db, tokens            map[string]string
 		storeRolls, authRolls bool
 	}{
-		{"unchanged", db, tokens, false, false},
-		{"new DSN", with(db, "url", "postgres://idgen:two@db/idgen"), tokens, true, false},
-		{"another key of the store Secret", with(db, "unused", "b"), tokens, false, false},
-		{"new admin token", db, with(tokens, "admin-token", "admin-fedcba9876543210"), false, true},
-		{"new API token specification", db, with(tokens, "api", "u0123456789abcdef=order"), false, true},
-		{"new metrics token", db, with(tokens, "metrics-token", "n0123456789abcdef"), false, true},
-		{"another key of the token Secret", db, with(tokens, "unused", "b"), false, false},
+		{"unchanged", dbUID, db, tokens, false, false},
+		{"new DSN", dbUID, with(db, "url", "postgres://idgen:two@db/idgen"), tokens, true, false},
+		{"another key of the store Secret", dbUID, with(db, "unused", "b"), tokens, false, false},
+		{"store Secret made again", "11111111-2222-4333-8444-555555555555", db, tokens, true, false},
+		{"new admin token", dbUID, db, with(tokens, "admin-token", "admin-fedcba9876543210"), false, true},
+		{"new API token specification", dbUID, db, with(tokens, "api", "u0123456789abcdef=order"), false, true},
+		{"new metrics token", dbUID, db, with(tokens, "metrics-token", "n0123456789abcdef"), false, true},
+		{"another key of the token Secret", dbUID, db, with(tokens, "unused", "b"), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, auth := sums(t, inCluster(tc.db, tc.tokens))
+			store, auth := sums(t, inCluster(tc.dbUID, tc.db, tc.tokens))
 			if rolled := store != store0; rolled != tc.storeRolls {
 				t.Errorf("checksum/store-secret changed: %v, want %v", rolled, tc.storeRolls)
 			}
@@ -78,9 +86,21 @@ func TestExistingSecretChecksum(t *testing.T) {
 	t.Run("helm template", func(t *testing.T) {
 		store, auth := sums(t, nil)
 		missingStore, missingAuth := sums(t, cluster{})
-		emptyStore := sha256.Sum256([]byte(`{"url":""}`))
+		emptyStore := sha256.Sum256([]byte("\n" + `{"url":""}`))
 		if store != hex.EncodeToString(emptyStore[:]) || store != missingStore || auth != missingAuth || store == store0 || auth == auth0 {
 			t.Errorf("without lookup: store %s auth %s; Secrets missing: %s %s; in the cluster: %s %s", store, auth, missingStore, missingAuth, store0, auth0)
+		}
+	})
+
+	// Salted: the annotation, which whoever may read pods sees, is no
+	// plain hash of the DSN that a guessed password could be checked
+	// against.
+	t.Run("salted", func(t *testing.T) {
+		enc := base64.StdEncoding.EncodeToString([]byte(db["url"]))
+		for _, plain := range []string{`{"url":"` + enc + `"}`, "\n" + `{"url":"` + enc + `"}`} {
+			if h := sha256.Sum256([]byte(plain)); hex.EncodeToString(h[:]) == store0 {
+				t.Errorf("checksum/store-secret is the unsalted hash of %s", plain)
+			}
 		}
 	})
 }

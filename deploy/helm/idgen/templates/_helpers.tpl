@@ -129,12 +129,17 @@ chart's defaults, which name no database, lint. */}}
 cluster, so that pods roll when the content of a Secret the chart does
 not manage changes. lookup answers nothing under `helm template` and
 --dry-run: the checksum is then that of an empty Secret. Only the keys
-idgen reads count, so that another key's change rolls nothing. */}}
+idgen reads count, so that another key's change rolls nothing. The
+Secret's uid, which only those who may read the Secret see, salts it:
+anyone who may read pods sees the annotation, and an unsalted hash of a
+DSN would let them try passwords offline. A Secret deleted and made
+again has a new uid, and rolls the pods once. */}}
 {{- define "idgen.secretChecksum" -}}
-{{- $data := dig "data" (dict) (lookup "v1" "Secret" .root.Release.Namespace .name) -}}
+{{- $secret := lookup "v1" "Secret" .root.Release.Namespace .name -}}
+{{- $data := dig "data" (dict) $secret -}}
 {{- $picked := dict -}}
 {{- range .keys -}}
 {{- $_ := set $picked . (index $data . | default "") -}}
 {{- end -}}
-{{- toJson $picked | sha256sum -}}
+{{- printf "%s\n%s" (dig "metadata" "uid" "" $secret) (toJson $picked) | sha256sum -}}
 {{- end -}}
