@@ -76,6 +76,8 @@ func TestSchemaAccepts(t *testing.T) {
 		dsn + "resources: {requests: {cpu: '.5', memory: 1e9}, limits: {cpu: 1500m, memory: 1G, ephemeral-storage: 1Gi}}\n",
 		dsn + "resources: {}\n",
 		dsn + "service: {headless: {enabled: true}}\nmode: both\n",
+		// The longest name: <44 characters>-snowflake-headless is 63.
+		dsn + "mode: both\nservice: {headless: {enabled: true}}\nfullnameOverride: " + strings.Repeat("n", 44) + "\n",
 		dsn + "probes: {readiness: {successThreshold: 2}}\n",
 		"store: {dsn: 'mysql://idgen:pw@tcp(db:3306)/idgen'}\n",
 		"store: {existingSecret: db.example}\n",
@@ -111,7 +113,9 @@ func TestTemplateRefuses(t *testing.T) {
 		{"one replica", dsn + "replicaCount: 1\n", "set replicaCount to 2 or more, or allowSingleReplica: true"},
 		{"one replica, opt-in off", dsn + "replicaCount: 1\nallowSingleReplica: false\n", "replicaCount is 1"},
 		{"headless name too long", dsn + "mode: both\nservice: {headless: {enabled: true}}\nfullnameOverride: " + strings.Repeat("n", 53) + "\n",
-			"more than the 63 of a DNS label; shorten fullnameOverride (or the release name) by 9"},
+			"more than the 63 of a DNS label; the names' prefix " + strings.Repeat("n", 53) + " must be at most 44 characters for it (it is 53)"},
+		{"headless name too long for snowflake", dsn + "mode: snowflake\nservice: {headless: {enabled: true}}\nfullnameOverride: " + strings.Repeat("n", 45) + "\n",
+			"must be at most 44 characters for it (it is 45)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, tc.values, nil)

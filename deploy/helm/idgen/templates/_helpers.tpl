@@ -115,7 +115,8 @@ chart's defaults, which name no database, lint. */}}
 {{- if gt (len $name) (len $longest) }}{{ $longest = $name }}{{ end -}}
 {{- end -}}
 {{- if gt (len $longest) 63 -}}
-{{- fail (printf "service.headless: the Service name %s is %d characters, more than the 63 of a DNS label; shorten fullnameOverride (or the release name) by %d" $longest (len $longest) (sub (len $longest) 63)) -}}
+{{- $fullname := include "idgen.fullname" $ -}}
+{{- fail (printf "service.headless: the Service name %s is %d characters, more than the 63 of a DNS label; the names' prefix %s must be at most %d characters for it (it is %d): set a shorter fullnameOverride or release name" $longest (len $longest) $fullname (sub 63 (sub (len $longest) (len $fullname))) (len $fullname)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
