@@ -193,6 +193,7 @@ func (a *Allocator) Shutdown(ctx context.Context) error {
 		fenced[i] = s.fence()
 	}
 	rel, _ := a.store.(Releaser)
+	obs, _ := a.opts.Observer.(ReleaseObserver)
 	var errs []error
 	var back handBack
 	for _, spans := range fenced {
@@ -210,6 +211,9 @@ func (a *Allocator) Shutdown(ctx context.Context) error {
 				break // someone reserved past it; the earlier range cannot go back either
 			}
 			back.add(r)
+			if obs != nil {
+				obs.SegmentReleased(r.tag, r.to-r.from, true)
+			}
 		}
 	}
 	if back.tags > 0 || back.keptIDs > 0 {
@@ -434,6 +438,9 @@ func (a *Allocator) ReleaseRange(ctx context.Context, tag string, from, to int64
 	ok, err := rel.Release(ctx, tag, from, to)
 	if err != nil {
 		return false, fmt.Errorf("%w: tag %q: release [%d,%d): %w", ErrUnavailable, tag, from, to, err)
+	}
+	if obs, isObs := a.opts.Observer.(ReleaseObserver); ok && isObs {
+		obs.SegmentReleased(tag, to-from, false)
 	}
 	return ok, nil
 }

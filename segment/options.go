@@ -94,6 +94,18 @@ type RegressionObserver interface {
 	SegmentRegressed(tag string, r Range, highWater int64)
 }
 
+// ReleaseObserver is an Observer that is also told about hand-backs: ids
+// IDs of tag that the store took back, so that they are handed out
+// again instead of lost. shutdown is true for the unused rest of the
+// allocator's own segments, handed back by Close and Shutdown, and false
+// for a range's tail handed back through ReleaseRange. Only hand-backs
+// the store accepted are reported: a refused one (someone reserved past
+// the range) or a failed one leaves its IDs unused, and the shutdown log
+// line counts those as kept.
+type ReleaseObserver interface {
+	SegmentReleased(tag string, ids int64, shutdown bool)
+}
+
 func (c Options) withDefaults() (Options, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {

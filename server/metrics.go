@@ -22,7 +22,7 @@ import (
 // namespace. It implements segment.Observer, so the allocator reports
 // loads and waits to it directly. Create one per process with NewMetrics
 // and pass it to both the allocator and the server. It is also a
-// segment.RegressionObserver.
+// segment.RegressionObserver and a segment.ReleaseObserver.
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -32,6 +32,7 @@ type Metrics struct {
 	loadLatency *prometheus.HistogramVec
 	waits       *prometheus.CounterVec
 	regressions *prometheus.CounterVec
+	released    *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
 	clientErrs  *prometheus.CounterVec
 	retries     *prometheus.CounterVec
@@ -107,6 +108,12 @@ func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
 			Help: "Requests that found both buffers of a tag empty and had to wait for a load."}, []string{"tag"}),
 		regressions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_regressions_total",
 			Help: "Ranges the store handed out below one reserved before (a restore, a lossy failover, a lowered max_id); skipped, never handed out."}, []string{"tag"}),
+		// Shutdown's hand-back happens after idgen serve's listener
+		// closed, so no scrape of that process sees source="shutdown"
+		// (its log line does); a program that embeds the allocator and
+		// closes it while serving its registry does.
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_released_ids_total",
+			Help: "IDs handed back to the store, which hands them out again, by tag and source: shutdown (the unused rest of the segments, on Close) or client (a range's tail, through the release route). Only hand-backs the store accepted."}, []string{"tag", "source"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "store_errors_total",
 			Help: "Failed store operations, by operation."}, []string{"op"}),
 		clientErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "client_errors_total",
@@ -175,7 +182,7 @@ func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
 	m.storeErrors.WithLabelValues("reserve")
 	m.retries.WithLabelValues("reserve")
 	m.rankedAt.Store(time.Now().UnixNano())
-	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.storeErrors, m.retries, m.fences, m.clockBack,
+	for _, c := range []prometheus.Collector{m.issued, m.loads, m.reserved, m.loadLatency, m.waits, m.regressions, m.released, m.storeErrors, m.retries, m.fences, m.clockBack,
 		m.requests, m.rpcRequests, m.clientErrs, m.buildInfo, m.tlsExpiryGauge(), leaseHeld, leaseExpires, workerID, snowflakeOn, ready, bufferCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -242,6 +249,15 @@ func (m *Metrics) SetBuildInfo(version, goVersion string) {
 // SegmentRegressed implements segment.RegressionObserver.
 func (m *Metrics) SegmentRegressed(tag string, _ segment.Range, _ int64) {
 	m.withLabel(tag, func(label string) { m.regressions.WithLabelValues(label).Inc() })
+}
+
+// SegmentReleased implements segment.ReleaseObserver.
+func (m *Metrics) SegmentReleased(tag string, ids int64, shutdown bool) {
+	source := "client"
+	if shutdown {
+		source = "shutdown"
+	}
+	m.withLabel(tag, func(label string) { m.released.WithLabelValues(label, source).Add(float64(ids)) })
 }
 
 // WatchWorker makes the worker gauges read the snowflake generator's

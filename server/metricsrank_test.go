@@ -112,6 +112,7 @@ func TestMetrics_RankTagsConcurrent(t *testing.T) {
 				if i%50 == 0 {
 					m.SegmentLoaded(tag, 10, time.Millisecond, nil)
 					m.WaitedForLoad(tag)
+					m.SegmentReleased(tag, 3, i%100 == 0)
 				}
 			}
 		})
@@ -119,7 +120,8 @@ func TestMetrics_RankTagsConcurrent(t *testing.T) {
 	workers.Wait()
 	close(stop)
 	wg.Wait()
-	for _, metric := range []string{"idgen_ids_issued_total", "idgen_segment_loads_total", "idgen_segment_empty_buffer_waits_total", "idgen_segment_regressions_total"} {
+	for _, metric := range []string{"idgen_ids_issued_total", "idgen_segment_loads_total", "idgen_segment_empty_buffer_waits_total", "idgen_segment_regressions_total",
+		"idgen_segment_released_ids_total"} {
 		tags := map[string]bool{}
 		for _, line := range strings.Split(scrape(t, m), "\n") {
 			if strings.HasPrefix(line, metric+"{") {

@@ -181,7 +181,7 @@ func (m *Metrics) rankTags() {
 		l.own.Delete(tag)
 		l.n--
 		match := prometheus.Labels{"tag": tag}
-		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.issued, m.loads, m.reserved, m.waits, m.regressions} {
+		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.issued, m.loads, m.reserved, m.waits, m.regressions, m.released} {
 			v.DeletePartialMatch(match)
 		}
 		m.cache.tags.Delete(tag)

@@ -3,6 +3,8 @@ package helm_test
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestSchemaRejects: values.schema.json refuses each bad value, with an
@@ -16,8 +18,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"misspelt nested key", dsn + "probes: {tpye: grpc}\n", "tpye"},
 		{"one replica too few", dsn + "replicaCount: 0\n", "/replicaCount"},
 		{"replicas as text", dsn + "replicaCount: three\n", "/replicaCount"},
-		{"no store", "", "/store"},
-		{"both DSN and Secret", "store: {dsn: 'postgres://db/idgen', existingSecret: db}\n", "/store"},
+		{"both DSN and Secret", "store: {dsn: 'postgres://db/idgen', existingSecret: db}\n", "/store/existingSecret"},
 		{"SQLite in a Deployment", "store: {dsn: 'sqlite:///data/idgen.db'}\n", "/store/dsn"},
 		{"name too long", dsn + "fullnameOverride: " + strings.Repeat("n", 54) + "\n", "/fullnameOverride"},
 		{"name not a DNS label", dsn + "fullnameOverride: 1d\n", "/fullnameOverride"},
@@ -43,6 +44,15 @@ func TestSchemaRejects(t *testing.T) {
 		{"writable root", dsn + "securityContext: {readOnlyRootFilesystem: false}\n", "/securityContext/readOnlyRootFilesystem"},
 		{"image digest", dsn + "image: {digest: latest}\n", "/image/digest"},
 		{"no tag nor digest", dsn + "image: {tag: ''}\n", "/image"},
+		{"memory limit not a quantity", dsn + "resources: {limits: {memory: lots}}\n", "/resources/limits/memory"},
+		{"memory request not a quantity", dsn + "resources: {requests: {memory: 64 MiB}}\n", "/resources/requests/memory"},
+		{"memory in millibytes", dsn + "resources: {limits: {memory: 256m}}\n", "/resources/limits/memory"},
+		{"negative memory", dsn + "resources: {limits: {memory: -1}}\n", "/resources/limits/memory"},
+		{"CPU request not a quantity", dsn + "resources: {requests: {cpu: lots}}\n", "/resources/requests/cpu"},
+		{"CPU limit in cores with a unit", dsn + "resources: {limits: {cpu: 2cores}}\n", "/resources/limits/cpu"},
+		{"other resource not a quantity", dsn + "resources: {limits: {ephemeral-storage: big}}\n", "/resources/limits/ephemeral-storage"},
+		{"headless misspelt", dsn + "service: {headless: {enable: true}}\n", "enable"},
+		{"single replica opt-in as text", dsn + "allowSingleReplica: 'yes'\n", "/allowSingleReplica"},
 		{"spread without key", dsn + "topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]\n", "/topologySpreadConstraints/0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +71,13 @@ func TestSchemaRejects(t *testing.T) {
 // values at the edges of what the schema allows.
 func TestSchemaAccepts(t *testing.T) {
 	for _, values := range []string{
-		dsn + "replicaCount: 1\n",
+		dsn + "replicaCount: 1\nallowSingleReplica: true\n",
+		dsn + "resources: {requests: {cpu: 0.5, memory: 134217728}, limits: {cpu: 2, memory: 1.5Gi}}\n",
+		dsn + "resources: {requests: {cpu: '.5', memory: 1e9}, limits: {cpu: 1500m, memory: 1G, ephemeral-storage: 1Gi}}\n",
+		dsn + "resources: {}\n",
+		dsn + "service: {headless: {enabled: true}}\nmode: both\n",
+		// The longest name: <44 characters>-snowflake-headless is 63.
+		dsn + "mode: both\nservice: {headless: {enabled: true}}\nfullnameOverride: " + strings.Repeat("n", 44) + "\n",
 		dsn + "probes: {readiness: {successThreshold: 2}}\n",
 		"store: {dsn: 'mysql://idgen:pw@tcp(db:3306)/idgen'}\n",
 		"store: {existingSecret: db.example}\n",
@@ -92,6 +108,14 @@ func TestTemplateRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, values, want string }{
 		{"grace period too short", dsn + "terminationGracePeriodSeconds: 15\n", "terminationGracePeriodSeconds (15) must exceed"},
 		{"one Service port twice", dsn + "service: {grpc: {port: 80}}\n", "service.grpc.port (80) must differ"},
+		{"no store", "", "no database: set store.dsn"},
+		{"no store, empty strings", "store: {dsn: '', existingSecret: ''}\n", "or store.existingSecret"},
+		{"one replica", dsn + "replicaCount: 1\n", "set replicaCount to 2 or more, or allowSingleReplica: true"},
+		{"one replica, opt-in off", dsn + "replicaCount: 1\nallowSingleReplica: false\n", "replicaCount is 1"},
+		{"headless name too long", dsn + "mode: both\nservice: {headless: {enabled: true}}\nfullnameOverride: " + strings.Repeat("n", 53) + "\n",
+			"more than the 63 of a DNS label; the names' prefix " + strings.Repeat("n", 53) + " must be at most 44 characters for it (it is 53)"},
+		{"headless name too long for snowflake", dsn + "mode: snowflake\nservice: {headless: {enabled: true}}\nfullnameOverride: " + strings.Repeat("n", 45) + "\n",
+			"must be at most 44 characters for it (it is 45)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, tc.values, nil)
@@ -99,5 +123,61 @@ func TestTemplateRefuses(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestQuantities: the schema's quantity patterns accept what the API
+// server parses as a quantity, and refuse the rest, for cpu and for
+// memory; memory also refuses the fractions of a byte (m, u, n), which
+// the API server takes but no one means.
+func TestQuantities(t *testing.T) {
+	for _, q := range []string{
+		"1", "0", "100m", "0.5", ".5", "5.", "1.5Gi", "64Mi", "1Ki", "2Ei", "1k", "1M", "1G", "1T", "1P", "1E",
+		"1e3", "1E3", "1e-3", "1e+3", "1n", "1u", "250m",
+		"lots", "1KB", "1kb", "64 Mi", "1ki", "1mi", "Gi", "", "1.2.3", "1e", "e3", "-1", "+1", "1g", "0x10", "1Mib",
+	} {
+		_, parseErr := resource.ParseQuantity(q)
+		// Signed values parse, but no resource is negative; a suffix
+		// without a number before it parses as 0, but is a typo.
+		digits := strings.TrimPrefix(q, ".")
+		k8sOK := parseErr == nil && digits != "" && digits[0] >= '0' && digits[0] <= '9'
+		fraction := strings.HasSuffix(q, "m") || strings.HasSuffix(q, "u") || strings.HasSuffix(q, "n")
+		for _, tc := range []struct {
+			resource string
+			want     bool
+		}{
+			{"cpu", k8sOK},
+			{"memory", k8sOK && !fraction},
+		} {
+			values := dsn + "resources: {limits: {" + tc.resource + ": '" + q + "'}}\n"
+			_, err := render(t, values, nil)
+			if got := err == nil; got != tc.want {
+				t.Errorf("%s %q: accepted %v, want %v (ParseQuantity: %v): %v", tc.resource, q, got, tc.want, parseErr, err)
+			}
+		}
+	}
+}
+
+// TestSingleReplica: with allowSingleReplica, one pod per mode renders,
+// and NOTES.txt says what it costs; with two pods it says nothing.
+func TestSingleReplica(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		pods   int32
+		warns  bool
+	}{
+		{dsn + "mode: both\nreplicaCount: 1\nallowSingleReplica: true\n", 1, true},
+		{dsn + "replicaCount: 2\nallowSingleReplica: true\n", 2, false},
+		{dsn + "replicaCount: 2\n", 2, false},
+	} {
+		o := mustDecode(t, tc.values, nil)
+		for n, d := range o.deployments {
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.pods {
+				t.Errorf("%q: %s replicas %v, want %d", tc.values, n, d.Spec.Replicas, tc.pods)
+			}
+		}
+		if warns := strings.Contains(o.notes, "WARNING: one pod per mode"); warns != tc.warns {
+			t.Errorf("%q: NOTES.txt warns %v, want %v:\n%s", tc.values, warns, tc.warns, o.notes)
+		}
 	}
 }
