@@ -26,6 +26,8 @@ import (
 
 	"github.com/idgen/idgen/internal/testkit"
 	"github.com/idgen/idgen/segment/segmenttest"
+
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 const pgDSN = "postgres://idgen:idgen@postgres:5432/idgen?sslmode=disable"
@@ -699,10 +701,7 @@ func toolVersion(tool []string) string {
 
 func skipOrFail(t *testing.T, msg string) {
 	t.Helper()
-	if os.Getenv("CI") != "" || os.Getenv("IDGEN_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("%s (required here: CI or IDGEN_REQUIRE_DOCKER=1 is set)", msg)
-	}
-	t.Skip(msg)
+	dbtest.Missing(t, msg)
 }
 
 // pickImage: the image named by env, else the offline image when it

@@ -232,6 +232,25 @@ func (s *Server) dockerCall(fn func(ctx context.Context, c client.APIClient, id 
 // Container returns the container, or nil for an external server.
 func (s *Server) Container() testcontainers.Container { return s.container }
 
+// Required reports whether what the integration tests need from outside
+// the module (Docker, Debian's servers and tools) must be there: CI or
+// IDGEN_REQUIRE_DOCKER=1 is set, as .ci/run sets CI. Then a missing one
+// fails the test instead of skipping it, so that CI never passes by
+// skipping.
+func Required() bool {
+	return os.Getenv("CI") != "" || os.Getenv("IDGEN_REQUIRE_DOCKER") == "1"
+}
+
+// Missing skips t because something it needs is missing, which msg
+// names with how to get it, or fails it where that is Required.
+func Missing(t testing.TB, msg string) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("%s (required here: CI or IDGEN_REQUIRE_DOCKER=1 is set)", msg)
+	}
+	t.Skip(msg)
+}
+
 // RequireDocker skips the test without a Docker engine, or fails it when
 // CI or IDGEN_REQUIRE_DOCKER=1 says Docker must be there.
 func RequireDocker(t testing.TB) {
@@ -248,10 +267,7 @@ func requireDocker(t testing.TB) {
 	if err == nil {
 		return
 	}
-	if os.Getenv("CI") != "" || os.Getenv("IDGEN_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("Docker is required here (CI or IDGEN_REQUIRE_DOCKER=1 is set) but not reachable: %v", err)
-	}
-	t.Skipf("integration test skipped: no Docker engine reachable (%v); start Docker, or set IDGEN_TEST_POSTGRES_DSN / IDGEN_TEST_MYSQL_DSN", err)
+	Missing(t, fmt.Sprintf("no Docker engine reachable (%v); start Docker, or set IDGEN_TEST_POSTGRES_DSN / IDGEN_TEST_MYSQL_DSN", err))
 }
 
 func dockerHealthy() (err error) {
