@@ -21,6 +21,7 @@ import (
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/dbtest"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // Store is the one store type, which every backend's Open returns.
@@ -68,6 +69,14 @@ func Run(t *testing.T, b Backend) {
 
 	shared := b.open(t, srv.DSN)
 	if _, err := shared.Migrate(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The lease TTL of every process of the suite (Fencing's and
+	// Witness's): a fence of shared, such as Regression's, must hold for
+	// the TTL the others renew on, or its hold, which the store keeps,
+	// outlasts theirs (one --lease-ttl per store, as docs/fencing.md
+	// requires).
+	if err := shared.ConfigureFence(fence.Config{LeaseTTL: FenceTTL}, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("Conformance", func(t *testing.T) {
