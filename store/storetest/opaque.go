@@ -31,6 +31,7 @@ const (
 //     flag, beside its tag_opaque row: still opaque;
 //   - the row and tag_opaque naming different keys: refused
 //     (opaque_key_conflict), and never a raw counter;
+//   - idgen import over the tag (Import raises its row): still opaque;
 //   - a store of before 00013, its opaque tags only in tag_opaque,
 //     migrated: the flag is copied onto the rows.
 //
@@ -187,6 +188,23 @@ func OpaqueRecords(t *testing.T, open func(t *testing.T) Store) {
 				t.Errorf("Next with key %v = %d, %v (code %q); want ErrOpaqueConflict, code opaque_key_conflict", k != nil, id, err, code(err))
 			}
 		}
+	})
+
+	t.Run("ImportOverAnOpaqueTagKeepsIt", func(t *testing.T) {
+		// idgen import raises a tag that exists to the source's max_id:
+		// the row stays, and with it the flag.
+		tag := create(t)
+		if _, err := admin.Import(ctx, []segment.Tag{{Name: tag, MaxID: 5000, Step: 100}}); err != nil {
+			t.Fatalf("Import: %v", err)
+		}
+		if fp, err := open(t).TagOpaque(ctx, tag); err != nil || fp != key.Fingerprint() {
+			t.Fatalf("TagOpaque after an import = %q, %v; want %q", fp, err, key.Fingerprint())
+		}
+		id, err := serve(t, key, tag)
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		encoded(t, tag, id)
 	})
 
 	t.Run("MigrationCopiesTagOpaque", func(t *testing.T) {
