@@ -538,7 +538,7 @@ func (m opaqueMarks) fingerprint() string { return cmp.Or(m.row, m.table) }
 func (m opaqueMarks) check(tag string) error {
 	if m.row != "" && m.table != "" && m.row != m.table {
 		return fmt.Errorf("%w: tag %q: its id_sequence row names key %s and its tag_opaque row key %s; "+
-			"no instance serves it until one is corrected to the key its IDs were made under (see docs/segment.md, \"Opaque IDs\")",
+			"no instance serves it until one is corrected to the key its IDs were made under (see docs/segment.md, \"Opaque tags\")",
 			segment.ErrOpaqueConflict, tag, m.row, m.table)
 	}
 	return nil
