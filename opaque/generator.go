@@ -33,7 +33,9 @@ var (
 
 // Tags tells which tags are opaque. The stores implement it; their
 // TagOpaque returns the fingerprint a tag was created under, "" for a
-// plain tag, or an error wrapping segment.ErrTagNotFound.
+// plain tag, or an error wrapping segment.ErrTagNotFound. An error
+// wrapping ErrRefused or segment.ErrOpaqueConflict has the tag refused
+// for good.
 type Tags interface {
 	TagOpaque(ctx context.Context, tag string) (string, error)
 }
@@ -331,7 +333,10 @@ func (g *Generator) learn(ctx context.Context, tag string) (kind, error) {
 	if errors.Is(err, segment.ErrTagNotFound) {
 		return kind{}, err
 	}
-	if errors.Is(err, ErrRefused) {
+	if errors.Is(err, ErrRefused) || errors.Is(err, segment.ErrOpaqueConflict) {
+		// Refused for good: a store that cannot say under which key the
+		// tag's IDs are made fails closed, the tag served neither raw
+		// nor under a guessed key.
 		k := kind{opaque: true, err: err}
 		g.kinds.Store(tag, k)
 		return k, nil

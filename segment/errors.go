@@ -70,4 +70,11 @@ var (
 
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("segment: allocator closed")
+
+	// ErrOpaqueConflict is returned by a store whose two records of a
+	// tag's opaque key (Tag.Opaque) disagree, as after a partial restore
+	// from two backups: serving the tag under either key could repeat
+	// IDs of the other, so it is served under neither until an operator
+	// makes them agree.
+	ErrOpaqueConflict = errors.New("segment: the store's records of the tag's opaque key disagree")
 )

@@ -416,7 +416,7 @@ func rpcCode(ae *apiError) connect.Code {
 		return connect.CodeUnimplemented
 	case "tag_limit_reached", "idempotency_key_limit_reached":
 		return connect.CodeResourceExhausted
-	case "tag_exhausted", "time_exhausted", "idempotency_key_reused", "opaque_tag_range", "range_not_released":
+	case "tag_exhausted", "time_exhausted", "idempotency_key_reused", "opaque_tag_range", "range_not_released", "opaque_key_conflict":
 		// Asking again does not help: an operator must act (a new tag or
 		// epoch), or the caller must send a new key or, for an opaque
 		// tag, ask for IDs instead of a range. (HTTP's 409 would read as

@@ -70,7 +70,7 @@ func (r keyedRequest) fingerprint() string {
 // (see package idempotency for the protocol).
 func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys []string) {
 	ans, replayed, err := s.runKeyed(c.Request.Context(), c.Request.Header, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
-		ct, b, err := idsBody(r.tag, r.format, r.text, r.single, ids)
+		ct, b, err := idsBody(nil, r.tag, r.format, r.text, r.single, ids)
 		return idempotency.Answer{Status: http.StatusOK, ContentType: ct, Body: b}, err
 	})
 	switch {

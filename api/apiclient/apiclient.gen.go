@@ -46,6 +46,7 @@ const (
 	NotFound                   ErrorErrorCode = "not_found"
 	NotReady                   ErrorErrorCode = "not_ready"
 	OpaqueFixed                ErrorErrorCode = "opaque_fixed"
+	OpaqueKeyConflict          ErrorErrorCode = "opaque_key_conflict"
 	OpaqueKeyMismatch          ErrorErrorCode = "opaque_key_mismatch"
 	OpaqueKeyMissing           ErrorErrorCode = "opaque_key_missing"
 	OpaqueRefused              ErrorErrorCode = "opaque_refused"
@@ -119,6 +120,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case NotReady:
 		return true
 	case OpaqueFixed:
+		return true
+	case OpaqueKeyConflict:
 		return true
 	case OpaqueKeyMismatch:
 		return true

@@ -109,6 +109,7 @@ func Run(t *testing.T, b Backend) {
 			return err
 		}, func() int64 { return Fences(t, shared.DB()) })
 	})
+	t.Run("OpaqueRecords", func(t *testing.T) { OpaqueRecords(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("FarFuture", func(t *testing.T) { farFuture(t, shared) })
 	t.Run("Fencing", func(t *testing.T) { Fencing(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("FenceFloor", func(t *testing.T) { FenceFloor(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })

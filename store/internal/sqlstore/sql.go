@@ -78,8 +78,6 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 		ListMax:      r.sql(`SELECT biz_tag, max_id FROM {{.T}} ORDER BY biz_tag`),
 		Witness:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id < ?`),
 		OpaqueInsert: r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
-		OpaqueSelect: r.sql(`SELECT COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM {{.T}} WHERE biz_tag = ?`),
-		OpaqueList:   r.sql(`SELECT biz_tag, key_fingerprint FROM tag_opaque`),
 
 		WorkerSelectFree: r.sql(`SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
 		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1{{.SkipLocked}}`),
@@ -111,10 +109,30 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 		IsDuplicate: sp.IsDuplicate,
 		IsRetryable: sp.IsRetryable,
 	}
+	r.opaque(&d)
 	if sp.Identity != nil {
 		d.Identity = r.identity()
 	}
 	return d, r.err
+}
+
+// opaque renders the statements of an opaque tag's fingerprint. On
+// id_sequence it is a column of the tag's row (migration 00013), written
+// by the INSERT that creates the row, so that nothing can drop it apart
+// from the counter; tag_opaque is still written and read beside it, for
+// instances of before 00013 and for stores they created tags in. Leaf's
+// leaf_alloc has no such column: there only tag_opaque is read, and
+// opaque tags are refused (cmd/idgen, readServeOpaque).
+func (r *renderer) opaque(d *Dialect) {
+	if r.t.Name != IDSequence.Name {
+		d.OpaqueSelect = r.sql(`SELECT '', COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM {{.T}} WHERE biz_tag = ?`)
+		d.OpaqueList = r.sql(`SELECT biz_tag, '', key_fingerprint FROM tag_opaque`)
+		return
+	}
+	d.InsertOpaque = r.sql(`INSERT INTO {{.T}} (biz_tag, max_id, step, description, opaque_fingerprint) VALUES (?, ?, ?, ?, ?)`)
+	d.OpaqueSelect = r.sql(`SELECT s.opaque_fingerprint, COALESCE((SELECT o.key_fingerprint FROM tag_opaque o WHERE o.biz_tag = ?), '') FROM {{.T}} s WHERE s.biz_tag = ?`)
+	d.OpaqueList = r.sql(`SELECT s.biz_tag, s.opaque_fingerprint, COALESCE(o.key_fingerprint, '') FROM {{.T}} s LEFT JOIN tag_opaque o ON o.biz_tag = s.biz_tag
+		WHERE s.opaque_fingerprint <> '' OR o.biz_tag IS NOT NULL`)
 }
 
 // bumpAll adds a margin to every row's max_id, saturating at the int64

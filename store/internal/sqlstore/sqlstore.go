@@ -9,6 +9,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,13 +75,20 @@ type Dialect struct {
 	// never lowering it: the witness raise after a fence (Guard.witness).
 	// Args: to, tag, to.
 	Witness string
+	// InsertOpaque is Insert with the row's opaque_fingerprint (migration
+	// 00013), "" on a sequence table that has none (leaf_alloc). Args:
+	// tag, max_id, step, description, fingerprint.
+	InsertOpaque string
 	// OpaqueInsert records an opaque tag's key fingerprint in tag_opaque.
 	// Args: tag, fingerprint.
 	OpaqueInsert string
-	// OpaqueSelect returns the key fingerprint of a tag, '' for a plain
-	// one, and no row for a tag that does not exist. Args: tag, tag.
+	// OpaqueSelect returns the key fingerprint a tag's row holds ('' for
+	// a plain tag, and always '' on leaf_alloc) and the one its tag_opaque
+	// row holds ('' for none), and no row for a tag that does not exist.
+	// Args: tag, tag.
 	OpaqueSelect string
-	// OpaqueList returns biz_tag, key_fingerprint of every opaque tag.
+	// OpaqueList returns biz_tag and both fingerprints, as OpaqueSelect,
+	// of every tag either marks opaque.
 	OpaqueList string
 	// IsDuplicate reports a primary-key violation.
 	IsDuplicate func(error) bool
@@ -408,14 +416,20 @@ func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
 	return wrap("create", t.Name, err)
 }
 
-// insert creates t's row, and its tag_opaque row if it is opaque, at
-// the floor (start).
+// insert creates t's row at the floor (start), with its fingerprint in
+// the row if it is opaque, and its tag_opaque row, which instances of
+// before migration 00013 read.
 func (s *Store) insert(ctx context.Context, q Querier, t segment.Tag) error {
 	maxID, err := s.start(ctx, q, t.MaxID)
 	if err != nil {
 		return err
 	}
-	if _, err := q.Exec(ctx, s.d.Insert, t.Name, maxID, t.Step, t.Description); err != nil || t.Opaque == "" {
+	if t.Opaque != "" && s.d.InsertOpaque != "" {
+		_, err = q.Exec(ctx, s.d.InsertOpaque, t.Name, maxID, t.Step, t.Description, t.Opaque)
+	} else {
+		_, err = q.Exec(ctx, s.d.Insert, t.Name, maxID, t.Step, t.Description)
+	}
+	if err != nil || t.Opaque == "" {
 		return err
 	}
 	_, err = q.Exec(ctx, s.d.OpaqueInsert, t.Name, t.Opaque)
@@ -490,51 +504,93 @@ func (s *Store) listRows(ctx context.Context) ([]segment.Tag, error) {
 	return out, rows.Err()
 }
 
-// fillOpaque sets Opaque on the listed tags that have a tag_opaque row.
+// fillOpaque sets Opaque on the listed tags that either record marks
+// opaque. A tag whose records disagree lists with its row's fingerprint,
+// the one its counter was restored with; serving it is refused
+// (TagOpaque).
 func (s *Store) fillOpaque(ctx context.Context, tags []segment.Tag) error {
 	fps, err := s.opaqueRows(ctx)
 	if err != nil {
 		return err
 	}
 	for i := range tags {
-		tags[i].Opaque = fps[tags[i].Name]
+		tags[i].Opaque = fps[tags[i].Name].fingerprint()
 	}
 	return nil
 }
 
-// OpaqueRows returns every tag_opaque row, tag name → fingerprint.
+// OpaqueRows returns every opaque tag, tag name → fingerprint: on
+// id_sequence, the tags whose row or tag_opaque row marks them opaque
+// (fillOpaque); on leaf_alloc, every tag_opaque row.
 func (s *Store) OpaqueRows(ctx context.Context) (map[string]string, error) {
 	fps, err := s.opaqueRows(ctx)
-	return fps, wrap("opaque", "", err)
+	if err != nil {
+		return nil, wrap("opaque", "", err)
+	}
+	out := make(map[string]string, len(fps))
+	for tag, m := range fps {
+		out[tag] = m.fingerprint()
+	}
+	return out, nil
 }
 
-func (s *Store) opaqueRows(ctx context.Context) (map[string]string, error) {
+// opaqueMarks are a tag's two records of its opaque key: its row's
+// opaque_fingerprint (migration 00013), and its tag_opaque row (00008).
+type opaqueMarks struct{ row, table string }
+
+// fingerprint is the tag's key: the row's, or tag_opaque's for a tag
+// whose row has none, as one created by an instance of before 00013
+// after the migration ran, or restored from a dump of before it: a tag
+// either marks opaque is opaque, never served raw.
+func (m opaqueMarks) fingerprint() string { return cmp.Or(m.row, m.table) }
+
+// check is ErrOpaqueConflict when both records name a key and not the
+// same one.
+func (m opaqueMarks) check(tag string) error {
+	if m.row != "" && m.table != "" && m.row != m.table {
+		return fmt.Errorf("%w: tag %q: its id_sequence row names key %s and its tag_opaque row key %s; "+
+			"no instance serves it until one is corrected to the key its IDs were made under (see docs/segment.md, \"Opaque tags\")",
+			segment.ErrOpaqueConflict, tag, m.row, m.table)
+	}
+	return nil
+}
+
+func (s *Store) opaqueRows(ctx context.Context) (map[string]opaqueMarks, error) {
 	rows, err := s.db.Query(ctx, s.d.OpaqueList)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	fps := map[string]string{}
+	fps := map[string]opaqueMarks{}
 	for rows.Next() {
-		var tag, fp string
-		if err := rows.Scan(&tag, &fp); err != nil {
+		var tag string
+		var m opaqueMarks
+		if err := rows.Scan(&tag, &m.row, &m.table); err != nil {
 			return nil, err
 		}
-		fps[tag] = fp
+		fps[tag] = m
 	}
 	return fps, rows.Err()
 }
 
 // TagOpaque returns the fingerprint of the key the tag was created under,
-// "" for a plain tag, or an error wrapping segment.ErrTagNotFound: what
-// opaque.Generator asks once per tag.
+// "" for a plain tag, an error wrapping segment.ErrTagNotFound, or one
+// wrapping segment.ErrOpaqueConflict when the tag's row and its
+// tag_opaque row name different keys: what opaque.Generator asks once
+// per tag.
 func (s *Store) TagOpaque(ctx context.Context, tag string) (string, error) {
-	var fp string
-	err := s.db.QueryRow(ctx, s.d.OpaqueSelect, tag, tag).Scan(&fp)
+	var m opaqueMarks
+	err := s.db.QueryRow(ctx, s.d.OpaqueSelect, tag, tag).Scan(&m.row, &m.table)
 	if errors.Is(err, s.d.NoRows) {
 		return "", fmt.Errorf("%w: %q", segment.ErrTagNotFound, tag)
 	}
-	return fp, wrap("opaque", tag, err)
+	if err != nil {
+		return "", wrap("opaque", tag, err)
+	}
+	if err := m.check(tag); err != nil {
+		return "", err
+	}
+	return m.fingerprint(), nil
 }
 
 // SetStep changes a tag's configured step. Allocators pick it up at their

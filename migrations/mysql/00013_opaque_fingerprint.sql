@@ -1,0 +1,15 @@
+-- +goose Up
+-- opaque_fingerprint moves a tag's opaque flag onto its id_sequence row
+-- (see 00008): '' for a plain tag, else the fingerprint of the key the
+-- tag was created under. Written with the row, in the same INSERT, it
+-- cannot be lost apart from the counter: a dump or a restore of
+-- id_sequence alone keeps it. tag_opaque stays and is still written, for
+-- instances not yet upgraded and for a down migration; its rows are
+-- copied here once. tag_opaque.biz_tag is ascii_bin and
+-- id_sequence.biz_tag utf8mb4_bin (00007): both compare byte for byte.
+ALTER TABLE id_sequence ADD COLUMN opaque_fingerprint VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '';
+UPDATE id_sequence s JOIN tag_opaque o ON o.biz_tag = s.biz_tag
+    SET s.opaque_fingerprint = o.key_fingerprint;
+
+-- +goose Down
+ALTER TABLE id_sequence DROP COLUMN opaque_fingerprint;
