@@ -23,38 +23,28 @@ import (
 func TestReplicas(t *testing.T) {
 	setClusterProfile(clusterProf(t).name)
 	binary(t) // built before the clocks of the scenarios start
-	t.Run("postgres", func(t *testing.T) {
-		began := time.Now()
-		p := clustertest.StartPGReplica(t)
-		asyncFailover(t, began, asyncPair{
-			scenario: "postgres", dsn: p.DSN, password: p.Password,
-			stop: p.StopReplica,
-			kill: func() (string, error) {
-				lost, err := p.KillPrimary()
-				return fmt.Sprintf("%d bytes of WAL", lost), err
-			},
-			promote: p.Promote, logs: func() string { return p.Logs(20) },
-			how: "replica shut down cleanly (SIGINT, the fast shutdown), then kill -9 of the primary, then the replica started and promoted (pg_promote)",
-		})
-	})
+	postgres := func(scenario, how string, noSnowflake bool) func(t *testing.T) {
+		return func(t *testing.T) {
+			began := time.Now()
+			p := clustertest.StartPGReplica(t)
+			asyncFailover(t, began, asyncPair{
+				scenario: scenario, dsn: p.DSN, password: p.Password, noSnowflake: noSnowflake,
+				stop: p.StopReplica,
+				kill: func() (string, error) {
+					lost, err := p.KillPrimary()
+					return fmt.Sprintf("%d bytes of WAL", lost), err
+				},
+				promote: p.Promote, logs: func() string { return p.Logs(20) }, how: how,
+			})
+		}
+	}
+	t.Run("postgres", postgres("postgres",
+		"replica shut down cleanly (SIGINT, the fast shutdown), then kill -9 of the primary, then the replica started and promoted (pg_promote)", false))
 	// A fleet without worker leases (--snowflake=false, beside Leaf's
 	// servers as docs/migrating.md has it): each instance holds a
 	// presence lease, so that the fence counts it and waits for its
 	// witness raise.
-	t.Run("postgres-no-snowflake", func(t *testing.T) {
-		began := time.Now()
-		p := clustertest.StartPGReplica(t)
-		asyncFailover(t, began, asyncPair{
-			scenario: "postgres-no-snowflake", dsn: p.DSN, password: p.Password, noSnowflake: true,
-			stop: p.StopReplica,
-			kill: func() (string, error) {
-				lost, err := p.KillPrimary()
-				return fmt.Sprintf("%d bytes of WAL", lost), err
-			},
-			promote: p.Promote, logs: func() string { return p.Logs(20) },
-			how: "as postgres, every instance --mode segment --snowflake=false",
-		})
-	})
+	t.Run("postgres-no-snowflake", postgres("postgres-no-snowflake", "as postgres, every instance --mode segment --snowflake=false", true))
 	t.Run("mariadb", func(t *testing.T) {
 		began := time.Now()
 		r := clustertest.StartMariaDBReplica(t)
