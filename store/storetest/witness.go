@@ -10,6 +10,7 @@ import (
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
@@ -144,5 +145,40 @@ func Witness(t *testing.T, open func(t *testing.T) Store) {
 	}
 	if o, _ := row(); o != "" {
 		t.Fatalf("after Close the presence row is still owned by %q", o)
+	}
+
+	// A renewal that finds its lease gone before the expiry it was told
+	// is a store that went back: it fences once, and the lease is lost.
+	// One taken over after that expiry (a late renewal) is not.
+	c := newProc()
+	fenced := func() int64 { return Fences(t, c.s.DB()) }
+	now := time.Now()
+	l, err := c.s.Leases().ClaimRange(ctx, "went-back-"+tag, now, time.Minute, 900, 901)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fenced()
+	if _, err := c.s.DB().ExecContext(ctx, "DELETE FROM worker_node WHERE worker_id = 900"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.s.Leases().Renew(ctx, l, now.Add(time.Second), now, time.Minute); !errors.Is(err, snowflake.ErrLeaseLost) {
+		t.Fatalf("renewal of a lease whose row is gone: %v, want ErrLeaseLost", err)
+	}
+	if n := fenced(); n != before+1 {
+		t.Fatalf("a lease gone before its expiry: %d fences, want 1", n-before)
+	}
+	l, err = c.s.Leases().ClaimRange(ctx, "late-"+tag, now, time.Minute, 901, 902)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.s.Leases().ClaimRange(ctx, "next-"+tag, l.ExpiresAt.Add(time.Millisecond), time.Minute, 901, 902); err != nil {
+		t.Fatal(err)
+	}
+	before = fenced()
+	if _, err := c.s.Leases().Renew(ctx, l, now.Add(time.Second), now, time.Minute); !errors.Is(err, snowflake.ErrLeaseLost) {
+		t.Fatalf("late renewal of a lease taken over after its expiry: %v, want ErrLeaseLost", err)
+	}
+	if n := fenced(); n != before {
+		t.Fatalf("a lease taken over after its expiry fenced %d times, want none", n-before)
 	}
 }

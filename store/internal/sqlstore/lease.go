@@ -466,6 +466,13 @@ func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease,
 		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d is gone before its expiry", lease.WorkerID)}, force: true}
 	case err != nil:
 		return err
+	case last >= t.expires:
+		// Taken over or disowned after the expiry the holder was told,
+		// by the clock of whoever did it (a claim starts at the old
+		// expiry, a relayout raises the floor to it): the holder's own
+		// lapse, also when its renewal ran late, not a store that went
+		// back.
+		return nil
 	case holder != lease.Owner || expires < t.expires:
 		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d went back before its expiry (owner %q, expiry %d; was told %d)",
 			lease.WorkerID, holder, expires, t.expires)}, force: true}
