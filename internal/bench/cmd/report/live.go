@@ -35,6 +35,7 @@ var (
 	hiddenSection = section{"hidden", "hidden.md"}
 	rideSection   = section{"ridethrough", "ridethrough.md"}
 	grpcSection   = section{"grpc", "grpc.md"}
+	nativeSection = section{"grpcnative", "grpcnative.md"}
 	opaqueSection = section{"opaque", "opaque.md"}
 )
 
@@ -57,7 +58,7 @@ func registerLiveFlags() *liveFlags {
 		quick: flag.Bool("quick", false, "short runs everywhere, to try the report out: -count 1 -benchtime 20ms unless "+
 			"given, and 1-second live runs; every table says it came from a quick run"),
 		only: flag.String("live", "", "run only the live measurements whose test name matches this regular expression "+
-			"(TestLiveGRPC for -live GRPC) and rewrite only their tables, without the in-process benchmarks; implies -all"),
+			"(TestLiveGRPC and TestLiveGRPCNative for -live GRPC, TestLiveGRPCNative alone for -live Native) and rewrite only their tables, without the in-process benchmarks; implies -all"),
 	}
 }
 
@@ -78,6 +79,7 @@ var liveTests = []liveTest{
 	{"TestLiveHidden", httpbench.HiddenFile, hiddenSection, renderHidden},
 	{"TestLiveRideThrough", httpbench.RideThroughFile, rideSection, renderRide},
 	{"TestLiveGRPC", httpbench.GRPCFile, grpcSection, renderGRPC},
+	{"TestLiveGRPCNative", httpbench.GRPCNativeFile, nativeSection, renderNative},
 	{"TestLiveOpaque", httpbench.OpaqueFile, opaqueSection, renderOpaque},
 }
 
@@ -269,6 +271,25 @@ func renderGRPC(body []byte, m meta) (string, error) {
 		"a median over %d rounds of %s each, rounds alternating floor, idgen…; the ratio is the median of each round's "+
 		"idgen ÷ floor. *CPU µs/call* is the server process's user and system CPU time over the calls it answered.\n\n",
 		r.Conns, r.Rounds, secs(r.Seconds))
+	b.WriteString(r.Markdown())
+	return b.String(), nil
+}
+
+func renderNative(body []byte, m meta) (string, error) {
+	var r httpbench.GRPCNativeResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(m.line(&r.LoadAvg))
+	fmt.Fprintf(&b, "\nUnary `idgen.v1.IDService/Next` on `idgen serve --grpc-addr` (grpc-go's own server and transport) beside the "+
+		"floor's bare grpc-go handler answering an atomic counter (`internal/bench/cmd/floor -grpc-addr`), and the connect-go path on "+
+		"the main port (`--addr`) beside the floor's bare connect-go handler on net/http h2c. Each server runs in its own process "+
+		"(idgen on SQLite, `--access-log=false`). Every server gets the same load: a closed-loop grpc-go client "+
+		"(`httpbench.GRPCLoad` with `Native`, one `grpc.ClientConn` per connection) over %d connections, on the same cores. "+
+		"Every figure is a median over %d rounds of %s each; in every round each server runs once, in turn, and the ratio is the "+
+		"median of each round's idgen ÷ floor. *CPU µs/call* is the server process's user and system CPU time (from "+
+		"/proc/PID/stat) over the calls it answered.\n\n", r.Conns, r.Rounds, secs(r.Seconds))
 	b.WriteString(r.Markdown())
 	return b.String(), nil
 }
