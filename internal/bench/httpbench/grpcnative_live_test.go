@@ -96,7 +96,18 @@ func TestLiveGRPCNative(t *testing.T) {
 			tps[i].Conns = streams
 		}
 		for r := range p.rounds {
-			for i, tg := range targets {
+			// Every other round runs the targets in reverse (ABBA), so
+			// that a load rising or falling across the run weighs on
+			// each pair alike.
+			order := make([]int, len(targets))
+			for i := range order {
+				order[i] = i
+				if r%2 == 1 {
+					order[i] = len(targets) - 1 - i
+				}
+			}
+			for _, i := range order {
+				tg := targets[i]
 				w := load(tg, streams, r)
 				if i%2 == 0 {
 					tps[i/2].Floor = append(tps[i/2].Floor, w)

@@ -287,7 +287,8 @@ func renderNative(body []byte, m meta) (string, error) {
 		"the main port (`--addr`) beside the floor's bare connect-go handler on net/http h2c. Each server runs in its own process "+
 		"(idgen on SQLite, `--access-log=false`). Every server gets the same load: a closed-loop grpc-go client "+
 		"(`httpbench.GRPCLoad` with `Native`, one `grpc.ClientConn` per connection) over %d connections, on the same cores. "+
-		"Every figure is a median over %d rounds of %s each; in every round each server runs once, in turn, and the ratio is the "+
+		"Every figure is a median over %d rounds of %s each; in every round each server runs once, in turn, in reverse order "+
+		"every other round, and the ratio is the "+
 		"median of each round's idgen ÷ floor. *CPU µs/call* is the server process's user and system CPU time (from "+
 		"/proc/PID/stat) over the calls it answered.\n\n", r.Conns, r.Rounds, secs(r.Seconds))
 	b.WriteString(r.Markdown())
@@ -320,8 +321,9 @@ func renderHTTP(body []byte, m meta) (string, error) {
 	fmt.Fprintf(&b, "\nThe idgen binary (`idgen serve --access-log=false`, its defaults otherwise: metrics, request IDs, "+
 		"snowflake routes on) and the floor (`internal/bench/cmd/floor`: a bare gin handler returning an atomic counter as the "+
 		"same JSON, with idgen's gin and http.Server settings) run side by side on this machine, with the load "+
-		"generators on the same cores. Every figure is a median over %d rounds of %s each; rounds alternate floor, "+
-		"idgen, floor, idgen…, and the ratio is the median of each round's idgen ÷ floor.\n\n", r.Rounds, secs(r.Seconds))
+		"generators on the same cores. Every figure is a median over %d rounds of %s each; in each round floor and "+
+		"idgen run one after the other, idgen first every other round (floor, idgen, idgen, floor…), and the ratio is the "+
+		"median of each round's idgen ÷ floor.\n\n", r.Rounds, secs(r.Seconds))
 
 	fmt.Fprintf(&b, "**Maximum throughput**, `GET /id/order`, `wrk -t%d`, at %s connections. *CPU µs/req* is the "+
 		"user and system CPU time the server process used during a round (from /proc/PID/stat), divided by the "+
