@@ -2,12 +2,14 @@ package httpbench
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // grpcAddrRE finds the grpc-go port in the start-up line of idgen serve
@@ -42,7 +44,8 @@ func TestLiveGRPCNative(t *testing.T) {
 	p := currentPlan()
 	dir := t.TempDir()
 	floor := proctest.Start(t, buildFloor(t, dir), nil, "-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
-	idgen := proctest.Serve(t, proctest.Binary(t, dir), []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")},
+	idgenBin := proctest.Binary(t, dir)
+	idgen := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")},
 		"--access-log=false", "--grpc-addr", "127.0.0.1:0")
 	native := func(proc *proctest.Proc) string {
 		m := grpcAddrRE.FindStringSubmatch(proc.Log())
@@ -57,6 +60,19 @@ func TestLiveGRPCNative(t *testing.T) {
 		{name: "idgen serve --grpc-addr (grpc-go)", base: native(idgen), pid: idgen.PID()},
 		{name: "floor: bare connect-go handler on net/http h2c", base: floor.URL, pid: floor.PID()},
 		{name: "idgen serve --addr (connect-go)", base: idgen.URL, pid: idgen.PID()},
+	}
+	if bin := os.Getenv(goLeafEnv); bin != "" {
+		// goLeaf needs MySQL; idgen runs beside it on the same server
+		// and database, each with its own table (leaf_alloc, id_sequence).
+		db := dbtest.Start(t, dbtest.MySQL)
+		leafAddr, leafPID := startGoLeaf(t, bin, db)
+		onMySQL := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=" + db.DSN},
+			"--access-log=false", "--grpc-addr", "127.0.0.1:0")
+		targets = append(targets,
+			nativeTarget{name: "goLeaf (kratos on grpc-go), MariaDB", base: "http://" + leafAddr, pid: leafPID, call: GRPCLoad{Call: goLeafCall}},
+			nativeTarget{name: "idgen serve --grpc-addr (grpc-go), MariaDB", base: native(onMySQL), pid: onMySQL.PID()})
+	} else {
+		t.Logf("%s is not set: goLeaf is not measured", goLeafEnv)
 	}
 	one := &idgenv1.NextRequest{Tag: "order"}
 	load := func(tg nativeTarget, streams, round int) WrkResult {

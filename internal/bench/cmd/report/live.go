@@ -291,6 +291,13 @@ func renderNative(body []byte, m meta) (string, error) {
 		"every other round, and the ratio is the "+
 		"median of each round's idgen ÷ floor. *CPU µs/call* is the server process's user and system CPU time (from "+
 		"/proc/PID/stat) over the calls it answered.\n\n", r.Conns, r.Rounds, secs(r.Seconds))
+	if len(r.Pairs) > 2 {
+		b.WriteString("The last table puts idgen beside a peer rather than a floor: goLeaf (github.com/younglifestyle/goLeaf, " +
+			"a Go port of Meituan Leaf serving gRPC through kratos on grpc-go's transport), built outside this repository " +
+			"from a fetched copy and named by `IDGEN_BENCH_GOLEAF`, in segment mode on a MariaDB container, beside idgen on " +
+			"the same server, both with a new tag of step 1000 (goLeaf's `GenSegmentId`, idgen's `Next`); its *floor* " +
+			"columns are goLeaf's.\n\n")
+	}
 	b.WriteString(r.Markdown())
 	return b.String(), nil
 }
