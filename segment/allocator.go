@@ -61,7 +61,9 @@ func New(store Store, opts Options) (*Allocator, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Allocator{store: store, opts: o, ctx: ctx, cancel: cancel, neg: make(map[string]time.Time), marks: make(map[string]*watermark)}, nil
+	a := &Allocator{store: store, opts: o, ctx: ctx, cancel: cancel, neg: make(map[string]time.Time), marks: make(map[string]*watermark)}
+	a.tags.init()
+	return a, nil
 }
 
 // Sequence returns the handle of tag, for callers that take many IDs of
@@ -92,9 +94,12 @@ func (a *Allocator) Sequence(tag string) (*Sequence, error) {
 // Next returns the next ID of tag. See the package documentation for the
 // guarantees.
 func (a *Allocator) Next(ctx context.Context, tag string) (int64, error) {
-	s, err := a.sequenceFor(tag)
-	if err != nil {
-		return 0, err
+	s := a.tags.get(tag) // inlined: a known tag costs no call to find
+	if s == nil {
+		var err error
+		if s, err = a.sequenceSlow(tag); err != nil {
+			return 0, err
+		}
 	}
 	id, err := s.Next(ctx)
 	if err != nil {
@@ -120,7 +125,17 @@ func (a *Allocator) NextN(ctx context.Context, tag string, n int) ([]int64, erro
 // sequenceFor is Sequence plus the negative cache, which only applies to
 // lookups by name: a handle someone holds is not dropped.
 func (a *Allocator) sequenceFor(tag string) (*Sequence, error) {
-	if s, ok := a.tags.load(tag); ok {
+	if s := a.tags.get(tag); s != nil {
+		return s, nil
+	}
+	return a.sequenceSlow(tag)
+}
+
+// sequenceSlow is sequenceFor for a tag not in the table's read map: a
+// new tag, or one not promoted yet. Apart from sequenceFor, so that the
+// lookup of a known tag inlines into Next and sequenceFor.
+func (a *Allocator) sequenceSlow(tag string) (*Sequence, error) {
+	if s, ok := a.tags.loadRecent(tag); ok {
 		return s, nil
 	}
 	if err := idgen.CheckTag(tag); err != nil {

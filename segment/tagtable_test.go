@@ -9,6 +9,7 @@ import (
 // only the Sequence given, and all lists each tag once.
 func TestTagTable_StorePromoteDelete(t *testing.T) {
 	var tt tagTable
+	tt.init()
 	seqs := map[string]*Sequence{}
 	for i := range 100 {
 		tag := fmt.Sprintf("t%d", i)

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
@@ -76,4 +79,66 @@ func BenchmarkServeGRPC(b *testing.B) {
 	b.Run("floor", func(b *testing.B) { benchRPC(b, floor, idgenv1connect.IDServiceNextProcedure, body) })
 	batch := grpcBody(b, &idgenv1.NextRequest{Tag: "order", Count: 1000})
 	b.Run("idgen-batch1000", func(b *testing.B) { benchRPC(b, h, idgenv1connect.IDServiceNextProcedure, batch) })
+}
+
+// floorNativeDesc is internal/bench/cmd/floor's bare grpc-go handler:
+// Next answers a counter, with no interceptor.
+var floorNativeDesc = grpc.ServiceDesc{
+	ServiceName: idgenv1connect.IDServiceName,
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Next", Handler: func(srv any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		in := new(idgenv1.NextRequest)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		return &idgenv1.NextResponse{Tag: in.GetTag(), Ids: []int64{srv.(*atomic.Int64).Add(1)}}, nil
+	}}},
+	Metadata: "idgen/v1/idgen.proto",
+}
+
+// benchNative calls unary Next on a grpc-go server on a loopback port
+// through one grpc-go client connection, 8 callers per core.
+func benchNative(b *testing.B, gs *grpc.Server) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = gs.Serve(ln) }()
+	defer gs.Stop()
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	req := &idgenv1.NextRequest{Tag: "order"}
+	if err := cc.Invoke(b.Context(), idgenv1connect.IDServiceNextProcedure, req, new(idgenv1.NextResponse)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	defer reportCPU(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		out := new(idgenv1.NextResponse)
+		for pb.Next() {
+			if err := cc.Invoke(context.Background(), idgenv1connect.IDServiceNextProcedure, req, out); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkServeGRPCNative is unary Next on grpc-go's own server and
+// transport (idgen serve --grpc-addr), client included, beside the bare
+// grpc-go handler of the floor: the gap is idgen's own cost per call
+// (its interceptor, metrics, auth check and allocator), as the live
+// benchmark measures it between processes.
+func BenchmarkServeGRPCNative(b *testing.B) {
+	b.Run("idgen", func(b *testing.B) { benchNative(b, benchServer(b).NewGRPCServer(nil)) })
+	b.Run("floor", func(b *testing.B) {
+		gs := grpc.NewServer()
+		gs.RegisterService(&floorNativeDesc, new(atomic.Int64))
+		benchNative(b, gs)
+	})
 }

@@ -157,16 +157,24 @@ func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Hea
 // finish maps err, echoes the caller's request ID on success, and
 // records the call in the metrics and the access log.
 func (g grpcAdapter) finish(ctx context.Context, procedure string, err error, start time.Time) error {
-	h := grpcHeader(ctx)
+	return g.finishWith(ctx, procedure, grpcHeader(ctx), err, start)
+}
+
+// finishWith is finish with the call's metadata h already read.
+func (g grpcAdapter) finishWith(ctx context.Context, procedure string, h http.Header, err error, start time.Time) error {
 	rid, err := g.grpcError(ctx, procedure, h, err)
 	if err == nil {
 		if v := h[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
 			_ = grpc.SetHeader(ctx, metadata.Pairs("x-request-id", v[0]))
 		}
 	}
+	// The peer's address is formatted for the access log only: it is a
+	// string built on every call otherwise.
 	remote := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		remote = p.Addr.String()
+	if g.s.cfg.AccessLog {
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			remote = p.Addr.String()
+		}
 	}
 	g.s.endRPC(ctx, procedure, "grpc", remote, h, connect.Code(status.Code(err)), rid, start)
 	return err
@@ -232,12 +240,12 @@ func (g grpcAdapter) unknown(_ any, ss grpc.ServerStream) error {
 // idService is what idServiceDesc's handlers are registered on; grpc-go
 // checks the implementation against it.
 type idService interface {
-	next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error)
+	next(ctx context.Context, h http.Header, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error)
 }
 
 // next adapts rpcNext.
-func (g grpcAdapter) next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
-	out, replayed, err := g.s.rpcNext(ctx, grpcHeader(ctx), m)
+func (g grpcAdapter) next(ctx context.Context, h http.Header, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
+	out, replayed, err := g.s.rpcNext(ctx, h, m)
 	if replayed {
 		_ = grpc.SetHeader(ctx, metadata.Pairs("idempotent-replayed", "true"))
 	}
@@ -245,23 +253,47 @@ func (g grpcAdapter) next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1
 }
 
 // unaryMethod is the MethodDesc of a unary procedure of IDService: it
-// decodes the request into a new Req and calls fn through the
-// interceptor, as protoc-gen-go-grpc's generated handlers do.
-func unaryMethod[Req any, Resp any](name string, fn func(g grpcAdapter, ctx context.Context, m *Req) (*Resp, error)) grpc.MethodDesc {
+// decodes the request into a new Req, as protoc-gen-go-grpc's generated
+// handlers do, and calls fn through unaryCall.
+func unaryMethod[Req any, Resp any](name string, fn func(g grpcAdapter, ctx context.Context, h http.Header, m *Req) (*Resp, error)) grpc.MethodDesc {
 	full := "/" + idgenv1connect.IDServiceName + "/" + name
-	return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 		in := new(Req)
 		if err := dec(in); err != nil {
 			return nil, err
 		}
-		g := srv.(grpcAdapter)
-		if interceptor == nil {
-			return fn(g, ctx, in)
-		}
-		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, func(ctx context.Context, req any) (any, error) {
-			return fn(g, ctx, req.(*Req))
-		})
+		return unaryCall(srv.(grpcAdapter), ctx, full, in, fn)
 	}}
+}
+
+// unaryCall runs fn as grpcAdapter.unary runs a handler: the client
+// certificate check, a panic answered as INTERNAL, the error mapping,
+// metrics and access log. NewGRPCServer's only interceptor is
+// grpcAdapter.unary, so IDService's handlers run this in its place
+// rather than through it: inline, the call's metadata is read once for
+// the handler and the finish alike, and no interceptor closure or
+// UnaryServerInfo is made per call, on the hottest procedure of the API.
+// Health and reflection still go through the interceptor.
+func unaryCall[Req any, Resp any](g grpcAdapter, ctx context.Context, procedure string, in *Req, fn func(g grpcAdapter, ctx context.Context, h http.Header, m *Req) (*Resp, error)) (resp any, err error) {
+	start := time.Now()
+	h := grpcHeader(ctx)
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, recovered(v)
+		}
+		err = g.finishWith(ctx, procedure, h, err, start)
+		if err != nil {
+			resp = nil
+		}
+	}()
+	if err := g.clientCert(ctx, procedure); err != nil {
+		return nil, err
+	}
+	out, err := fn(g, ctx, h, in)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // idServiceDesc is idgen.v1.IDService for grpc-go, written here rather
@@ -272,16 +304,16 @@ var idServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*idService)(nil),
 	Methods: []grpc.MethodDesc{
 		unaryMethod("Next", grpcAdapter.next),
-		unaryMethod("ReserveRange", func(g grpcAdapter, ctx context.Context, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
-			return g.s.rpcReserveRange(ctx, grpcHeader(ctx), m)
+		unaryMethod("ReserveRange", func(g grpcAdapter, ctx context.Context, h http.Header, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
+			return g.s.rpcReserveRange(ctx, h, m)
 		}),
-		unaryMethod("ReleaseRange", func(g grpcAdapter, ctx context.Context, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
-			return g.s.rpcReleaseRange(ctx, grpcHeader(ctx), m)
+		unaryMethod("ReleaseRange", func(g grpcAdapter, ctx context.Context, h http.Header, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
+			return g.s.rpcReleaseRange(ctx, h, m)
 		}),
-		unaryMethod("DecodeSnowflake", func(g grpcAdapter, _ context.Context, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
+		unaryMethod("DecodeSnowflake", func(g grpcAdapter, _ context.Context, _ http.Header, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
 			return g.s.rpcDecodeSnowflake(m)
 		}),
-		unaryMethod("DecodeReadable", func(_ grpcAdapter, _ context.Context, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
+		unaryMethod("DecodeReadable", func(_ grpcAdapter, _ context.Context, _ http.Header, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
 			return rpcDecodeReadable(m)
 		}),
 	},

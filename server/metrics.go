@@ -25,6 +25,10 @@ import (
 // segment.RegressionObserver and a segment.ReleaseObserver.
 type Metrics struct {
 	reg *prometheus.Registry
+	// epoch is when the Metrics were made: request durations are read
+	// as time.Since(epoch) at both ends, one monotonic clock read each,
+	// where time.Now reads the wall clock too.
+	epoch time.Time
 
 	issued      *prometheus.CounterVec
 	loads       *prometheus.CounterVec
@@ -91,8 +95,9 @@ func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
 	reg := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{
-		reg:  reg,
-		tags: tags,
+		reg:   reg,
+		epoch: time.Now(),
+		tags:  tags,
 		issued: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "ids_issued_total",
 			Help: "IDs handed out, by tag and mode."}, []string{"tag", "mode"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idgen", Name: "segment_loads_total",
@@ -344,13 +349,13 @@ func (m *Metrics) handler() http.Handler {
 // route pattern rather than raw path, so that tags do not explode the
 // label set.
 func (m *Metrics) observe(c *gin.Context) {
-	start := time.Now()
+	start := time.Since(m.epoch)
 	c.Next()
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requestObserver(route, methodLabel(c.Request.Method), c.Writer.Status()).Observe(time.Since(start).Seconds())
+	m.requestObserver(route, methodLabel(c.Request.Method), c.Writer.Status()).Observe((time.Since(m.epoch) - start).Seconds())
 }
 
 // methodLabel keeps made-up methods, which any caller can send, from

@@ -12,10 +12,16 @@
 //   - how often callers wait on the database when it is 100 ms away
 //     (SlowStore), with the dynamic step on and off;
 //   - how long IDs keep flowing from the buffers after the database
-//     stops, and how long service takes to come back after it returns.
+//     stops, and how long service takes to come back after it returns;
+//   - unary gRPC Next on grpc-go's transport and on the main port, each
+//     beside a bare handler of the same transport, and beside goLeaf
+//     when IDGEN_BENCH_GOLEAF names its binary, with the same grpc-go
+//     client (GRPCLoad), every answer checked for an ID and the first
+//     IDs of each run for duplicates.
 //
 // The measurements are the TestLive… functions, which run only when
 // -live.out names a directory for their JSON results; cmd/report runs
 // them and renders the tables of docs/benchmarks.md. No test fails on a
-// timing: they fail only when the setup fails.
+// timing: they fail only when the setup fails or an answer is wrong (a
+// duplicate ID).
 package httpbench

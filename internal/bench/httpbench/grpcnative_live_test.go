@@ -2,33 +2,50 @@ package httpbench
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // grpcAddrRE finds the grpc-go port in the start-up line of idgen serve
 // and of the floor.
 var grpcAddrRE = regexp.MustCompile(`grpc_addr=(\S+)`)
 
+// nativeCheckIDs is how many IDs of each run are checked for duplicates.
+const nativeCheckIDs = 20000
+
+// nativeTarget is one server of TestLiveGRPCNative.
+type nativeTarget struct {
+	name string
+	base string
+	pid  int
+	// call, when set, is the server's own API (a peer's); nil calls
+	// idgen.v1.IDService/Next.
+	call GRPCLoad
+}
+
 // TestLiveGRPCNative measures unary idgen.v1.IDService/Next on grpc-go's
 // own transport (idgen serve --grpc-addr) beside the floor's bare grpc-go
 // handler answering an atomic counter, and the connect-go path on the
-// main port beside the floor's bare connect handler, rounds interleaved,
-// each server in its own process, with the server's CPU time read from
-// /proc. It logs the table docs/benchmarks.md quotes.
+// main port beside the floor's bare connect handler, each server in its
+// own process, with the server's CPU time read from /proc. Every server
+// gets the same load, grpc-go's client over grpcConns connections, and
+// the rounds are interleaved: in each round every server runs once, in
+// turn. cmd/report renders the JSON it writes.
 //
 //	go test ./httpbench -run TestLiveGRPCNative -v -args -live.out=DIR
 func TestLiveGRPCNative(t *testing.T) {
-	_ = requireLive(t)
+	out := requireLive(t)
 	p := currentPlan()
 	dir := t.TempDir()
 	floor := proctest.Start(t, buildFloor(t, dir), nil, "-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
-	idgen := proctest.Serve(t, proctest.Binary(t, dir), []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")},
+	idgenBin := proctest.Binary(t, dir)
+	idgen := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")},
 		"--access-log=false", "--grpc-addr", "127.0.0.1:0")
 	native := func(proc *proctest.Proc) string {
 		m := grpcAddrRE.FindStringSubmatch(proc.Log())
@@ -37,54 +54,90 @@ func TestLiveGRPCNative(t *testing.T) {
 		}
 		return "http://" + m[1]
 	}
-	type target struct {
-		name string
-		base string
-		pid  int
+	// Pairs of targets, floor first: each pair is a table.
+	targets := []nativeTarget{
+		{name: "floor: bare grpc-go handler, atomic counter", base: native(floor), pid: floor.PID()},
+		{name: "idgen serve --grpc-addr (grpc-go)", base: native(idgen), pid: idgen.PID()},
+		{name: "floor: bare connect-go handler on net/http h2c", base: floor.URL, pid: floor.PID()},
+		{name: "idgen serve --addr (connect-go)", base: idgen.URL, pid: idgen.PID()},
 	}
-	targets := []target{
-		{"floor: bare grpc-go handler, atomic counter", native(floor), floor.PID()},
-		{"idgen serve --grpc-addr (grpc-go)", native(idgen), idgen.PID()},
-		{"floor: bare connect-go handler on net/http h2c", floor.URL, floor.PID()},
-		{"idgen serve --addr (connect-go)", idgen.URL, idgen.PID()},
+	if bin := os.Getenv(goLeafEnv); bin != "" {
+		// goLeaf needs MySQL; idgen runs beside it on the same server
+		// and database, each with its own table (leaf_alloc, id_sequence).
+		db := dbtest.Start(t, dbtest.MySQL)
+		leafAddr, leafPID := startGoLeaf(t, bin, db)
+		onMySQL := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=" + db.DSN},
+			"--access-log=false", "--grpc-addr", "127.0.0.1:0")
+		targets = append(targets,
+			nativeTarget{name: "goLeaf (kratos on grpc-go), MariaDB", base: "http://" + leafAddr, pid: leafPID, call: GRPCLoad{Call: goLeafCall}},
+			nativeTarget{name: "idgen serve --grpc-addr (grpc-go), MariaDB", base: native(onMySQL), pid: onMySQL.PID()})
+	} else {
+		t.Logf("%s is not set: goLeaf is not measured", goLeafEnv)
 	}
 	one := &idgenv1.NextRequest{Tag: "order"}
-	load := func(tg target, streams int, round int) WrkResult {
+	load := func(tg nativeTarget, streams, round int) WrkResult {
+		t.Helper()
 		d := p.round
 		if round < 0 {
 			d = min(p.round, 2e9)
 		}
-		r, err := GRPCLoad{Base: tg.base, Conns: grpcConns, Streams: streams, Duration: d, Request: one, PID: tg.pid}.Run(t.Context())
+		g := tg.call
+		g.Base, g.Conns, g.Streams, g.Duration, g.PID, g.Native, g.CheckIDs = tg.base, grpcConns, streams, d, tg.pid, true, nativeCheckIDs
+		if g.Call == nil {
+			g.Request = one
+		}
+		r, err := g.Run(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Non2xx > 0 {
-			t.Logf("%s, %d streams, round %d: %d failed calls of %d", tg.name, streams, round, r.Non2xx, r.Requests)
+			t.Logf("%s, %d streams, round %d: %d failed calls of %d, the first: %s", tg.name, streams, round, r.Non2xx, r.Requests+r.Non2xx, r.FirstError)
+		}
+		if r.Duplicates > 0 {
+			t.Errorf("%s, %d streams, round %d: %d duplicate IDs among %d", tg.name, streams, round, r.Duplicates, r.Checked)
 		}
 		return r
 	}
 	for _, tg := range targets {
 		load(tg, 64, -1)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| server | streams | calls/s | server CPU µs/call | calls/s ÷ its floor | CPU ÷ its floor |\n|---|--:|--:|--:|--:|--:|\n")
+	res := GRPCNativeResult{Quick: *liveQuick, LoadAvg: LoadAvg{Start: loadAvg()}, Rounds: p.rounds, Seconds: p.round.Seconds(),
+		Conns: grpcConns, CheckIDs: nativeCheckIDs}
+	for i := 0; i+1 < len(targets); i += 2 {
+		res.Pairs = append(res.Pairs, NativePair{Floor: targets[i].name, Idgen: targets[i+1].name})
+	}
 	for _, streams := range grpcStreams {
-		res := make([][]WrkResult, len(targets))
+		tps := make([]Throughput, len(res.Pairs))
+		for i := range tps {
+			tps[i].Conns = streams
+		}
 		for r := range p.rounds {
-			for i, tg := range targets {
-				res[i] = append(res[i], load(tg, streams, r))
+			// Every other round runs the targets in reverse (ABBA), so
+			// that a load rising or falling across the run weighs on
+			// each pair alike.
+			order := make([]int, len(targets))
+			for i := range order {
+				order[i] = i
+				if r%2 == 1 {
+					order[i] = len(targets) - 1 - i
+				}
+			}
+			for _, i := range order {
+				tg := targets[i]
+				w := load(tg, streams, r)
+				if i%2 == 0 {
+					tps[i/2].Floor = append(tps[i/2].Floor, w)
+				} else {
+					tps[i/2].Idgen = append(tps[i/2].Idgen, w)
+				}
+				t.Logf("streams %d round %d: %s: %.0f calls/s, %.1f µs CPU/call", streams, r+1, tg.name, w.RPS, w.CPUPerRequest())
 			}
 		}
-		rps := make([]float64, len(targets))
-		cpu := make([]float64, len(targets))
-		for i := range targets {
-			rps[i] = median(res[i], func(w WrkResult) float64 { return w.RPS })
-			cpu[i] = median(res[i], WrkResult.CPUPerRequest)
-		}
-		for i, tg := range targets {
-			f := i &^ 1 // the floor of each pair
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %.1f | %.2f | %.2f |\n", tg.name, streams, rps[i], cpu[i], rps[i]/rps[f], cpu[i]/cpu[f])
+		for i := range tps {
+			res.Pairs[i].Throughput = append(res.Pairs[i].Throughput, tps[i])
 		}
 	}
-	t.Logf("load average %v; medians of %d rounds of %v, %d connections\n%s", loadAvg(), p.rounds, p.round, grpcConns, b.String())
+	res.LoadAvg.End = loadAvg()
+	writeJSON(t, out, GRPCNativeFile, res)
+	t.Log(fmt.Sprintf("load average %v → %v\n", res.LoadAvg.Start, res.LoadAvg.End) + res.Markdown())
 }

@@ -2,6 +2,7 @@ package httpbench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -66,4 +67,49 @@ func thousands(n float64) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// GRPCNativeFile is the result file of TestLiveGRPCNative.
+const GRPCNativeFile = "grpcnative.json"
+
+// GRPCNativeResult is the table of gRPC on grpc-go's transport: pairs of
+// servers measured in the same interleaved rounds with the same grpc-go
+// client.
+type GRPCNativeResult struct {
+	Quick   bool    `json:"quick"`
+	LoadAvg LoadAvg `json:"load_avg"`
+	Rounds  int     `json:"rounds"`
+	Seconds float64 `json:"seconds"`
+	Conns   int     `json:"conns"`
+	// CheckIDs is how many IDs of each run were checked for duplicates.
+	CheckIDs int          `json:"check_ids"`
+	Pairs    []NativePair `json:"pairs"`
+}
+
+// NativePair is idgen beside its floor (or a peer) at each stream count:
+// in Throughput, Conns holds the streams.
+type NativePair struct {
+	Floor      string       `json:"floor"`
+	Idgen      string       `json:"idgen"`
+	Throughput []Throughput `json:"throughput"`
+}
+
+// Markdown renders the result: one ratio table per pair, and the
+// duplicate check.
+func (r GRPCNativeResult) Markdown() string {
+	var b strings.Builder
+	var checked, dups, failed, calls int64
+	for _, p := range r.Pairs {
+		fmt.Fprintf(&b, "**%s** beside **%s**:\n\n", p.Idgen, p.Floor)
+		ratioTable(&b, "| streams | floor calls/s | idgen calls/s | idgen ÷ floor | ratio range | floor CPU µs/call | idgen CPU µs/call | CPU idgen ÷ floor | ratio range |", p.Throughput)
+		b.WriteString("\n")
+		for _, tp := range p.Throughput {
+			for _, w := range append(slices.Clone(tp.Floor), tp.Idgen...) {
+				checked, dups, failed, calls = checked+w.Checked, dups+w.Duplicates, failed+w.Non2xx, calls+w.Requests
+			}
+		}
+	}
+	fmt.Fprintf(&b, "Every answer was checked to carry an ID; the first %s IDs of every run, %s in all, were checked for duplicates: %d found. %d of %s calls failed.\n",
+		thousands(float64(r.CheckIDs)), thousands(float64(checked)), dups, failed, thousands(float64(calls)))
+	return b.String()
 }

@@ -37,6 +37,12 @@ type WrkResult struct {
 	// CPUSeconds is the user and system CPU time the server process
 	// used while wrk ran (Wrk.PID), 0 if not measured.
 	CPUSeconds float64 `json:"cpu_s,omitempty"`
+	// Checked counts the IDs whose uniqueness a gRPC run checked (the
+	// first GRPCLoad.CheckIDs), Duplicates those seen twice among them.
+	Checked    int64 `json:"checked,omitempty"`
+	Duplicates int64 `json:"duplicates,omitempty"`
+	// FirstError is the first failed gRPC call's error.
+	FirstError string `json:"first_error,omitempty"`
 }
 
 // CPUPerRequest returns the server's CPU time per request in

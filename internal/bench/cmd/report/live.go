@@ -35,6 +35,7 @@ var (
 	hiddenSection = section{"hidden", "hidden.md"}
 	rideSection   = section{"ridethrough", "ridethrough.md"}
 	grpcSection   = section{"grpc", "grpc.md"}
+	nativeSection = section{"grpcnative", "grpcnative.md"}
 	opaqueSection = section{"opaque", "opaque.md"}
 )
 
@@ -57,7 +58,7 @@ func registerLiveFlags() *liveFlags {
 		quick: flag.Bool("quick", false, "short runs everywhere, to try the report out: -count 1 -benchtime 20ms unless "+
 			"given, and 1-second live runs; every table says it came from a quick run"),
 		only: flag.String("live", "", "run only the live measurements whose test name matches this regular expression "+
-			"(TestLiveGRPC for -live GRPC) and rewrite only their tables, without the in-process benchmarks; implies -all"),
+			"(TestLiveGRPC and TestLiveGRPCNative for -live GRPC, TestLiveGRPCNative alone for -live Native) and rewrite only their tables, without the in-process benchmarks; implies -all"),
 	}
 }
 
@@ -78,6 +79,7 @@ var liveTests = []liveTest{
 	{"TestLiveHidden", httpbench.HiddenFile, hiddenSection, renderHidden},
 	{"TestLiveRideThrough", httpbench.RideThroughFile, rideSection, renderRide},
 	{"TestLiveGRPC", httpbench.GRPCFile, grpcSection, renderGRPC},
+	{"TestLiveGRPCNative", httpbench.GRPCNativeFile, nativeSection, renderNative},
 	{"TestLiveOpaque", httpbench.OpaqueFile, opaqueSection, renderOpaque},
 }
 
@@ -273,6 +275,33 @@ func renderGRPC(body []byte, m meta) (string, error) {
 	return b.String(), nil
 }
 
+func renderNative(body []byte, m meta) (string, error) {
+	var r httpbench.GRPCNativeResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(m.line(&r.LoadAvg))
+	fmt.Fprintf(&b, "\nUnary `idgen.v1.IDService/Next` on `idgen serve --grpc-addr` (grpc-go's own server and transport) beside the "+
+		"floor's bare grpc-go handler answering an atomic counter (`internal/bench/cmd/floor -grpc-addr`), and the connect-go path on "+
+		"the main port (`--addr`) beside the floor's bare connect-go handler on net/http h2c. Each server runs in its own process "+
+		"(idgen on SQLite, `--access-log=false`). Every server gets the same load: a closed-loop grpc-go client "+
+		"(`httpbench.GRPCLoad` with `Native`, one `grpc.ClientConn` per connection) over %d connections, on the same cores. "+
+		"Every figure is a median over %d rounds of %s each; in every round each server runs once, in turn, in reverse order "+
+		"every other round, and the ratio is the "+
+		"median of each round's idgen ÷ floor. *CPU µs/call* is the server process's user and system CPU time (from "+
+		"/proc/PID/stat) over the calls it answered.\n\n", r.Conns, r.Rounds, secs(r.Seconds))
+	if len(r.Pairs) > 2 {
+		b.WriteString("The last table puts idgen beside a peer rather than a floor: goLeaf (github.com/younglifestyle/goLeaf, " +
+			"a Go port of Meituan Leaf serving gRPC through kratos on grpc-go's transport), built outside this repository " +
+			"from a fetched copy and named by `IDGEN_BENCH_GOLEAF`, in segment mode on a MariaDB container, beside idgen on " +
+			"the same server, both with a new tag of step 1000 (goLeaf's `GenSegmentId`, idgen's `Next`); its *floor* " +
+			"columns are goLeaf's.\n\n")
+	}
+	b.WriteString(r.Markdown())
+	return b.String(), nil
+}
+
 func renderOpaque(body []byte, m meta) (string, error) {
 	var r httpbench.OpaqueResult
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -299,8 +328,9 @@ func renderHTTP(body []byte, m meta) (string, error) {
 	fmt.Fprintf(&b, "\nThe idgen binary (`idgen serve --access-log=false`, its defaults otherwise: metrics, request IDs, "+
 		"snowflake routes on) and the floor (`internal/bench/cmd/floor`: a bare gin handler returning an atomic counter as the "+
 		"same JSON, with idgen's gin and http.Server settings) run side by side on this machine, with the load "+
-		"generators on the same cores. Every figure is a median over %d rounds of %s each; rounds alternate floor, "+
-		"idgen, floor, idgen…, and the ratio is the median of each round's idgen ÷ floor.\n\n", r.Rounds, secs(r.Seconds))
+		"generators on the same cores. Every figure is a median over %d rounds of %s each; in each round floor and "+
+		"idgen run one after the other, idgen first every other round (floor, idgen, idgen, floor…), and the ratio is the "+
+		"median of each round's idgen ÷ floor.\n\n", r.Rounds, secs(r.Seconds))
 
 	fmt.Fprintf(&b, "**Maximum throughput**, `GET /id/order`, `wrk -t%d`, at %s connections. *CPU µs/req* is the "+
 		"user and system CPU time the server process used during a round (from /proc/PID/stat), divided by the "+

@@ -65,6 +65,13 @@ func TestRender(t *testing.T) {
 			renderRide, []string{"| **predicted ride-through** (buffered ÷ rate) | **10.00 s** |",
 				"| **measured ride-through** (database down → first failure) | **9.90 s** |",
 				"| **recovery** (database answering → first ID) | **0.05 s** |"}},
+		{"grpcnative", httpbench.GRPCNativeResult{Rounds: 1, Seconds: 5, Conns: 4, CheckIDs: 20000, Pairs: []httpbench.NativePair{{
+			Floor: "floor: bare grpc-go", Idgen: "idgen --grpc-addr", Throughput: []httpbench.Throughput{{Conns: 16,
+				Floor: []httpbench.WrkResult{{RPS: 20000, Requests: 100000, CPUSeconds: 3, Checked: 20000}},
+				Idgen: []httpbench.WrkResult{{RPS: 19000, Requests: 95000, CPUSeconds: 3.42, Checked: 20000}}}}}}},
+			renderNative, []string{"over 4 connections", "**idgen --grpc-addr** beside **floor: bare grpc-go**",
+				"| 16 | 20,000 | 19,000 | 0.95 | 0.95–0.95 | 30.0 | 36.0 | 1.20 | 1.20–1.20 |",
+				"40,000 in all, were checked for duplicates: 0 found. 0 of 195,000 calls failed."}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,9 +121,10 @@ func TestSelectLive(t *testing.T) {
 		expr, run string
 		files     []string
 	}{
-		{"", "^(TestLiveHTTP|TestLiveHidden|TestLiveRideThrough|TestLiveGRPC|TestLiveOpaque)$",
-			[]string{httpbench.HTTPFile, httpbench.HiddenFile, httpbench.RideThroughFile, httpbench.GRPCFile, httpbench.OpaqueFile}},
-		{"GRPC", "^(TestLiveGRPC)$", []string{httpbench.GRPCFile}},
+		{"", "^(TestLiveHTTP|TestLiveHidden|TestLiveRideThrough|TestLiveGRPC|TestLiveGRPCNative|TestLiveOpaque)$",
+			[]string{httpbench.HTTPFile, httpbench.HiddenFile, httpbench.RideThroughFile, httpbench.GRPCFile, httpbench.GRPCNativeFile, httpbench.OpaqueFile}},
+		{"GRPC", "^(TestLiveGRPC|TestLiveGRPCNative)$", []string{httpbench.GRPCFile, httpbench.GRPCNativeFile}},
+		{"GRPCNative", "^(TestLiveGRPCNative)$", []string{httpbench.GRPCNativeFile}},
 		{"HTTP|Hidden", "^(TestLiveHTTP|TestLiveHidden)$", []string{httpbench.HTTPFile, httpbench.HiddenFile}},
 	} {
 		got, err := selectLive(tc.expr)
