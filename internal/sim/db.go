@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -23,10 +24,19 @@ type db struct {
 	rec     fence.Record
 	pos     uint64 // commits so far: the server's position
 	// timeline moves on with every failover, as a promotion moves a
-	// PostgreSQL timeline on.
+	// PostgreSQL timeline on, unless the promotion reuses a number
+	// (reused, until the next loss); server is the MariaDB server_id,
+	// another with every failover.
 	timeline int
-	creates  int        // tags created so far
-	history  []snapshot // the state after each of the last commits
+	reused   bool
+	server   int
+	// dirty: the primitives (tx.go) wrote in the current transaction.
+	dirty bool
+	// by is the kind of the transaction being committed (see losable).
+	by      commitKind
+	byInc   int
+	creates int        // tags created so far
+	history []snapshot // the state after each of the last commits
 
 	// unfenced is set from a loss of history until the fence after it,
 	// and steadyUntil is the end of that fence's hold, doubled: between
@@ -43,6 +53,17 @@ type db struct {
 
 type row struct{ maxID, step int64 }
 
+// commitKind says what a commit was, for what a long loss may take
+// (losable).
+type commitKind int
+
+const (
+	commitOther   commitKind = iota
+	commitReserve            // a reservation or a raise, by commitInc
+	commitRenew              // a lease renewal, by commitInc
+	commitClaim              // a lease claim
+)
+
 // worker is one row of the lease table, times in Unix milliseconds.
 type worker struct {
 	owner         string
@@ -51,6 +72,9 @@ type worker struct {
 	// seen is the generation of the record the owner's last claim or
 	// renewal was checked against (worker_node.seen_generation).
 	seen int64
+	// rangeCap is the largest range the owner's reservations take, as
+	// its claim recorded it (worker_node.range_cap).
+	rangeCap int64
 }
 
 type snapshot struct {
@@ -59,22 +83,39 @@ type snapshot struct {
 	rec     fence.Record
 	pos     uint64
 	creates int // tags created so far
+	// timeline is the server's timeline when the commit was made.
+	timeline int
+	// kind and inc: what the commit was, and by which incarnation.
+	kind commitKind
+	inc  int
 	// skewed: a process's clock was off by more than the fence's hold
 	// allows when this commit was made (see losable).
 	skewed bool
 }
 
-// maxLost bounds the commits one failover or restore loses: a replica's
-// lag, a backup's age. The fence's automatic margin (two ranges per live
-// instance and one more) covers that many reservations of rangeCap.
-const maxLost = 6
+// maxLost bounds the commits one failover or restore loses of those a
+// process that is gone since made: a replica's lag, a backup's age. The
+// fence's automatic margin (two ranges per live instance and one more)
+// covers that many reservations of the largest range cap. Reservations
+// and renewals of live processes may be lost further back, up to
+// maxLostLive commits: the witness raise covers those whatever their
+// number (losable).
+const (
+	maxLost     = 6
+	maxLostLive = 96
+)
 
 func newDB(w *world) *db {
-	d := &db{w: w, rows: map[string]*row{}, workers: map[int64]worker{}, timeline: 1, released: map[tagID]bool{}}
+	d := &db{w: w, rows: map[string]*row{}, workers: map[int64]worker{}, timeline: 1, server: 1, released: map[tagID]bool{}}
 	d.leases = &leaseTable{db: d}
-	// edge is there from the start, in the first state a loss of
-	// history may go back to.
+	// Migrate records the new store's identity (fence.First); edge is
+	// there from the start, in the first state a loss of history may go
+	// back to.
+	if _, err := fence.First(context.Background(), d.tx(&proc{w: w}), w.start); err != nil {
+		panic(err) // the simulator's primitives do not fail
+	}
 	d.rows["edge"] = &row{maxID: edgeStart, step: 10}
+	d.dirty = false
 	d.history = []snapshot{d.snap()}
 	return d
 }
@@ -88,7 +129,7 @@ func (db *db) late(err error) {
 }
 
 func (db *db) snap() snapshot {
-	s := snapshot{rows: make(map[string]row, len(db.rows)), workers: maps.Clone(db.workers), rec: db.rec, pos: db.pos, creates: db.creates}
+	s := snapshot{rows: make(map[string]row, len(db.rows)), workers: maps.Clone(db.workers), rec: db.rec, pos: db.pos, creates: db.creates, timeline: db.timeline}
 	for k, r := range db.rows {
 		s.rows[k] = *r
 	}
@@ -100,15 +141,21 @@ func (db *db) commit() {
 	db.pos++
 	s := db.snap()
 	s.skewed = db.skewed()
+	s.kind, s.inc = db.by, db.byInc
+	db.by, db.byInc, db.dirty = commitOther, 0, false
 	db.history = append(db.history, s)
-	if len(db.history) > 4*maxLost {
-		db.history = append(db.history[:0:0], db.history[len(db.history)-2*maxLost:]...)
+	if len(db.history) > 4*maxLostLive {
+		db.history = append(db.history[:0:0], db.history[len(db.history)-2*maxLostLive:]...)
 	}
 }
 
 // identity is what the server says about itself now (mu held): a
-// PostgreSQL system identifier, timeline and WAL position.
+// PostgreSQL system identifier, timeline and WAL position, or a MariaDB
+// server_id and GTID position, which number no failovers.
 func (db *db) identity() fence.Identity {
+	if db.w.server == ServerMariaDB {
+		return fence.Identity{Kind: fence.MariaDB, System: fmt.Sprint(db.server), Position: fmt.Sprintf("0-%d-%d", db.server, db.pos)}
+	}
 	lsn := db.pos * 0x28
 	return fence.Identity{Kind: fence.Postgres, System: "7301234567890123456",
 		Timeline: fmt.Sprintf("%08X", db.timeline), Position: fmt.Sprintf("%X/%X", lsn>>32, lsn&0xffffffff)}
@@ -141,26 +188,39 @@ const maxFences = 3
 // checked is the start of a checked transaction of process p, as
 // sqlstore.Guard.run and Store.advanceOnce run it: read the server's
 // identity and the record (a process that knows the store reads the
-// record from its memory, as the one-statement reservation does), decide
-// with package fence, and fence first if the verdict says so. It returns
-// the reading the transaction goes on with (mu held).
-func (db *db) checked(p *proc, fast bool) (fence.Identity, fence.Record, error) {
+// record from its memory, as the one-statement reservation does), and
+// run package fence's check (fence.Check, which raises what p reserved
+// after a new record), fencing first (fence.RunFence) if the verdict
+// says so. It returns the reading the transaction goes on with (mu
+// held). lock, if set, is the transaction's first read, before the check
+// writes anything: the row a reservation locks, read in the same
+// statement as the identity.
+func (db *db) checked(p *proc, fast bool, lock func()) (fence.Reading, error) {
+	tx := db.tx(p)
 	for fences := 0; ; fences++ {
-		snap, cur, rec := p.mem, db.identity(), db.rec
+		if lock != nil {
+			lock()
+		}
+		snap := p.mem
+		r := fence.Reading{Cur: db.identity(), Rec: db.rec}
 		if fast && snap.Known {
-			rec = fence.Record{Identity: snap.Identity, Generation: snap.Generation}
+			r.Rec = fence.Record{Identity: snap.Identity, Generation: snap.Generation}
 		}
+		p.holdUntil = max(p.holdUntil, r.Rec.FenceUntil)
 		if db.w.cfg.Plant == PlantNoFence {
-			return cur, rec, nil
+			return r, nil
 		}
-		d := fence.Decide(snap, cur, rec)
+		d, err := fence.Check(context.Background(), tx, p.hw, snap, &r)
+		if err != nil {
+			return r, err
+		}
 		if d.Verdict == fence.Proceed {
-			return cur, rec, nil
+			return r, nil
 		}
 		if fences == maxFences {
-			return cur, rec, fmt.Errorf("sim: the store's identity changed %d times during one call; last: %s", fences, d.Reason)
+			return r, fmt.Errorf("sim: the store's identity changed %d times during one call; last: %s", fences, d.Reason)
 		}
-		db.fence(p, snap)
+		db.fence(p, snap, nil)
 	}
 }
 
@@ -177,18 +237,20 @@ func (db *db) checkFirst() {
 			p = q
 		}
 	}
-	cur, rec, err := db.checked(p, false)
+	r, err := db.checked(p, false, nil)
 	db.w.trace("  check by %d.%d: %v", p.id, p.inc, err)
 	if err == nil {
-		db.observe(p, cur, rec)
+		db.commitIfDirty()
+		db.observe(p, r)
 	}
 }
 
 // observe is Guard.committed: what p remembers after a checked
 // transaction that committed and whose answer it got.
-func (db *db) observe(p *proc, cur fence.Identity, rec fence.Record) {
-	p.mem = p.mem.Observe(cur, rec)
-	p.holdUntil = max(p.holdUntil, rec.FenceUntil)
+func (db *db) observe(p *proc, r fence.Reading) {
+	p.mem = p.mem.Observe(r.Cur, r.Rec)
+	p.holdUntil = max(p.holdUntil, r.Rec.FenceUntil)
+	p.hw.Witnessed(r.Witnessed)
 }
 
 // held is sqlstore's reservation hold (mu held): while the last fence's
@@ -205,78 +267,41 @@ func (db *db) held(p *proc, now time.Time) error {
 			ws = append(ws, fence.Worker{Owned: wk.owner != "", Expires: wk.expires, Seen: wk.seen})
 		}
 	}
-	if n := fence.Holding(db.w.fenceCfg, db.rec, now, ws); n > 0 {
+	if n := fence.Holding(p.fenceCfg, db.rec, now, ws); n > 0 {
 		return fmt.Errorf("%w: %d", errHeld, n)
 	}
 	return nil
 }
 
-// fence is sqlstore.Guard.fenceTx on the simulated tables: decide again
-// under the lock, and carry out the plan package fence makes (mu held).
-func (db *db) fence(p *proc, snap fence.Memory) {
-	cur, rec := db.identity(), db.rec
-	d := fence.Decide(snap, cur, rec)
-	if d.Verdict == fence.Proceed {
-		p.mem = p.mem.Observe(cur, rec)
-		p.holdUntil = max(p.holdUntil, rec.FenceUntil)
+// fence is sqlstore.Guard.fence on the simulated tables: package fence's
+// transaction (fence.RunFence) over the simulator's primitives (tx.go),
+// and what p remembers after it (mu held). forced is a regression's
+// evidence, as sqlstore's errFence.force.
+func (db *db) fence(p *proc, snap fence.Memory, forced *fence.Decision) {
+	ev, r, err := fence.RunFence(context.Background(), db.tx(p), p.fenceCfg, p.hw, snap, forced, p.wall)
+	if err != nil {
+		// The simulator's primitives do not fail.
+		db.late(fmt.Errorf("sim: fence: %w", err))
 		return
 	}
-	now := p.wall()
-	to := fence.Record{Identity: cur, Generation: fence.NewGeneration(rec, snap, now), FenceUntil: rec.FenceUntil, Floor: rec.Floor}
-	to.Node = ""
-	if d.Verdict == fence.Initialize {
-		db.rec = to
-		db.commit()
-		p.mem = fence.Memory{}.Observe(cur, to)
+	db.commitIfDirty()
+	p.hw.Witnessed(r.Witnessed)
+	if ev != nil {
+		p.mem = fence.Memory{}.Observe(r.Cur, ev.To)
+	} else {
+		p.mem = p.mem.Observe(r.Cur, r.Rec)
+	}
+	if ev == nil || ev.Reason == "" {
 		return
 	}
-	cfg := db.w.fenceCfg
-	var newest int64
-	for _, wk := range db.workers {
-		if wk.owner != "" {
-			newest = max(newest, wk.expires)
-		}
-	}
-	live := fence.Live{Since: cfg.CountSince(now, rec, cur, newest)}
-	for _, wk := range db.workers {
-		if wk.owner != "" && wk.expires > live.Since {
-			live.Count++
-		}
-	}
-	plan := fence.NewPlan(cfg, now, rec, snap, cur, live)
-	plan.Generation = to.Generation
-	if db.w.cfg.Plant == PlantZeroMargin {
-		plan.Margin, plan.Floor = 0, rec.Floor
-	}
-	for _, r := range db.rows {
-		if r.maxID > math.MaxInt64-plan.Margin {
-			r.maxID = math.MaxInt64
-		} else {
-			r.maxID += plan.Margin
-		}
-	}
-	for id, wk := range db.workers {
-		if wk.owner != "" && wk.expires > plan.LiveSince {
-			wk.expires = max(wk.expires, plan.HoldUntil)
-		} else if wk.owner != "" && wk.expires > live.Since {
-			wk.seen = fence.MustCheckIn // counted, not held: see fence.Holding
-		}
-		wk.last = max(wk.last, plan.HoldUntil)
-		db.workers[id] = wk
-	}
-	to.FenceUntil = max(to.FenceUntil, plan.HoldUntil)
-	to.Floor, to.Covers = plan.Floor, plan.Covers
-	db.rec = to
-	db.commit()
-	p.mem = fence.Memory{}.Observe(cur, to)
-	p.holdUntil = max(p.holdUntil, to.FenceUntil)
+	plan := ev.Plan
 	db.w.res.Fences++
 	db.unfenced, db.steadyUntil = false, time.Now().Add(2*leaseTTL)
 	if plan.Lost > 0 {
 		db.w.res.LostFences++
 	}
-	db.w.trace("  fence by %d.%d: %s; margin %d (%d for lost fences), %d live, hold until +%dms, generation %d, floor %d",
-		p.id, p.inc, d.Reason, plan.Margin, plan.Lost, live.Count, plan.HoldUntil-plan.Now, to.Generation, to.Floor)
+	db.w.trace("  fence by %d.%d: %s; margin %d (%d for lost fences, cap %d), %d live, hold until +%dms, generation %d, floor %d",
+		p.id, p.inc, ev.Reason, plan.Margin, plan.Lost, plan.RangeCap, plan.Live, plan.HoldUntil-plan.Now, ev.To.Generation, ev.To.Floor)
 }
 
 // apply runs o's transaction against the tables (mu held). lost says
@@ -297,9 +322,14 @@ func (w *world) apply(o *op, lost bool) opResult {
 		db.commit()
 		return opResult{}
 	case opRelease:
+		// The hand-back is not checked; until it commits, the row at
+		// from is no regression of this process's (HighWater.Releasing).
+		done := o.hw.Releasing(o.tag, o.a, o.b)
 		if !ok || r.maxID != o.b {
+			done(false)
 			return opResult{}
 		}
+		defer done(true)
 		if err := w.checkRelease(o); err != nil {
 			db.late(err)
 		}
@@ -312,22 +342,61 @@ func (w *world) apply(o *op, lost bool) opResult {
 		db.released[tagID{o.tag, int64(o.inc)}] = true
 		return opResult{ok: true}
 	}
-	cur, rec, err := db.checked(o.p, true)
-	if err != nil {
-		return opResult{err: err}
+	// A transaction that fails after the check wrote (the witness raise)
+	// rolls back to save; a regression (fence.HighWater.Went) is
+	// evidence, and the store fences before the operation runs again, as
+	// sqlstore's errFence.force.
+	for fences := 0; ; fences++ {
+		var save snapshot
+		var seen int64
+		var snap fence.Memory
+		rd, err := db.checked(o.p, true, func() {
+			save, snap = db.snap(), o.p.mem
+			if r, ok := db.rows[o.tag]; ok {
+				seen = r.maxID
+			}
+		})
+		if err != nil {
+			db.rollback(save)
+			return opResult{err: err}
+		}
+		r, ok = db.rows[o.tag]
+		if !ok { // the fence may have run; rows are the same
+			db.rollback(save)
+			return opResult{err: fmt.Errorf("%w: %q", segment.ErrTagNotFound, o.tag)}
+		}
+		if o.kind == opReserve {
+			if err := db.held(o.p, o.p.wall()); err != nil {
+				db.rollback(save)
+				w.res.Held++
+				return opResult{err: err}
+			}
+		}
+		if went, hw := o.hw.Went(o.tag, seen); went && w.cfg.Plant != PlantNoRegression {
+			db.rollback(save)
+			if fences == maxFences {
+				return opResult{err: fmt.Errorf("sim: the store's identity changed %d times during one call", fences)}
+			}
+			w.res.RegressionFences++
+			db.fence(o.p, snap, &fence.Decision{Verdict: fence.Fence,
+				Reason: fmt.Sprintf("tag %q's max_id %d is below %d, the end of a range this process reserved: the store went back", o.tag, seen, hw)})
+			continue
+		}
+		return w.reserveOrRaise(o, r, rd, save, lost)
 	}
-	if r, ok = db.rows[o.tag]; !ok { // the fence may have run; rows are the same
-		return opResult{err: fmt.Errorf("%w: %q", segment.ErrTagNotFound, o.tag)}
-	}
+}
+
+// reserveOrRaise is the rest of a checked reservation or raise, once
+// the check let it go on (mu held).
+func (w *world) reserveOrRaise(o *op, r *row, rd fence.Reading, save snapshot, lost bool) opResult {
+	db := w.db
+	db.by, db.byInc = commitReserve, o.inc
 	var res opResult
 	switch o.kind {
 	case opReserve:
-		if err := db.held(o.p, o.p.wall()); err != nil {
-			w.res.Held++
-			return opResult{err: err}
-		}
 		step := max(o.a, r.step)
 		if r.maxID > math.MaxInt64-step {
+			db.rollback(save)
 			return opResult{err: fmt.Errorf("%w: %q", segment.ErrExhausted, o.tag)}
 		}
 		rg := segment.Range{Start: r.maxID, End: r.maxID + step, Step: r.step}
@@ -337,6 +406,7 @@ func (w *world) apply(o *op, lost bool) opResult {
 		r.maxID = rg.End
 		db.commit()
 		w.res.Reservations++
+		o.hw.Reserve(o.tag, rg.End)
 		if o.p.inc == o.inc {
 			o.p.ranges[o.tag] = append(o.p.ranges[o.tag], rg)
 		}
@@ -344,12 +414,24 @@ func (w *world) apply(o *op, lost bool) opResult {
 	default: // opRaise
 		if r.maxID < o.a {
 			r.maxID = o.a
-			db.commit()
+			db.dirty = true
 			res.ok = true
 		}
+		db.commitIfDirty()
 	}
 	if !lost {
-		db.observe(o.p, cur, rec)
+		db.observe(o.p, rd)
 	}
 	return res
+}
+
+// rollback puts the tables back as they were at s, the start of a
+// transaction that failed (mu held).
+func (db *db) rollback(s snapshot) {
+	db.rows = make(map[string]*row, len(s.rows))
+	for k, r := range s.rows {
+		db.rows[k] = &r
+	}
+	db.workers, db.rec = s.workers, s.rec
+	db.dirty, db.by, db.byInc = false, commitOther, 0
 }

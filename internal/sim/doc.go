@@ -11,11 +11,19 @@
 // progress.
 //
 // The code under test is the real segment and snowflake packages, and
-// the store's fencing decisions are the real package fence's: the fake
-// store calls fence.Decide, Memory.Observe and NewPlan as
-// store/internal/sqlstore's Guard does, and carries out the plan on its
-// tables, and starts tags it creates at the record's floor
-// (fence.Start), as the store does. The faults include lossy failovers (a
+// the store's fencing protocol is the real package fence's: the fake
+// store implements fence.Tx's primitives in memory (tx.go) and runs
+// fence.Check, fence.RunFence, fence.First and the witness raise over
+// them, with a fence.HighWater per incarnation, exactly as
+// store/internal/sqlstore runs them over SQL; it starts tags it creates
+// at the record's floor (fence.Start), as the store does. The planted
+// bugs break one rule each in those primitives or in the world, never
+// in product code. The world is PostgreSQL (timelines, now and then a
+// promotion that reuses a number) or MariaDB (a server_id, no numbered
+// failovers), picked per seed; processes lose their memory of the store
+// when they restart; one process runs with a cap four times the others',
+// tags' steps reach ten times a cap, and process 2 holds a presence
+// lease instead of a worker lease on half the seeds. The faults include lossy failovers (a
 // new server history that lacks the last commits, among them, now and
 // then, the last fence or the last tag created) and restores (the same
 // history, its position back), which only fencing keeps from handing out
@@ -29,7 +37,8 @@
 // ops), oracle.go (the promises and the trace hash), store.go (the
 // segment store's calls and their delivery), db.go (the database and
 // the fence), history.go (what a failover or a restore loses),
-// leases.go (the lease table) and clock.go.
+// leases.go (the lease table and presence leases), tx.go (the fence's
+// primitives) and clock.go.
 //
 // What makes a run replay exactly from its seed is that nothing happens
 // unless the simulator lets it:

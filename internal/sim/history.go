@@ -15,6 +15,15 @@ type keep int
 const (
 	keepFence  keep = 1 << iota // the last write of the fence record
 	keepCreate                  // the last tag created
+	// long: the loss may reach past maxLost commits, over reservations
+	// and renewals of processes that are still live (losable).
+	long
+	// reuse: the promotion reuses a timeline number when the history it
+	// loses had moved the timeline on (a promoted server that died before
+	// any replica received its history file).
+	reuse
+	// keepClaim: no lease claim is lost.
+	keepClaim
 )
 
 // lose loses the last commits: a lossy failover to an asynchronous
@@ -43,21 +52,42 @@ func (db *db) lose(failover bool, k keep) {
 		return
 	}
 	s := db.history[len(db.history)-1-n]
+	// A promotion reuses the number of the timeline it loses only from a
+	// point strictly before that timeline's switch point: from the switch
+	// point itself, it would carry the very identity (timeline and
+	// position) of the fence's reading on the lost timeline, which a
+	// process that saw nothing since cannot tell from it (a limit the
+	// note states).
+	reusable := n > 0 && db.history[len(db.history)-n].timeline == s.timeline
 	db.history = db.history[:len(db.history)-n]
 	db.rows = map[string]*row{}
 	for k, r := range s.rows {
 		db.rows[k] = &r
 	}
 	db.workers, db.rec, db.pos, db.creates = maps.Clone(s.workers), s.rec, s.pos, s.creates
+	db.dirty, db.by, db.byInc = false, commitOther, 0
 	what := "restore"
+	db.reused = false
 	if failover {
-		db.timeline++
-		what = "failover"
+		next := db.timeline + 1
+		if k&reuse != 0 && s.timeline < db.timeline && reusable {
+			next = s.timeline + 1
+			db.reused = true
+			db.w.res.Reuses++
+			what = "failover reusing a timeline number"
+		} else {
+			what = "failover"
+		}
+		db.timeline = next
+		db.server++
 		db.w.res.Failovers++
 	} else {
 		db.w.res.Restores++
 	}
 	db.w.res.LostCommits += n
+	if n > maxLost {
+		db.w.res.LongLosses++
+	}
 	db.unfenced = true
 	db.w.trace("  %s: %d commits lost, now %s", what, n, db.identity())
 }
@@ -69,11 +99,31 @@ func (db *db) lose(failover bool, k keep) {
 // clock within LeaseMargin of true time, does not cover; the hold
 // assumes clocks within LeaseMargin of each other whenever a lease is
 // written, not only when the history is lost.
+//
+// Past maxLost commits (with long), neither a claim nor a reservation of
+// an incarnation that is gone now is lost: the witness raise of a live
+// one covers any number of its reservations, once its lease makes the
+// others wait for it, and the fence's margin covers what the others lost
+// within maxLost.
 func (db *db) losable(k keep) int {
+	live := map[int]bool{}
+	for _, p := range db.w.procs {
+		live[p.inc] = true
+	}
+	limit := maxLost
+	if k&long != 0 {
+		limit = maxLostLive
+	}
 	n := 0
-	for i := len(db.history) - 1; i > 0 && n < maxLost; i-- {
+	for i := len(db.history) - 1; i > 0 && n < limit; i-- {
 		prev, cur := db.history[i-1], db.history[i]
 		if (k&keepFence != 0 && prev.rec != cur.rec) || (k&keepCreate != 0 && prev.creates != cur.creates) || cur.skewed {
+			break
+		}
+		if k&keepClaim != 0 && cur.kind == commitClaim {
+			break
+		}
+		if n >= maxLost && (cur.kind == commitClaim || (cur.kind == commitReserve && !live[cur.inc])) {
 			break
 		}
 		n++

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -29,21 +30,25 @@ func (t *leaseTable) claim(p *proc, owner string, now time.Time, ttl time.Durati
 	if err := snowflake.CheckClaim(owner, ttl, to-from); err != nil {
 		return snowflake.Lease{}, nil, err
 	}
-	cur, rec, err := t.db.checked(p, false)
+	rd, err := t.db.checked(p, false, nil)
 	if err != nil {
 		return snowflake.Lease{}, nil, err
 	}
+	rec := rd.Rec
 	nowMs := now.UnixMilli()
 	for id := from; id < to; id++ {
 		wk := t.db.workers[id]
 		if (wk.owner != "" && wk.expires > nowMs) || wk.pinned {
 			continue
 		}
-		wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), seen: rec.Generation}
+		wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), seen: rec.Generation, rangeCap: p.fenceCfg.RangeCap}
 		t.db.workers[id] = wk
+		t.checkIn(owner, rec.Generation)
+		t.db.by = commitClaim
 		t.db.commit()
-		return wk.lease(id), t.observer(p, cur, rec), nil
+		return wk.lease(id), t.told(p, rd, id), nil
 	}
+	t.db.commitIfDirty()
 	return snowflake.Lease{}, nil, fmt.Errorf("%w: all %d worker IDs from %d are leased", snowflake.ErrNoFreeWorker, to-from, from)
 }
 
@@ -51,40 +56,88 @@ func (t *leaseTable) claimStatic(p *proc, owner string, id int64, now time.Time,
 	if err := snowflake.CheckClaim(owner, ttl, id+1); err != nil {
 		return snowflake.Lease{}, nil, err
 	}
-	cur, rec, err := t.db.checked(p, false)
+	rd, err := t.db.checked(p, false, nil)
 	if err != nil {
 		return snowflake.Lease{}, nil, err
 	}
+	rec := rd.Rec
 	nowMs := now.UnixMilli()
 	wk := t.db.workers[id]
 	if wk.owner != "" && wk.owner != owner && wk.expires > nowMs {
+		t.db.commitIfDirty()
 		return snowflake.Lease{}, nil, fmt.Errorf("%w: worker %d is held by %q", snowflake.ErrNoFreeWorker, id, wk.owner)
 	}
-	wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), pinned: true, seen: rec.Generation}
+	wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), pinned: true, seen: rec.Generation, rangeCap: p.fenceCfg.RangeCap}
 	t.db.workers[id] = wk
+	t.checkIn(owner, rec.Generation)
+	t.db.by = commitClaim
 	t.db.commit()
-	return wk.lease(id), t.observer(p, cur, rec), nil
+	return wk.lease(id), t.told(p, rd, id), nil
 }
 
 func (t *leaseTable) renew(p *proc, lease snowflake.Lease, now, last time.Time, ttl time.Duration) (snowflake.Lease, func(), error) {
-	cur, rec, err := t.db.checked(p, false)
-	if err != nil {
-		return snowflake.Lease{}, nil, err
+	for fences := 0; ; fences++ {
+		save, snap := t.db.snap(), p.mem
+		rd, err := t.db.checked(p, false, nil)
+		if err != nil {
+			t.db.rollback(save)
+			return snowflake.Lease{}, nil, err
+		}
+		wk, ok := t.db.workers[lease.WorkerID]
+		if !ok || lease.Owner == "" || wk.owner != lease.Owner || wk.expires <= now.UnixMilli() {
+			if d := t.wentBack(p, lease, now, rd.Rec.Generation); d != nil && fences < maxFences {
+				t.db.rollback(save)
+				t.db.w.res.RegressionFences++
+				t.db.fence(p, snap, d)
+				continue
+			}
+			t.db.commitIfDirty()
+			return snowflake.Lease{}, t.observer(p, rd), fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
+		}
+		return t.renewed(p, lease, wk, rd, now, last, ttl)
+	}
+}
+
+// wentBack is sqlstore's Leases.wentBack: a renewal that finds its lease
+// gone, or older than it was told, with no fence since it was told and
+// before the expiry it was told, is evidence that the store went back
+// (mu held). PlantNoRegression ignores it.
+func (t *leaseTable) wentBack(p *proc, lease snowflake.Lease, now time.Time, gen int64) *fence.Decision {
+	told, ok := p.told[lease.WorkerID]
+	if t.db.w.cfg.Plant == PlantNoRegression || !ok || told != gen || now.UnixMilli()+p.fenceCfg.LeaseMargin.Milliseconds() >= snowflake.LeaseMillis(lease.ExpiresAt) {
+		return nil
 	}
 	wk, ok := t.db.workers[lease.WorkerID]
-	if !ok || lease.Owner == "" || wk.owner != lease.Owner || wk.expires <= now.UnixMilli() {
-		return snowflake.Lease{}, t.observer(p, cur, rec), fmt.Errorf("%w: worker %d is no longer held by %q", snowflake.ErrLeaseLost, lease.WorkerID, lease.Owner)
+	if !ok || wk.owner != lease.Owner || wk.expires < snowflake.LeaseMillis(lease.ExpiresAt) {
+		return &fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d went back before its expiry", lease.WorkerID)}
 	}
+	return nil
+}
+
+// checkIn is the check-in of every lease of owner against gen
+// (worker_node.seen_generation, sqlstore's CheckedIn), mu held.
+func (t *leaseTable) checkIn(owner string, gen int64) {
+	for id, wk := range t.db.workers {
+		if wk.owner == owner && wk.seen < gen {
+			wk.seen = gen
+			t.db.workers[id] = wk
+		}
+	}
+}
+
+func (t *leaseTable) renewed(p *proc, lease snowflake.Lease, wk worker, rd fence.Reading, now, last time.Time, ttl time.Duration) (snowflake.Lease, func(), error) {
 	wk.expires = max(wk.expires, now.UnixMilli()+ttl.Milliseconds())
 	wk.last = max(wk.last, snowflake.LeaseMillis(last))
-	wk.seen = rec.Generation
 	t.db.workers[lease.WorkerID] = wk
+	t.checkIn(lease.Owner, rd.Rec.Generation)
+	t.db.by, t.db.byInc = commitRenew, p.inc
 	t.db.commit()
+
 	// The holder's deadline must not pass the stored expiry, and it only
 	// learns a later one if it asked for it.
 	out := wk.lease(lease.WorkerID)
 	out.ExpiresAt = snowflake.LeaseTime(max(snowflake.LeaseMillis(lease.ExpiresAt), now.UnixMilli()+ttl.Milliseconds()))
-	return out, t.observer(p, cur, rec), nil
+	return out, t.told(p, rd, lease.WorkerID), nil
 }
 
 func (t *leaseTable) release(lease snowflake.Lease, last time.Time) error {
@@ -110,8 +163,18 @@ func (t *leaseTable) Unpin(_ context.Context, id int64) error {
 }
 
 // observer returns what p remembers once it gets the answer.
-func (t *leaseTable) observer(p *proc, cur fence.Identity, rec fence.Record) func() {
-	return func() { t.db.observe(p, cur, rec) }
+func (t *leaseTable) observer(p *proc, rd fence.Reading) func() {
+	return func() { t.db.observe(p, rd) }
+}
+
+// told is observer for a claim or renewal of worker id that committed:
+// the holder also remembers the generation it was told (sqlstore's
+// Leases.setTold), once the answer arrives.
+func (t *leaseTable) told(p *proc, rd fence.Reading, id int64) func() {
+	return func() {
+		t.db.observe(p, rd)
+		p.told[id] = rd.Rec.Generation
+	}
 }
 
 // holders returns the owner of every worker ID.
@@ -145,7 +208,7 @@ func (l leases) do(apply func() (func(), error)) error {
 	w.db.mu.Lock()
 	defer w.db.mu.Unlock()
 	fault := 0
-	if w.faults {
+	if w.faults && !w.cfg.SteadyLeases {
 		switch r := w.pick(100); {
 		case r < 8:
 			return errInjected
@@ -214,7 +277,18 @@ func (w *world) leasedConfig(p *proc) snowflake.LeasedConfig {
 	return cfg
 }
 
+// presenceFrom is the first worker ID of presence leases, as
+// sqlstore.PresenceFrom: above every ID a snowflake layout uses.
+const presenceFrom = 1 << 29
+
 func (w *world) claim(p *proc) {
+	switch p.lease {
+	case leaseNone:
+		return
+	case leasePresence:
+		w.presenceClaim(p)
+		return
+	}
 	before := w.db.leases.holders()
 	g, err := snowflake.NewLeased(context.Background(), leases{w: w, p: p}, w.leasedConfig(p))
 	w.trace("  claim %d.%d: %v", p.id, p.inc, err)
@@ -230,7 +304,45 @@ func (w *world) countTakeover(before map[int64]string, id int64) {
 	}
 }
 
+// presenceClaim claims a presence lease for p, as store.Presence does
+// at start and after a lease it finds lost. PlantNoPresence claims none.
+func (w *world) presenceClaim(p *proc) {
+	if w.cfg.Plant == PlantNoPresence {
+		return
+	}
+	l, err := leases{w: w, p: p}.ClaimRange(context.Background(), p.owner, p.wall(), leaseTTL, presenceFrom, presenceFrom+8)
+	w.trace("  presence claim %d.%d: %d %v", p.id, p.inc, l.WorkerID, err)
+	if err == nil {
+		p.presence = l
+	}
+}
+
+// presenceRenew is store.Presence's renewal: its check-in.
+func (w *world) presenceRenew(p *proc) {
+	if p.presence.Owner == "" {
+		w.presenceClaim(p)
+		return
+	}
+	now := p.wall()
+	l, err := leases{w: w, p: p}.Renew(context.Background(), p.presence, now, now, leaseTTL)
+	w.trace("  presence renew %d.%d: %d %v", p.id, p.inc, p.presence.WorkerID, err)
+	switch {
+	case errors.Is(err, snowflake.ErrLeaseLost):
+		p.presence = snowflake.Lease{}
+		w.presenceClaim(p)
+	case err == nil:
+		p.presence = l
+	}
+}
+
 func (w *world) heartbeat(p *proc) {
+	switch p.lease {
+	case leaseNone:
+		return
+	case leasePresence:
+		w.presenceRenew(p)
+		return
+	}
 	if p.gen == nil {
 		w.claim(p)
 		return

@@ -39,7 +39,17 @@ var opFuncs = map[string]opFunc{
 		w.advance(time.Duration(1+w.pick(8)) * time.Second)
 		return nil
 	},
-	"set-step": func(w *world, _ *proc, tag string) error { w.db.setStep(tag, int64(1+w.pick(40))); return nil },
+	// A tag's step now and then above every process's cap, up to ten
+	// times the fencer's: the margin covers it from the store's largest
+	// row step (fence.Live.RangeCap), the witness raise whatever it is.
+	"set-step": func(w *world, _ *proc, tag string) error {
+		step := int64(1 + w.pick(40))
+		if w.chance(0.25) {
+			step = int64(1 + w.pick(10*maxStep))
+		}
+		w.db.setStep(tag, step)
+		return nil
+	},
 	// Processes.
 	"crash":   func(w *world, p *proc, _ string) error { return w.crash(p) },
 	"restart": func(w *world, p *proc, _ string) error { return w.restart(p) },
@@ -110,7 +120,19 @@ var opFuncs = map[string]opFunc{
 	// (fence.Holding).
 	"failover-lose-fence-unseen": func(w *world, _ *proc, _ string) error { w.db.lose(true, keepCreate); return nil },
 	"failover-lose-create":       func(w *world, _ *proc, _ string) error { w.db.lose(true, keepFence); return nil },
-	"restore":                    func(w *world, _ *proc, _ string) error { w.db.lose(false, keepFence|keepCreate); return nil },
+	// A failover that loses more than maxLost commits, past reservations
+	// and renewals of live processes (losable).
+	"failover-long": func(w *world, _ *proc, _ string) error {
+		w.db.lose(true, keepFence|keepCreate|keepClaim|long)
+		return nil
+	},
+	// A failover within one lag of the last, to a replica that never
+	// received the last promotion's history: it may lose that
+	// promotion's fence, and on PostgreSQL it reuses its timeline
+	// number, so the timelines count one promotion (on MariaDB another
+	// server_id, which counts none).
+	"failover-reuse": func(w *world, _ *proc, _ string) error { w.db.lose(true, keepCreate|reuse); return nil },
+	"restore":        func(w *world, _ *proc, _ string) error { w.db.lose(false, keepFence|keepCreate); return nil },
 }
 
 // Weights is an op mix: a weight per op name. Ops it leaves out are never
@@ -135,6 +157,7 @@ func DefaultWeights() Weights {
 		"snow-next": 6, "snow-all": 3, "heartbeat": 10,
 		"skew": 3, "ntp-sync": 2, "pause": 2, "step-back": 5,
 		"failover": 2, "failover-lose-fence": 1, "failover-lose-create": 1,
+		"failover-long": 1, "failover-reuse": 1,
 	}
 }
 
@@ -145,7 +168,7 @@ func FailoverWeights() Weights { return DefaultWeights().With(Weights{"failover"
 // CalmWeights is DefaultWeights without faults of the store's history:
 // no failover, no restore.
 func CalmWeights() Weights {
-	return DefaultWeights().With(Weights{"failover": 0, "failover-lose-fence": 0, "failover-lose-create": 0, "restore": 0})
+	return DefaultWeights().With(Weights{"failover": 0, "failover-lose-fence": 0, "failover-lose-create": 0, "failover-long": 0, "failover-reuse": 0, "restore": 0})
 }
 
 // With returns w with the weights of change replacing its own.

@@ -13,11 +13,14 @@ import (
 )
 
 // The simulated processes' settings, the fence's among them: the
-// fence's RangeCap is the largest range one reservation takes (MaxStep;
-// ReserveRange asks for at most 30), and its LeaseTTL the leases'.
+// fence's RangeCap is the largest range one reservation of the process
+// takes (its MaxStep; ReserveRange asks for at most 30), and its LeaseTTL
+// the leases'. Process 1 runs with bigMaxStep, a cap above the others':
+// the margin of a fence by another must cover it from what its claims
+// recorded (fence.Live.RangeCap).
 const (
 	maxStep     = 640
-	rangeCap    = maxStep
+	bigMaxStep  = 4 * maxStep
 	leaseTTL    = 3 * time.Second
 	negativeTTL = 2 * time.Second
 	maxTags     = 6
@@ -46,15 +49,28 @@ type proc struct {
 	inflight map[string]bool
 	gen      *snowflake.Leased // nil until a claim succeeded
 	owner    string
-	lastSF   int64
+	// lease is how the process is known to the lease table: by a
+	// snowflake worker lease, a presence lease (serve --snowflake=false:
+	// presence), or not at all (a library user of segment alone).
+	lease    leaseMode
+	presence snowflake.Lease // the presence lease held, Owner "" if none
+	// fenceCfg is the process's fence configuration (checked), its
+	// RangeCap its own MaxStep.
+	fenceCfg fence.Config
+	// hw is this incarnation's high-water marks (the store's Guard's),
+	// and told the generation each of its leases was last told, under
+	// db.mu.
+	hw     *fence.HighWater
+	told   map[int64]int64
+	beat   time.Time // the last renewal of SteadyLeases (renewDue)
+	lastSF int64
 	// static: process 0 starts with a static worker ID, pinned; the
 	// unpin op turns it into a leased one and back.
 	static bool
 	// mem is what the process knows of the store's history (package
-	// fence), under db.mu. It outlives incarnations, as SQLite's sidecar
-	// file does (sqlstore.GuardOptions.Memory): a restore that every
-	// process restarted across is otherwise invisible, and the simulator
-	// would only find that documented limit.
+	// fence), under db.mu. A PostgreSQL or MariaDB process loses it when
+	// it restarts (boot); Config.KeepMemory keeps it across
+	// incarnations, as SQLite's sidecar file does.
 	mem fence.Memory
 	// holdUntil is the end of the newest fence hold p read in a record
 	// (sqlstore's Guard remembers it the same way), under db.mu.
@@ -93,10 +109,27 @@ func (p *proc) options() segment.Options {
 		AutoCreate: p.id != 2, DefaultStep: 10, MaxTags: maxTags, NegativeTTL: negativeTTL,
 		WaitTimeout: 300 * time.Millisecond, LoadTimeout: time.Second, ReleaseTimeout: 500 * time.Millisecond,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
-		GrowBelow: 2 * time.Second, ShrinkAbove: 4 * time.Second, MaxStep: maxStep,
+		GrowBelow: 2 * time.Second, ShrinkAbove: 4 * time.Second, MaxStep: p.maxStep(),
 		Observer: p.obs, Now: p.wall,
 	}
 }
+
+// maxStep is the largest step p's allocator grows to, which is its
+// fence's RangeCap.
+func (p *proc) maxStep() int64 {
+	if p.id == 1 {
+		return bigMaxStep
+	}
+	return maxStep
+}
+
+type leaseMode int
+
+const (
+	leaseWorker   leaseMode = iota // a snowflake worker lease
+	leasePresence                  // a presence lease (store.Presence)
+	leaseNone                      // no lease: the documented hole
+)
 
 // boot starts a new incarnation of p.
 func (w *world) boot(p *proc) error {
@@ -110,16 +143,20 @@ func (w *world) boot(p *proc) error {
 	p.inc = w.incs
 	p.ranges = map[string][]segment.Range{}
 	p.neg, p.negHi, p.inflight = map[string]time.Time{}, map[string]time.Time{}, map[string]bool{}
+	p.hw, p.told = &fence.HighWater{}, map[int64]int64{}
+	if !w.cfg.KeepMemory {
+		p.mem, p.holdUntil = fence.Memory{}, 0
+	}
 	w.db.mu.Unlock()
 	p.last = map[string]int64{}
 	p.lastSF = 0
-	a, err := segment.New(&store{p: p, inc: p.inc, dead: p.dead}, p.options())
+	a, err := segment.New(&store{p: p, inc: p.inc, dead: p.dead, hw: p.hw}, p.options())
 	if err != nil {
 		return err
 	}
 	p.alloc = a
 	p.owner = fmt.Sprintf("p%d.%d", p.id, p.inc)
-	p.gen = nil
+	p.gen, p.presence = nil, snowflake.Lease{}
 	w.claim(p)
 	return nil
 }

@@ -67,9 +67,9 @@ func TestSimulation(t *testing.T) {
 		total.Add(res)
 	}
 	t.Logf("%d seeds from %d, %d steps in %v: %d segment IDs from %d reservations and %d hand-backs (%d of a second span), %d snowflake IDs, "+
-		"%d crashes, %d graceful restarts, %d lease takeovers, %d failovers and %d restores losing %d commits, %d fences (%d of them adding lost fences' margins), %d reservations held after fences, %d regressions caught, 0 violations",
+		"%d crashes, %d graceful restarts, %d lease takeovers, %d failovers and %d restores losing %d commits, %d fences (%d of them adding lost fences' margins, %d forced by a regression), %d reservations held after fences, %d regressions caught, %d promotions reusing a timeline number, %d losses past %d commits, %d runs on MariaDB, 0 violations",
 		seeds, first, total.Steps, time.Since(start).Round(time.Millisecond), total.SegmentIDs, total.Reservations, total.Releases, total.MultiSpan, total.SnowflakeIDs,
-		total.Crashes, total.Restarts, total.Takeovers, total.Failovers, total.Restores, total.LostCommits, total.Fences, total.LostFences, total.Held, total.Regressions)
+		total.Crashes, total.Restarts, total.Takeovers, total.Failovers, total.Restores, total.LostCommits, total.Fences, total.LostFences, total.RegressionFences, total.Held, total.Regressions, total.Reuses, total.LongLosses, 6, total.MariaDB)
 }
 
 // The same seed gives the same run, step by step: the same trace hash.

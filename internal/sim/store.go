@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // The segment store: each incarnation's handle on the simulated
@@ -34,6 +35,7 @@ var opNames = [...]string{opReserve: "reserve", opCreate: "create", opRelease: "
 type op struct {
 	p      *proc
 	dead   *atomic.Bool // the caller's incarnation's
+	hw     *fence.HighWater
 	inc    int
 	origin string
 	kind   opKind
@@ -60,13 +62,14 @@ type store struct {
 	p    *proc
 	inc  int
 	dead *atomic.Bool
+	hw   *fence.HighWater // the incarnation's, as its store's Guard's
 }
 
 func (s *store) call(ctx context.Context, o *op) opResult {
 	if s.dead.Load() {
 		return opResult{err: errGone}
 	}
-	o.p, o.inc, o.dead = s.p, s.inc, s.dead
+	o.p, o.inc, o.dead, o.hw = s.p, s.inc, s.dead, s.hw
 	o.origin, _ = ctx.Value(originKey{}).(string)
 	if o.origin == "" {
 		o.origin = "load"

@@ -29,7 +29,44 @@ type Config struct {
 	// Plant plants a known bug, for the tests that show the oracle
 	// catches it. The zero value plants none.
 	Plant Plant
+	// Server is the simulated database server; the zero value picks
+	// PostgreSQL or MariaDB from the seed.
+	Server Server
+	// KeepMemory keeps each process's memory of the store across its
+	// restarts, as SQLite's sidecar file does; PostgreSQL and MariaDB
+	// processes lose it.
+	KeepMemory bool
+	// Margin, if set, is the fence's configured margin (fence.Config),
+	// in place of the automatic one: a world where it is small leaves
+	// live instances' lost ranges to the witness raise alone.
+	Margin int64
+	// SteadyLeases injects no fault into lease calls, and renews every
+	// lease each third of its TTL, as serve does: every instance holds
+	// its lease from its start, the witness raise's premise (an
+	// instance whose every claim fails is neither counted nor waited for,
+	// and only the margin covers it).
+	SteadyLeases bool
+	// Bare runs process 2 with no lease at all, as a program that embeds
+	// segment over a store without store.Presence: the documented hole.
+	// Otherwise it holds a snowflake worker lease or, on half the seeds,
+	// a presence lease (serve --snowflake=false).
+	Bare bool
 }
+
+// Server is a kind of simulated database server.
+type Server int
+
+// The simulated servers.
+const (
+	ServerBySeed Server = iota
+	// ServerPostgres: a system identifier, a timeline every promotion
+	// moves on (or, now and then, reuses: failover-reuse), a WAL
+	// position.
+	ServerPostgres
+	// ServerMariaDB: a server_id, another after every failover, and a
+	// GTID position; nothing numbers the failovers.
+	ServerMariaDB
+)
 
 // Plant is a bug planted in the simulated store.
 type Plant int
@@ -48,6 +85,24 @@ const (
 	// PlantNoHold: reservations go on during a fence's hold before the
 	// instances that may have seen a lost fence have checked in.
 	PlantNoHold
+	// PlantNoWitness: a check against a new record raises nothing (the
+	// witness raise is a no-op in the simulator's primitives).
+	PlantNoWitness
+	// PlantOwnCap: the margin from the fencer's own cap alone: the
+	// store's largest row step and the caps leases recorded read as 0.
+	PlantOwnCap
+	// PlantNoPresence: the instance that runs without a snowflake worker
+	// claims no presence lease.
+	PlantNoPresence
+	// PlantOneFailover: a fence after a promotion that reused the
+	// timeline number moves the rows by what one counted failover
+	// gives.
+	PlantOneFailover
+	// PlantCoversZero: a first recording writes Covers 0.
+	PlantCoversZero
+	// PlantNoRegression: a row below what the process reserved, and a
+	// lease gone or older than it was told, are no evidence.
+	PlantNoRegression
 )
 
 // Result is what a run did.
@@ -68,6 +123,12 @@ type Result struct {
 	Fences       int // fences the store performed (fence verdict Fence)
 	LostFences   int // fences that added the margins of fences the record had lost
 	Held         int // reservations held back after a fence (fence.Holding)
+	// RegressionFences are fences forced by a regression: a row below
+	// what the process reserved, a lease gone or older than it was told.
+	RegressionFences int
+	Reuses           int // failovers whose promotion reused a timeline number
+	LongLosses       int // losses of more than maxLost commits
+	MariaDB          int // runs on MariaDB
 
 	// TraceHash is the FNV-1a hash of every trace line: two runs with the
 	// same hash took the same steps with the same outcomes.
@@ -92,6 +153,10 @@ func (t *Result) Add(r Result) {
 	t.Fences += r.Fences
 	t.LostFences += r.LostFences
 	t.Held += r.Held
+	t.RegressionFences += r.RegressionFences
+	t.Reuses += r.Reuses
+	t.LongLosses += r.LongLosses
+	t.MariaDB += r.MariaDB
 }
 
 // Violation is a broken promise, with the seed and step that replay it.
@@ -143,14 +208,30 @@ func run(cfg Config) (Result, error) {
 		hash:      fnv.New64a(),
 		segIDs:    map[tagID]int{},
 		snow:      map[int64]int{},
-		fenceCfg:  fence.Config{RangeCap: rangeCap, LeaseTTL: leaseTTL},
+		server:    cfg.Server,
 	}
-	if w.fenceCfg, err = w.fenceCfg.Check(); err != nil {
-		return Result{}, err
+	if w.server == ServerBySeed {
+		w.server = ServerPostgres
+		if w.chance(0.5) {
+			w.server = ServerMariaDB
+		}
 	}
+	if w.server == ServerMariaDB {
+		w.res.MariaDB = 1
+	}
+	presence := w.chance(0.5)
 	w.db = newDB(w)
 	for i := range cfg.Procs {
 		p := &proc{id: i, w: w, static: i == 0}
+		switch {
+		case i == 2 && cfg.Bare:
+			p.lease = leaseNone
+		case i == 2 && (presence || cfg.Plant == PlantNoPresence):
+			p.lease = leasePresence
+		}
+		if p.fenceCfg, err = (fence.Config{RangeCap: p.maxStep(), LeaseTTL: leaseTTL, Margin: cfg.Margin}).Check(); err != nil {
+			return Result{}, err
+		}
 		w.procs = append(w.procs, p)
 		if err := w.boot(p); err != nil {
 			return w.res, err
@@ -177,8 +258,8 @@ type world struct {
 	cancelled context.Context // for calls that must not wait for a load
 	hash      hash.Hash64
 
-	db       *db          // the database; its mutex guards what it says
-	fenceCfg fence.Config // the store's fencing configuration, checked
+	db     *db // the database; its mutex guards what it says
+	server Server
 
 	procs  []*proc
 	incs   int
@@ -210,6 +291,9 @@ func (w *world) loop() error {
 		if err := w.once(); err != nil {
 			return err
 		}
+		if w.cfg.SteadyLeases {
+			w.renewDue()
+		}
 		if err := w.settle(); err != nil {
 			return err
 		}
@@ -222,6 +306,18 @@ func (w *world) loop() error {
 }
 
 func (w *world) pick(n int) int { return w.rng.IntN(n) }
+
+// renewDue renews the lease of every process that has not renewed for a
+// third of the TTL, as serve's renewal timers do: with SteadyLeases, a
+// live instance's lease never lapses.
+func (w *world) renewDue() {
+	for _, p := range w.procs {
+		if time.Since(p.beat) >= leaseTTL/3 {
+			p.beat = time.Now()
+			w.heartbeat(p)
+		}
+	}
+}
 
 func (w *world) chance(p float64) bool { return w.rng.Float64() < p }
 
@@ -238,7 +334,13 @@ func (w *world) calm() error {
 	if err := w.settle(); err != nil {
 		return err
 	}
-	w.advance(10 * time.Second) // past every backoff and lease
+	// Past every backoff and lease; with SteadyLeases, renewing on time.
+	for range 10 {
+		w.advance(time.Second)
+		if w.cfg.SteadyLeases {
+			w.renewDue()
+		}
+	}
 	w.deliverAll(false, nil)
 	for _, p := range w.procs {
 		p.stocked = map[string]bool{}
@@ -248,7 +350,7 @@ func (w *world) calm() error {
 		}
 	}
 	for _, p := range w.procs {
-		for try := 0; ; try++ {
+		for try := 0; p.lease == leaseWorker; try++ {
 			if p.gen != nil && p.gen.Ready() == nil {
 				break
 			}
@@ -262,12 +364,17 @@ func (w *world) calm() error {
 			return err
 		}
 		for _, tag := range tags[:2] {
+			// A fence in the calm phase (a process that had not looked
+			// since the last loss) holds reservations until the others
+			// check in: a take may wait for that, once the prefetch it
+			// started was held.
+			held := w.res.Held
 			for i := range 50 {
 				before := p.obs.waited(tag)
 				if err := w.calmTake(p, tag); err != nil {
 					return err
 				}
-				if p.obs.waited(tag) > before && (i > 0 || p.stocked[tag]) {
+				if p.obs.waited(tag) > before && (i > 0 || p.stocked[tag]) && w.res.Held == held {
 					return w.violation("process %d, tag %s: take %d after the faults stopped waited for a load: a prefetch was never started", p.id, tag, i)
 				}
 			}
@@ -296,7 +403,14 @@ func (w *world) calmTake(p *proc, tag string) error {
 		if err := w.settle(); err != nil {
 			return err
 		}
-		w.advance(100 * time.Millisecond)
+		// A reservation held after a fence waits for the others' renewals
+		// (their check-in), every TTL/3, or for the hold's end, at most
+		// a TTL and the margin away.
+		w.advance(leaseTTL / 3)
+		for _, q := range w.procs {
+			w.heartbeat(q)
+		}
+		w.deliverAll(false, nil)
 	}
 	return w.violation("process %d, tag %s: no ID after the faults stopped", p.id, tag)
 }

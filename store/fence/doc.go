@@ -21,7 +21,9 @@
 // so that a fence after a loss that took earlier fences with it adds
 // what they added (Plan.Lost).
 //
-// This package is the decision alone, in plain Go, with no SQL, so that
-// the simulator and unit tests can drive it; package store runs it
-// against the databases.
+// This package is the decision and the protocol, in plain Go, with no
+// SQL: Decide and NewPlan decide, and RunFence, Check, First and Witness
+// are the steps a store takes, over the primitives of Tx. The SQL stores
+// implement Tx in SQL and the simulator (internal/sim) in memory, so
+// that both run the same steps.
 package fence

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,15 +45,11 @@ type Guard struct {
 	holdUntil atomic.Int64
 	owner     atomic.Pointer[string]
 
-	// reserved is, per tag, the end of the highest range this process
-	// reserved through the Guard's Store: its high-water mark, what its
-	// witness raise moves the tag's row up to after a fence (witness).
-	// witnessed is the newest record generation a witness raise of this
-	// process committed against.
-	resMu     sync.Mutex
-	reserved  map[string]int64
-	handing   map[string][2]int64 // hand-backs in flight: from, to
-	witnessed atomic.Int64
+	// hw is what this process reserved through the Guard's Store, per
+	// tag: what its witness raise moves the tag's rows up to after a
+	// fence, and what a row found below is a regression of
+	// (fence.HighWater).
+	hw *fence.HighWater
 }
 
 // GuardOptions configures a Guard.
@@ -82,7 +77,7 @@ func NewGuard(db DB, d Dialect, o GuardOptions) (*Guard, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{db: db, d: d, id: d.Identity, cfg: cfg, log: o.Logger, persist: o.Persist, hook: &retryHook{}, mem: o.Memory}, nil
+	return &Guard{db: db, d: d, id: d.Identity, cfg: cfg, log: o.Logger, persist: o.Persist, hook: &retryHook{}, mem: o.Memory, hw: &fence.HighWater{}}, nil
 }
 
 // Configure replaces the fence configuration and logger, before the
@@ -184,23 +179,20 @@ type errFence struct {
 func (e *errFence) Error() string { return "store: fence needed: " + e.d.Reason }
 
 // check decides on r against snap, the memory taken before the statement
-// was sent, and runs Tick. It returns *errFence unless the operation may
-// go on.
+// was sent, with the protocol's check (fence.Check: the witness raise,
+// Tick). It returns *errFence unless the operation may go on.
 func (g *Guard) check(ctx context.Context, q Querier, snap fence.Memory, r *reading) error {
 	r.fixup()
 	g.sawHold(r.rec.FenceUntil)
-	if d := fence.Decide(snap, r.cur, r.rec); d.Verdict != fence.Proceed {
-		return &errFence{d: d}
-	}
-	if err := g.witness(ctx, q, r); err != nil {
+	fr := fence.Reading{Cur: r.cur, Rec: r.rec, Witnessed: r.witnessed}
+	d, err := fence.Check(ctx, primitives{g, q}, g.hw, snap, &fr)
+	if err != nil {
 		return err
 	}
-	if g.id.Tick != "" {
-		if _, err := q.Exec(ctx, g.id.Tick); err != nil {
-			return err
-		}
-		r.cur.Position = tickNext(r.cur.Position)
+	if d.Verdict != fence.Proceed {
+		return &errFence{d: d}
 	}
+	r.cur, r.witnessed = fr.Cur, fr.Witnessed
 	return nil
 }
 
@@ -259,102 +251,27 @@ func (g *Guard) checkedIn(ctx context.Context, q Querier, gen, worker int64, own
 
 // reserve remembers that this process reserved tag up to end.
 func (g *Guard) reserve(tag string, end int64) {
-	if g == nil {
-		return
+	if g != nil {
+		g.hw.Reserve(tag, end)
 	}
-	g.resMu.Lock()
-	defer g.resMu.Unlock()
-	if g.reserved == nil {
-		g.reserved = map[string]int64{}
-	}
-	g.reserved[tag] = max(g.reserved[tag], end)
 }
 
-// releasing is called before this process hands back from..to of tag;
-// done says whether the hand-back committed. Until then, a reservation
-// of this process that finds max_id at from is not a regression (went).
+// releasing is called before this process hands back from..to of tag
+// (fence.HighWater.Releasing).
 func (g *Guard) releasing(tag string, from, to int64) (done func(ok bool)) {
 	if g == nil {
 		return func(bool) {}
 	}
-	g.resMu.Lock()
-	if g.handing == nil {
-		g.handing = map[string][2]int64{}
-	}
-	g.handing[tag] = [2]int64{from, to}
-	g.resMu.Unlock()
-	return func(ok bool) {
-		g.resMu.Lock()
-		defer g.resMu.Unlock()
-		delete(g.handing, tag)
-		if ok && g.reserved[tag] == to {
-			g.reserved[tag] = from
-		}
-	}
+	return g.hw.Releasing(tag, from, to)
 }
 
 // went reports whether max_id of tag, read under its row lock, is below
-// the end of a range this process reserved: the row went back (a
-// restore, a lagging node) although the identity may not show it.
+// the end of a range this process reserved (fence.HighWater.Went).
 func (g *Guard) went(tag string, maxID int64) (bool, int64) {
 	if g == nil {
 		return false, 0
 	}
-	g.resMu.Lock()
-	defer g.resMu.Unlock()
-	hw := g.reserved[tag]
-	if h, ok := g.handing[tag]; ok && maxID == h[0] && hw == h[1] {
-		return false, hw
-	}
-	return maxID < hw, hw
-}
-
-// witness is the witness raise: the first transaction of this process
-// that is checked against a record newer than the last it witnessed
-// raises every tag this process reserved to the end of the highest range
-// it reserved, before it checks its lease in (checkedIn) and before its
-// next reservation. After a fence, others' reservations wait until every
-// live lease has checked in (fence.Holding): so a range a live instance
-// holds that the store lost is above the rows before anyone reserves
-// again, whatever its step, and the fence's margin is left to cover only
-// the instances that are gone. One UPDATE per tag per new generation;
-// tags are raised in name order, so that two witnesses take row locks in
-// one order.
-func (g *Guard) witness(ctx context.Context, q Querier, r *reading) error {
-	gen := r.rec.Generation
-	if gen <= g.witnessed.Load() {
-		return nil
-	}
-	g.resMu.Lock()
-	tags := make([]string, 0, len(g.reserved))
-	for t, end := range g.reserved {
-		if end > 0 {
-			tags = append(tags, t)
-		}
-	}
-	ends := make(map[string]int64, len(tags))
-	for _, t := range tags {
-		ends[t] = g.reserved[t]
-	}
-	g.resMu.Unlock()
-	slices.Sort(tags)
-	for _, t := range tags {
-		if _, err := q.Exec(ctx, g.d.Witness, ends[t], t, ends[t]); err != nil {
-			return fmt.Errorf("raise %q to what this process reserved: %w", t, err)
-		}
-	}
-	r.witnessed = gen
-	return nil
-}
-
-// sawWitness records that a witness raise against gen committed.
-func (g *Guard) sawWitness(gen int64) {
-	for {
-		w := g.witnessed.Load()
-		if gen <= w || g.witnessed.CompareAndSwap(w, gen) {
-			return
-		}
-	}
+	return g.hw.Went(tag, maxID)
 }
 
 // save hands m to Persist; a failure weakens what a later process can
@@ -412,7 +329,7 @@ func (g *Guard) snapshot() fence.Memory {
 
 // committed records a reading whose transaction committed.
 func (g *Guard) committed(r *reading) {
-	g.sawWitness(r.witnessed)
+	g.hw.Witnessed(r.witnessed)
 	g.mu.Lock()
 	g.mem = g.mem.Observe(r.cur, r.rec)
 	m := g.mem
