@@ -69,7 +69,22 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory, need *errFence) er
 		return g.db.InTx(ctx, func(q Querier) error {
 			var fr *fence.Reading
 			var err error
-			if ev, fr, err = fence.RunFence(ctx, primitives{g, q}, g.cfg, g.hw, snap, forced, time.Now); err == nil {
+			f := forced
+			if f != nil && need.still != nil {
+				// Under the lock, so that no fence commits between the
+				// look and the decision.
+				if err := (primitives{g, q}).Lock(ctx); err != nil {
+					return err
+				}
+				still, err := need.still(ctx, q)
+				if err != nil {
+					return err
+				}
+				if !still {
+					f = nil
+				}
+			}
+			if ev, fr, err = fence.RunFence(ctx, primitives{g, q}, g.cfg, g.hw, snap, f, time.Now); err == nil {
 				r = &reading{cur: fr.Cur, rec: fr.Rec, witnessed: fr.Witnessed}
 			}
 			return err

@@ -174,6 +174,12 @@ func (r *reading) fixup() {
 type errFence struct {
 	d     fence.Decision
 	force bool
+	// still, for forced evidence, tells under the idgen_fence lock
+	// whether the evidence still stands: another process's fence may have
+	// dealt with it since it was seen (raised the row, or been recorded
+	// after the lease was told), and a second fence for one loss would
+	// only hold reservations again.
+	still func(ctx context.Context, q Querier) (bool, error)
 }
 
 func (e *errFence) Error() string { return "store: fence needed: " + e.d.Reason }

@@ -463,7 +463,7 @@ func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease,
 	err := q.QueryRow(ctx, s.d.WorkerSelectOne, lease.WorkerID).Scan(&holder, &expires, &last)
 	switch {
 	case errors.Is(err, s.d.NoRows):
-		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d is gone before its expiry", lease.WorkerID)}, force: true}
+		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d is gone before its expiry", lease.WorkerID)}, force: true, still: s.noFenceSince(t.gen)}
 	case err != nil:
 		return err
 	case last >= t.expires:
@@ -475,9 +475,23 @@ func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease,
 		return nil
 	case holder != lease.Owner || expires < t.expires:
 		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d went back before its expiry (owner %q, expiry %d; was told %d)",
-			lease.WorkerID, holder, expires, t.expires)}, force: true}
+			lease.WorkerID, holder, expires, t.expires)}, force: true, still: s.noFenceSince(t.gen)}
 	}
 	return nil
+}
+
+// noFenceSince is the evidence check of a lease told at generation gen:
+// it stands while the record is still the one the holder was told, and
+// a fence recorded since (which held or raised the leases it found) has
+// dealt with it.
+func (s *Leases) noFenceSince(gen int64) func(ctx context.Context, q Querier) (bool, error) {
+	return func(ctx context.Context, q Querier) (bool, error) {
+		r, err := s.g.readAll(ctx, q)
+		if err != nil {
+			return false, err
+		}
+		return r.rec.Generation <= gen, nil
+	}
 }
 
 // Release implements snowflake.LeaseStore. It clears the owner and the

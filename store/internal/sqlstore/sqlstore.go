@@ -385,7 +385,15 @@ func (s *Store) advanceOnce(ctx context.Context, reserve bool, tag string, next 
 		}
 		if went, hw := s.g.went(tag, maxID); went {
 			return &errFence{d: fence.Decision{Verdict: fence.Fence,
-				Reason: fmt.Sprintf("tag %q's max_id %d is below %d, the end of a range this process reserved: the store went back", tag, maxID, hw)}, force: true}
+				Reason: fmt.Sprintf("tag %q's max_id %d is below %d, the end of a range this process reserved: the store went back", tag, maxID, hw)}, force: true,
+				still: func(ctx context.Context, q Querier) (bool, error) {
+					var now, step int64
+					err := q.QueryRow(ctx, s.d.LockRow, tag).Scan(&now, &step)
+					if errors.Is(err, s.d.NoRows) {
+						return true, nil
+					}
+					return err == nil && now < hw, err
+				}}
 		}
 		to, err := next(maxID, rowStep)
 		if err != nil || to == maxID {
