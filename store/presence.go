@@ -12,6 +12,11 @@ import (
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
 
+// PresenceFrom is the first worker_node row of presence leases: tools
+// that read the table for snowflake workers leave out the rows from it
+// on.
+const PresenceFrom = sqlstore.PresenceFrom
+
 // PresenceConfig configures Store.Presence. The zero value of every field
 // selects the default written next to it.
 type PresenceConfig struct {

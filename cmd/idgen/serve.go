@@ -24,6 +24,7 @@ import (
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store"
 )
 
@@ -72,7 +73,10 @@ type serveConfig struct {
 	defaultStep, maxStep, maxRange, workerID, fenceMargin                       int64
 	maxBatch, maxTags                                                           int
 	leaseTTL, drain                                                             time.Duration
-	trustedProxies                                                              []string
+	// owner names this process in worker_node, on its presence lease and
+	// its snowflake worker lease alike (set by serve).
+	owner          string
+	trustedProxies []string
 
 	tokens    server.APITokens // parsed from apiTokens by validate
 	compat    compatConfig     // the layout and compatibility flags
@@ -318,21 +322,22 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	if err := startFencing(ctx, st, c, log, metrics); err != nil {
 		return err
 	}
-	// An instance without a snowflake worker lease holds a presence lease
-	// instead, so that a fence counts it and waits for its check-in (see
-	// store.Presence); with one, the worker lease is its presence.
-	var presence *store.Presence
-	if !c.snowflake {
-		if presence, err = st.Presence(ctx, store.PresenceConfig{TTL: c.leaseTTL, Logger: log}); err != nil {
-			return err
-		}
-		log.Info("presence lease", "worker_id", presence.WorkerID())
-		defer func() { // on the early returns; after the shutdown's own Close, a no-op
-			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = presence.Close(cctx)
-		}()
+	// Every instance holds a presence lease, so that a fence counts it and
+	// waits for its check-in (see store.Presence): also one whose
+	// snowflake worker lease is lost, or whose claims fail, while it goes
+	// on handing out segment IDs. The worker lease has the same owner, so
+	// that neither holds this process's own reservations back.
+	c.owner = snowflake.NewOwner()
+	presence, err := st.Presence(ctx, store.PresenceConfig{Owner: c.owner, TTL: c.leaseTTL, Logger: log})
+	if err != nil {
+		return err
 	}
+	log.Info("presence lease", "worker_id", presence.WorkerID(), "owner", c.owner)
+	defer func() { // on the early returns; after the shutdown's own Close, a no-op
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = presence.Close(cctx)
+	}()
 	if c.tlsConfig != nil {
 		metrics.WatchTLS(c.tlsConfig)
 	}
@@ -413,10 +418,8 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		log.Warn("hand-back incomplete", "err", e)
 	}
 	// After the hand-back: until it ends, this instance holds ranges.
-	if presence != nil {
-		if e := presence.Close(sctx); e != nil {
-			log.Warn("presence lease release incomplete", "err", e)
-		}
+	if e := presence.Close(sctx); e != nil {
+		log.Warn("presence lease release incomplete", "err", e)
 	}
 	if err == nil {
 		log.Info("stopped")

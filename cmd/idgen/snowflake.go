@@ -24,7 +24,7 @@ type snowflakeMode struct {
 }
 
 func startSnowflake(ctx context.Context, st *store.Store, c serveConfig, log *slog.Logger) (*snowflakeMode, error) {
-	cfg := snowflake.LeasedConfig{Generator: c.compat.layout.Config(), WorkerRange: c.compat.workers, TTL: c.leaseTTL, Logger: log}
+	cfg := snowflake.LeasedConfig{Generator: c.compat.layout.Config(), WorkerRange: c.compat.workers, TTL: c.leaseTTL, Owner: c.owner, Logger: log}
 	source := "lease"
 	if c.workerID >= 0 {
 		gen, err := c.compat.staticConfig(c.workerID)

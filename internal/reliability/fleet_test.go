@@ -22,6 +22,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/store"
 )
 
 const adminToken = "reliability-admin-token"
@@ -405,9 +406,13 @@ type leaseRow struct {
 // being released, its expiry.
 func (r leaseRow) floor() int64 { return max(r.lastTS, r.expiresAt) }
 
+// presenceFrom leaves the presence leases out of the snowflake workers'
+// rows: they share their owner with the process's worker lease.
+var presenceFrom = strconv.Itoa(store.PresenceFrom)
+
 func (d *sqlDB) leaseOf(ctx context.Context, owner string) (leaseRow, bool, error) {
 	var r leaseRow
-	err := d.db.QueryRowContext(ctx, d.bind(`SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node WHERE owner = ?`), owner).
+	err := d.db.QueryRowContext(ctx, d.bind(`SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node WHERE owner = ? AND worker_id < `+presenceFrom), owner).
 		Scan(&r.worker, &r.owner, &r.expiresAt, &r.lastTS)
 	if err == sql.ErrNoRows {
 		return r, false, nil
@@ -423,7 +428,7 @@ func (d *sqlDB) leaseRow(ctx context.Context, worker int64) (leaseRow, error) {
 }
 
 func (d *sqlDB) leaseRows(ctx context.Context) ([]leaseRow, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node ORDER BY worker_id`)
+	rows, err := d.db.QueryContext(ctx, `SELECT worker_id, owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id < `+presenceFrom+` ORDER BY worker_id`)
 	if err != nil {
 		return nil, err
 	}
