@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testkit"
 	"github.com/idgen/idgen/opaque"
 )
 
@@ -135,7 +137,13 @@ func TestServe_OpaqueTagSurvivesARestoreOfIDSequence(t *testing.T) {
 	if st, body := get(t, c, tag); st != 503 || errorCode(body) != "opaque_key_conflict" {
 		t.Fatalf("records that disagree: %d %s, want 503 opaque_key_conflict", st, body)
 	}
-	if !strings.Contains(c.Log(), "ff1v2:00000000000000ff") || !strings.Contains(c.Log(), key.Fingerprint()) {
-		t.Errorf("the refusing instance's log must name both fingerprints:\n%s", c.Log())
+	// The line may be written after the answer: wait for it, boundedly.
+	if err := testkit.WaitFor(10*time.Second, 20*time.Millisecond, func() error {
+		if log := c.Log(); !strings.Contains(log, "ff1v2:00000000000000ff") || !strings.Contains(log, key.Fingerprint()) {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("the refusing instance's log must name both fingerprints (%v):\n%s", err, c.Log())
 	}
 }
