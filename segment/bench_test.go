@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/segment"
+
+	"github.com/idgen/idgen/internal/benchcpu"
 )
 
 // BenchmarkAtomicFloor is the floor the allocator's hot path is compared
@@ -13,24 +15,9 @@ import (
 func BenchmarkAtomicFloor(b *testing.B) {
 	var n atomic.Int64
 	b.ReportAllocs()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		n.Add(1)
-	}
-}
-
-// reportCPU, deferred before a benchmark's loop, adds cpu-ns/op: the
-// process's CPU time per operation. On a machine shared with other work a
-// benchmark's goroutine waits for a core, and wall time (sec/op) counts
-// the wait; CPU time does not, so it compares the floor and the allocator
-// more steadily than wall time when both cannot run on a quiet machine.
-func reportCPU(b *testing.B) func() {
-	start, ok := processCPU()
-	return func() {
-		end, ok2 := processCPU()
-		if ok && ok2 && b.N > 0 {
-			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-		}
 	}
 }
 
@@ -52,7 +39,7 @@ func BenchmarkNext(b *testing.B) {
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		if _, err := seq.Next(ctx); err != nil {
 			b.Fatal(err)
@@ -64,7 +51,7 @@ func BenchmarkNextByTag(b *testing.B) {
 	a, tag := benchAlloc(b)
 	ctx := context.Background()
 	b.ReportAllocs()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		if _, err := a.Next(ctx, tag); err != nil {
 			b.Fatal(err)

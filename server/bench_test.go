@@ -13,6 +13,8 @@ import (
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
+
+	"github.com/idgen/idgen/internal/benchcpu"
 )
 
 // discard is a ResponseWriter that keeps nothing, so that the benchmarks
@@ -39,7 +41,7 @@ func benchServer(b *testing.B) *server.Server {
 func benchServe(b *testing.B, h http.Handler, path string) {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	b.ReportAllocs()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	b.RunParallel(func(pb *testing.PB) {
 		w := &discard{h: http.Header{}}
 		for pb.Next() {
@@ -47,21 +49,6 @@ func benchServe(b *testing.B, h http.Handler, path string) {
 			h.ServeHTTP(w, req)
 		}
 	})
-}
-
-// reportCPU, deferred around a benchmark's loop, adds cpu-ns/op: the
-// process's CPU time per operation, the benchmark's goroutines, the
-// garbage collector and all. On a machine shared with other work, wall
-// time (sec/op) grows with the load; CPU time per operation is the cost,
-// and holds steadier.
-func reportCPU(b *testing.B) func() {
-	start, ok := processCPU()
-	return func() {
-		end, ok2 := processCPU()
-		if ok && ok2 && b.N > 0 {
-			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-		}
-	}
 }
 
 // BenchmarkServeID is GET /id/order through the whole server, metrics on
@@ -134,7 +121,7 @@ func BenchmarkServeOpaque(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/id/"+tag+"?count=10000", nil)
 			w := &discard{h: http.Header{}}
 			b.ReportAllocs()
-			defer reportCPU(b)()
+			defer benchcpu.Report(b)()
 			for b.Loop() {
 				clear(w.h)
 				h.ServeHTTP(w, req)

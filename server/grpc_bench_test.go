@@ -19,6 +19,8 @@ import (
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/server"
+
+	"github.com/idgen/idgen/internal/benchcpu"
 )
 
 // grpcBody is msg in a gRPC envelope: no compression, 4-byte length.
@@ -117,7 +119,7 @@ func benchNative(b *testing.B, gs *grpc.Server) {
 	b.ReportAllocs()
 	b.SetParallelism(8)
 	b.ResetTimer()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	b.RunParallel(func(pb *testing.PB) {
 		out := new(idgenv1.NextResponse)
 		for pb.Next() {

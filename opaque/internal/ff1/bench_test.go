@@ -4,21 +4,9 @@ import (
 	"testing"
 
 	"github.com/idgen/idgen/opaque/internal/ff1"
-)
 
-// reportCPU, deferred around a benchmark's loop, adds cpu-ns/op: the
-// process's CPU time per operation. On a machine shared with other work,
-// wall time (sec/op) grows with the load; CPU time per operation is the
-// cost, and holds steadier.
-func reportCPU(b *testing.B) func() {
-	start, ok := processCPU()
-	return func() {
-		end, ok2 := processCPU()
-		if ok && ok2 && b.N > 0 {
-			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-		}
-	}
-}
+	"github.com/idgen/idgen/internal/benchcpu"
+)
 
 // BenchmarkUint_Encrypt63 is one value, ten dependent AES calls:
 // 2026-12-01 21:52 UTC, load average 26 to 29 on 2 shared cores, medians
@@ -28,7 +16,7 @@ func BenchmarkUint_Encrypt63(b *testing.B) {
 	c, _ := ff1.New(make([]byte, 16), 2)
 	f, _ := c.Uint(63, []byte("order"))
 	var x uint64
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for i := 0; b.Loop(); i++ {
 		x, _ = f.Encrypt(uint64(i))
 	}
@@ -43,7 +31,7 @@ func BenchmarkUint_EncryptN63(b *testing.B) {
 	c, _ := ff1.New(make([]byte, 16), 2)
 	f, _ := c.Uint(63, []byte("order"))
 	xs := make([]uint64, 10000)
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		for i := range xs {
 			xs[i] = uint64(i + 1)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package server_test
+package benchcpu
 
 import (
 	"syscall"
