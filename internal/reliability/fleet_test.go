@@ -271,7 +271,7 @@ func (f *fleet) checkDistinctWorkers(when string) []int64 {
 			continue
 		}
 		if !w.Ready || w.WorkerID < 0 {
-			f.t.Errorf("%s: %s has no usable worker ID: %+v", when, inst, w)
+			f.t.Errorf("%s: %s has no usable worker ID: %+v\n%s", when, inst, w, tail(inst.p.Log(), 30))
 		}
 		if other, dup := seen[w.WorkerID]; dup {
 			f.t.Errorf("%s: %s and %s both hold worker ID %d", when, other, inst, w.WorkerID)

@@ -250,7 +250,7 @@ func (g *Guard) checkedIn(ctx context.Context, q Querier, gen, worker int64, own
 	g.owner.Store(&owner)
 	n, err := q.Exec(ctx, g.id.CheckedIn, gen, worker, owner)
 	if err != nil {
-		return 0, fmt.Errorf("record the lease's check (is migration 00011 applied?): %w", err)
+		return 0, fmt.Errorf("record the lease's check-in: %w", err)
 	}
 	return n, nil
 }

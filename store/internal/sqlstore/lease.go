@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -117,30 +118,49 @@ type checkIn struct {
 	gen int64
 }
 
-// done checks in worker, and every other row this process was told it
-// holds under the same owner: a live instance that lost a lease to a
-// lapse and claimed another worker ID must not leave its old row, which
-// a fence may be holding, to hold others' reservations back for the
-// whole hold. By primary key: a scan by owner would lock every row on
-// InnoDB and serialise concurrent claims.
-func (c checkIn) done(ctx context.Context, q Querier, s *Leases, worker int64, owner string) error {
+// The rows of one owner are checked in in ascending worker ID, and a
+// renewal takes its own row in that order too (before the rows above it,
+// after those below): a serve process renews its worker lease and its
+// presence lease under one owner on timers of the same period, and each
+// renewal checks in the other's row. Taken in opposite orders, the two
+// transactions deadlocked; on PostgreSQL both then waited out the
+// deadlock timeout, failed together, retried together and deadlocked
+// again until the worker lease lapsed under a live process.
+
+// others checks in, in ascending worker ID, every row other than except
+// that this process was told owner holds and that satisfies keep. A
+// live instance that lost a lease to a lapse and claimed another worker
+// ID must not leave its old row, which a fence may be holding, to hold
+// others' reservations back for the whole hold. By primary key: a scan
+// by owner would lock every row on InnoDB and serialise concurrent
+// claims. A row whose check-in matches nothing was claimed by another
+// since, or released: it is forgotten.
+func (c checkIn) others(ctx context.Context, q Querier, s *Leases, owner string, except int64, keep func(int64) bool) error {
 	if c.g == nil {
 		return nil
 	}
-	if _, err := c.g.checkedIn(ctx, q, c.gen, worker, owner); err != nil {
-		return err
-	}
-	for _, w := range s.heldBy(owner, worker) {
+	for _, w := range s.heldBy(owner, except) {
+		if !keep(w) {
+			continue
+		}
 		n, err := c.g.checkedIn(ctx, q, c.gen, w, owner)
 		if err != nil {
 			return err
 		}
-		if n == 0 { // claimed by another since, or released: not ours
+		if n == 0 {
 			s.forget(w)
 		}
 	}
 	return nil
 }
+
+// own checks in worker, the row the transaction claimed or renewed.
+func (c checkIn) own(ctx context.Context, q Querier, worker int64, owner string) error {
+	_, err := c.g.checkedIn(ctx, q, c.gen, worker, owner)
+	return err
+}
+
+func all(int64) bool { return true }
 
 // setTold remembers what a claim or renewal of worker committed.
 func (s *Leases) setTold(worker int64, t told) {
@@ -168,7 +188,8 @@ func (s *Leases) toldOf(worker int64, owner string) (told, bool) {
 	return t, ok && t.owner == owner
 }
 
-// heldBy returns the other worker IDs this process was told owner holds.
+// heldBy returns the other worker IDs this process was told owner holds,
+// in ascending order (the lock order, see others).
 func (s *Leases) heldBy(owner string, except int64) []int64 {
 	s.toldMu.Lock()
 	defer s.toldMu.Unlock()
@@ -178,6 +199,7 @@ func (s *Leases) heldBy(owner string, except int64) []int64 {
 			out = append(out, w)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -269,11 +291,16 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 		if err != nil {
 			return err
 		}
+		// The told rows first, then the free row (never waited for:
+		// its select skips locked rows).
+		if err := c.others(ctx, q, s, owner, -1, all); err != nil {
+			return err
+		}
 		if err := s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, max(fenced, layoutFloor), &lease, &found); err != nil || !found {
 			return err
 		}
 		gen = c.gen
-		return c.done(ctx, q, s, lease.WorkerID, owner)
+		return c.own(ctx, q, lease.WorkerID, owner)
 	})
 	if err == nil && found {
 		s.setTold(lease.WorkerID, told{owner: owner, expires: snowflake.LeaseMillis(lease.ExpiresAt), gen: gen})
@@ -343,11 +370,18 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 			if err != nil {
 				return err
 			}
+			// The told rows below it first (see others).
+			if err := c.others(ctx, q, s, owner, workerID, func(w int64) bool { return w < workerID }); err != nil {
+				return err
+			}
 			if err := s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, max(fenced, layoutFloor), &lease); err != nil {
 				return err
 			}
 			gen = c.gen
-			return c.done(ctx, q, s, workerID, owner)
+			if err := c.own(ctx, q, workerID, owner); err != nil {
+				return err
+			}
+			return c.others(ctx, q, s, owner, workerID, func(w int64) bool { return w > workerID })
 		})
 	})
 	if err != nil {
@@ -411,16 +445,27 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 		n, err = s.db.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli())
 	} else {
 		var gen int64
-		err = s.inTx(ctx, func(q Querier, _ int64, c checkIn) error {
-			var err error
-			if n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner, now.UnixMilli()); err != nil {
-				return err
-			}
-			if n == 0 {
-				return s.wentBack(ctx, q, lease, now, c.gen)
-			}
-			gen = c.gen
-			return c.done(ctx, q, s, lease.WorkerID, lease.Owner)
+		w := lease.WorkerID
+		// Retried like claims: a renewal can meet a claim or a fence of
+		// another process in a deadlock too.
+		err = retry(ctx, s.d, &s.retryHook, "renew", func() error {
+			return s.inTx(ctx, func(q Querier, _ int64, c checkIn) error {
+				if err := c.others(ctx, q, s, lease.Owner, w, func(o int64) bool { return o < w }); err != nil {
+					return err
+				}
+				var err error
+				if n, err = q.Exec(ctx, s.d.WorkerRenew, newExpiry, snowflake.LeaseMillis(lastTimestamp), w, lease.Owner, now.UnixMilli()); err != nil {
+					return err
+				}
+				if n == 0 {
+					return s.wentBack(ctx, q, lease, now, c.gen)
+				}
+				gen = c.gen
+				if err := c.own(ctx, q, w, lease.Owner); err != nil {
+					return err
+				}
+				return c.others(ctx, q, s, lease.Owner, w, func(o int64) bool { return o > w })
+			})
 		})
 		if err == nil && n > 0 {
 			expires := newExpiry

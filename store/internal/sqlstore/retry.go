@@ -21,7 +21,7 @@ const retries = 20
 
 // RetryObserver is told of each retry after a retryable error, with the
 // operation: "reserve", "raise", "bump", "create", "import", "claim",
-// "fence" or "idempotency". It must not block.
+// "renew", "fence" or "idempotency". It must not block.
 type RetryObserver func(op string)
 
 // retryHook holds an optional RetryObserver, set once the metrics exist
