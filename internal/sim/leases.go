@@ -38,7 +38,7 @@ func (t *leaseTable) claim(p *proc, owner string, now time.Time, ttl time.Durati
 	nowMs := now.UnixMilli()
 	for id := from; id < to; id++ {
 		wk := t.db.workers[id]
-		if (wk.owner != "" && wk.expires > nowMs) || wk.pinned {
+		if !fence.Claimable(rec, now, fence.Worker{Owned: wk.owner != "", Expires: wk.expires, Seen: wk.seen}, wk.owner == owner) || wk.pinned {
 			continue
 		}
 		wk = worker{owner: owner, expires: nowMs + ttl.Milliseconds(), last: max(wk.last, wk.expires, rec.FenceUntil), seen: rec.Generation, rangeCap: p.fenceCfg.RangeCap}

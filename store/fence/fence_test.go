@@ -310,6 +310,37 @@ func TestHolding(t *testing.T) {
 	}
 }
 
+// A lapsed lease the fence counted stays its owner's while the hold
+// lasts: taken over, its row would carry the new owner's check-in, and
+// Holding would stop waiting for the instance that may hold lost ranges.
+func TestClaimable(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	rec := fence.Record{Generation: 50, FenceUntil: now.UnixMilli() + 33_000}
+	lapsed := now.UnixMilli() - 1
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		w    fence.Worker
+		mine bool
+		want bool
+	}{
+		{"no owner", now, fence.Worker{Expires: now.UnixMilli() + 5000}, false, true},
+		{"live", now, fence.Worker{Owned: true, Expires: now.UnixMilli() + 1, Seen: 50}, false, false},
+		{"live, its own owner", now, fence.Worker{Owned: true, Expires: now.UnixMilli() + 1, Seen: 50}, true, false},
+		{"lapsed", now, fence.Worker{Owned: true, Expires: lapsed, Seen: 49}, false, true},
+		{"lapsed, counted, during the hold", now, fence.Worker{Owned: true, Expires: lapsed, Seen: fence.MustCheckIn}, false, false},
+		{"lapsed, counted, during the hold, its own owner", now, fence.Worker{Owned: true, Expires: lapsed, Seen: fence.MustCheckIn}, true, true},
+		{"lapsed, counted, the hold is over", time.UnixMilli(rec.FenceUntil), fence.Worker{Owned: true, Expires: lapsed, Seen: fence.MustCheckIn}, false, true},
+		{"counted, then released by its owner", now, fence.Worker{Expires: 0, Seen: fence.MustCheckIn}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fence.Claimable(rec, tc.at, tc.w, tc.mine); got != tc.want {
+				t.Errorf("Claimable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPlan_SeveralFailoversCountEveryOwnedLease(t *testing.T) {
 	c, err := fence.Config{}.Check()
 	if err != nil {

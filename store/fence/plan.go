@@ -356,9 +356,31 @@ func Holding(c Config, rec Record, now time.Time, ws []Worker) int {
 	return n
 }
 
+// Claimable reports whether a claim may take the lease w at now, after
+// the fence that wrote rec; mine says the claim is by w's own owner. A
+// row is free if it has no owner or its lease has lapsed, except that a
+// lapsed lease the fence counted (Seen MustCheckIn) stays its owner's
+// while the hold lasts. It is perhaps an instance that renewed in commits
+// the store lost and still hands out ranges the store lost: taken over,
+// its row would carry the new owner's check-in, and Holding would stop
+// waiting for the instance before its witness raise. Its owner may claim
+// it again, which checks it in. (The leases the fence held have their
+// expiry raised to the hold's end, and so have not lapsed before it.)
+func Claimable(rec Record, now time.Time, w Worker, mine bool) bool {
+	switch {
+	case !w.Owned:
+		return true
+	case w.Expires > now.UnixMilli():
+		return false
+	default:
+		return mine || w.Seen != MustCheckIn || now.UnixMilli() >= rec.FenceUntil
+	}
+}
+
 // MustCheckIn is the Seen a fence gives a lease it counted but did not
 // hold (Plan.LiveSince, CountSince): lapsed, but perhaps the lease of an
 // instance that renewed in commits the store lost and that may have seen
-// a lost fence. Its reservations wait for it (Holding) until it is
-// claimed again, or the hold ends.
+// a lost fence. Reservations wait for it (Holding) until its owner checks
+// in, or the hold ends; no other owner may claim it meanwhile
+// (Claimable).
 const MustCheckIn = -1

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
+	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
@@ -309,7 +310,8 @@ func Fences(t testing.TB, db *sql.DB) int64 {
 // were live within a TTL of the newest expiry (fence.CountSince) without
 // holding them (a lapsed lease's owner has stopped stamping), marks them
 // fence.MustCheckIn, and another process's reservations wait for them
-// (fence.Holding) until the hold ends or they are claimed again.
+// (fence.Holding) until the hold ends or their owner checks in; no other
+// owner may claim them meanwhile (fence.Claimable).
 func FenceCountsLapsedLeases(t *testing.T, open func(t *testing.T) Store) {
 	ctx := context.Background()
 	cfg := fence.Config{Margin: FenceMargin, LeaseTTL: FenceTTL}
@@ -354,7 +356,18 @@ func FenceCountsLapsedLeases(t *testing.T, open func(t *testing.T) Store) {
 	if expires != lapsed || seen != fence.MustCheckIn {
 		t.Fatalf("the lapsed lease after the fence: expiry %d, seen %d; want it not held (%d) but marked %d", expires, seen, lapsed, fence.MustCheckIn)
 	}
-	// Its worker ID claimed again: checked in.
+	// A newcomer must not take it over while the hold lasts: its row
+	// would carry the newcomer's check-in, and b would stop waiting for
+	// an owner that may still hand out ranges the store lost (a third
+	// instance started after an async failover took a live instance's
+	// presence row this way, and 973 IDs were handed out twice).
+	if l, err := b.Leases().ClaimRange(ctx, "newcomer-"+tag, time.Now(), FenceTTL, lease.WorkerID, lease.WorkerID+1); !errors.Is(err, snowflake.ErrNoFreeWorker) {
+		t.Fatalf("a newcomer's claim of the counted lease during the hold: %+v, %v; want ErrNoFreeWorker", l, err)
+	}
+	if _, err := b.Reserve(ctx, tag, 0); !errors.Is(err, sqlstore.ErrHeld) {
+		t.Fatalf("b's reservation after the newcomer's claim: %v, want it still held for the lapsed lease", err)
+	}
+	// Its worker ID claimed again by its owner: checked in.
 	again, err := a.Leases().ClaimRange(ctx, owner, time.Now(), FenceTTL, lease.WorkerID, lease.WorkerID+1)
 	if err != nil {
 		t.Fatal(err)

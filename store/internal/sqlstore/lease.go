@@ -296,7 +296,7 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 		if err := c.others(ctx, q, s, owner, -1, all); err != nil {
 			return err
 		}
-		if err := s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, max(fenced, layoutFloor), &lease, &found); err != nil || !found {
+		if err := s.takeFree(ctx, q, owner, nowMs, ttl, minID, maxID, max(fenced, layoutFloor), nowMs >= fenced, &lease, &found); err != nil || !found {
 			return err
 		}
 		gen = c.gen
@@ -308,9 +308,16 @@ func (s *Leases) claimFree(ctx context.Context, owner string, nowMs int64, ttl t
 	return lease, found, err
 }
 
-func (s *Leases) takeFree(ctx context.Context, q Querier, owner string, nowMs int64, ttl time.Duration, minID, maxID, fenced int64, lease *snowflake.Lease, found *bool) error {
+// takeFree takes the lowest free row; holdOver says whether the last
+// fence's hold has ended, before which the lapsed leases it counted are
+// not free (fence.Claimable).
+func (s *Leases) takeFree(ctx context.Context, q Querier, owner string, nowMs int64, ttl time.Duration, minID, maxID, fenced int64, holdOver bool, lease *snowflake.Lease, found *bool) error {
+	over := 0
+	if holdOver {
+		over = 1
+	}
 	var id, expires, last int64
-	err := q.QueryRow(ctx, s.d.WorkerSelectFree, minID, maxID, nowMs).Scan(&id, &expires, &last)
+	err := q.QueryRow(ctx, s.d.WorkerSelectFree, minID, maxID, nowMs, over, owner).Scan(&id, &expires, &last)
 	if errors.Is(err, s.d.NoRows) {
 		return nil
 	}

@@ -80,7 +80,8 @@ func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 		OpaqueInsert: r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
 
 		WorkerSelectFree: r.sql(`SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
-		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR lease_expires_at <= ?) AND pinned = 0 ORDER BY worker_id LIMIT 1{{.SkipLocked}}`),
+		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR (lease_expires_at <= ? AND (seen_generation <> -1 OR ? = 1 OR owner = ?))) AND pinned = 0
+		ORDER BY worker_id LIMIT 1{{.SkipLocked}}`),
 		WorkerTake:      r.sql(`UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, range_cap = ?, updated_at = {{.Now}} WHERE worker_id = ?`),
 		WorkerSelectOne: r.sql(`SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ?{{.ForUpdate}}`),
 		WorkerUnpin:     r.sql(`UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`),

@@ -100,7 +100,10 @@ type Dialect struct {
 	// WorkerSelectFree selects worker_id, lease_expires_at and
 	// last_timestamp of the lowest row with min <= worker_id <= max whose
 	// owner is '' or whose lease_expires_at <= now, locking it and
-	// skipping rows other transactions have locked. Args: min, max, now.
+	// skipping rows other transactions have locked; a lapsed row a fence
+	// counted (seen_generation -1) only once the fence's hold is over,
+	// unless by its own owner (fence.Claimable). Args: min, max, now, 1
+	// if the hold is over, the claim's owner.
 	WorkerSelectFree string
 	// WorkerSelectFree skips pinned rows (see WorkerSelectOne).
 	//
