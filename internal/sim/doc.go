@@ -22,8 +22,10 @@
 // promotion that reuses a number) or MariaDB (a server_id, no numbered
 // failovers), picked per seed; processes lose their memory of the store
 // when they restart; one process runs with a cap four times the others',
-// tags' steps reach ten times a cap, and process 2 holds a presence
-// lease instead of a worker lease on half the seeds. The faults include lossy failovers (a
+// tags' steps reach ten times a cap; every process with a worker lease
+// holds a presence lease beside it under the same owner, as serve does,
+// and process 2 holds a presence lease alone on half the seeds. The
+// faults include lossy failovers (a
 // new server history that lacks the last commits, among them, now and
 // then, the last fence or the last tag created) and restores (the same
 // history, its position back), which only fencing keeps from handing out

@@ -281,6 +281,11 @@ func (w *world) leasedConfig(p *proc) snowflake.LeasedConfig {
 // sqlstore.PresenceFrom: above every ID a snowflake layout uses.
 const presenceFrom = 1 << 29
 
+// presenceRows is how many presence rows there are: every process holds
+// one, and a fence's marked rows of processes gone since stay taken
+// until its hold ends (fence.Claimable). The store has 2^29.
+const presenceRows = 64
+
 func (w *world) claim(p *proc) {
 	switch p.lease {
 	case leaseNone:
@@ -288,6 +293,15 @@ func (w *world) claim(p *proc) {
 	case leasePresence:
 		w.presenceClaim(p)
 		return
+	}
+	// Beside its worker lease a serve process holds a presence lease
+	// under the same owner: it stays counted, and waited for, while every
+	// worker ID is taken (a fence's marked leases are not claimable until
+	// its hold ends: fence.Claimable).
+	if p.presence.Owner == "" {
+		w.presenceClaim(p)
+	} else {
+		w.presenceRenew(p)
 	}
 	before := w.db.leases.holders()
 	g, err := snowflake.NewLeased(context.Background(), leases{w: w, p: p}, w.leasedConfig(p))
@@ -310,7 +324,7 @@ func (w *world) presenceClaim(p *proc) {
 	if w.cfg.Plant == PlantNoPresence {
 		return
 	}
-	l, err := leases{w: w, p: p}.ClaimRange(context.Background(), p.owner, p.wall(), leaseTTL, presenceFrom, presenceFrom+8)
+	l, err := leases{w: w, p: p}.ClaimRange(context.Background(), p.owner, p.wall(), leaseTTL, presenceFrom, presenceFrom+presenceRows)
 	w.trace("  presence claim %d.%d: %d %v", p.id, p.inc, l.WorkerID, err)
 	if err == nil {
 		p.presence = l
@@ -347,6 +361,7 @@ func (w *world) heartbeat(p *proc) {
 		w.claim(p)
 		return
 	}
+	w.presenceRenew(p)
 	before := w.db.leases.holders()
 	held := p.gen.WorkerID()
 	err := p.gen.Heartbeat(context.Background())
