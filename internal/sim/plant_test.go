@@ -125,10 +125,11 @@ func TestSimulation_WitnessCoversLongLosses(t *testing.T) {
 // reservations wait until the instances that saw the lost fence have
 // renewed and fenced again (fence.Holding), so no ID is handed out
 // twice. Without the hold (PlantNoHold, above), the hunt finds a
-// duplicate at once; before either, 39 of seeds 1-100 did. Seeds 1-1000
-// give none; seed 1757 (IDGEN_SIM_SEEDS=3000) finds the limit
-// docs/deploy.md states: the one instance that saw the lost fence held
-// no lease (every claim it made failed), so the hold waited for nobody.
+// duplicate at once; before either, 39 of seeds 1-100 did. Seeds 1-3000
+// give none. Seed 1757 found the limit docs/fencing.md states, until
+// every process with a worker lease held a presence lease beside it, as
+// serve does: the one instance that saw the lost fence held no lease
+// (every claim it made failed), so the hold waited for nobody.
 func TestSimulation_LostFenceUnseen(t *testing.T) {
 	t.Parallel()
 	if v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(sim.Weights{"failover-lose-fence-unseen": 5})}); v != nil {
