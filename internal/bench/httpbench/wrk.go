@@ -67,7 +67,8 @@ func (w Wrk) Run(ctx context.Context) (WrkResult, error) {
 		d = 5 * time.Second
 	}
 	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns),
-		"-d" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"}
+		// wrk takes whole seconds: "1.8s" is a usage error.
+		"-d" + strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))) + "s"}
 	if w.Accept != "" {
 		args = append(args, "-H", "Accept: "+w.Accept)
 	}
