@@ -2,10 +2,12 @@ package segment_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/segment/segmenttest"
 
 	"github.com/idgen/idgen/internal/benchcpu"
 )
@@ -92,4 +94,41 @@ func BenchmarkNextN(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/id")
+}
+
+// BenchmarkNextByTag1000 is BenchmarkNextByTag over 1,000 tags in turn:
+// the lookup with a table too big for the cache lines one tag touches.
+func BenchmarkNextByTag1000(b *testing.B) {
+	st := segmenttest.NewMemory()
+	tags := make([]string, 1000)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("tag-%d", i)
+		if err := st.CreateTag(context.Background(), segment.Tag{Name: tags[i], MaxID: 1, Step: 1_000_000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	a, err := segment.New(st, segment.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = a.Close() })
+	ctx := context.Background()
+	for range 4 { // promoted into the read index
+		for _, tag := range tags {
+			if _, err := a.Next(ctx, tag); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	defer benchcpu.Report(b)()
+	i := 0
+	for b.Loop() {
+		if _, err := a.Next(ctx, tags[i]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == len(tags) {
+			i = 0
+		}
+	}
 }

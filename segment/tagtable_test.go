@@ -50,3 +50,60 @@ func TestTagTable_StorePromoteDelete(t *testing.T) {
 		t.Fatal("an unknown tag found")
 	}
 }
+
+// The index finds every tag and no other, whatever the tags' lengths,
+// and falls back to the map when tags alike at both ends would make a
+// probe run longer than maxProbe.
+func TestIndex(t *testing.T) {
+	long := func(i int) string { return fmt.Sprintf("tenant-a-%06d-orders-eu", i) } // alike in length and in 8 bytes at each end
+	for _, tc := range []struct {
+		name  string
+		tags  []string
+		probe bool // whether the index has slots
+	}{
+		{"empty", nil, false},
+		{"one short tag", []string{"order"}, true},
+		{"every length to 20", func() []string {
+			var out []string
+			for n := 1; n <= 20; n++ {
+				out = append(out, "abcdefghijklmnopqrst"[:n])
+			}
+			return out
+		}(), true},
+		{"a thousand tags", func() []string {
+			var out []string
+			for i := range 1000 {
+				out = append(out, fmt.Sprintf("t%d", i))
+			}
+			return out
+		}(), true},
+		{"long tags alike at both ends", func() []string {
+			var out []string
+			for i := range 10 {
+				out = append(out, long(i))
+			}
+			return out
+		}(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := map[string]*Sequence{}
+			for _, tag := range tc.tags {
+				m[tag] = &Sequence{tag: tag}
+			}
+			x := newIndex(m)
+			if got := x.slots != nil; got != tc.probe {
+				t.Fatalf("slots in use: %v, want %v", got, tc.probe)
+			}
+			for _, tag := range tc.tags {
+				if got := x.get(tag); got != m[tag] {
+					t.Fatalf("get(%q) = %p, want %p", tag, got, m[tag])
+				}
+			}
+			for _, tag := range []string{"", "x", "orde", "orders", "order ", long(10), "abcdefghijklmnopqrsu"} {
+				if _, ok := m[tag]; !ok && x.get(tag) != nil {
+					t.Fatalf("get(%q) found a tag that is not there", tag)
+				}
+			}
+		})
+	}
+}
