@@ -297,12 +297,9 @@ func (w *world) claim(p *proc) {
 	// Beside its worker lease a serve process holds a presence lease
 	// under the same owner: it stays counted, and waited for, while every
 	// worker ID is taken (a fence's marked leases are not claimable until
-	// its hold ends: fence.Claimable).
-	if p.presence.Owner == "" {
-		w.presenceClaim(p)
-	} else {
-		w.presenceRenew(p)
-	}
+	// its hold ends: fence.Claimable). presenceRenew claims one if none
+	// is held.
+	w.presenceRenew(p)
 	before := w.db.leases.holders()
 	g, err := snowflake.NewLeased(context.Background(), leases{w: w, p: p}, w.leasedConfig(p))
 	w.trace("  claim %d.%d: %v", p.id, p.inc, err)
