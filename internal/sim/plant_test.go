@@ -7,16 +7,26 @@ import (
 	"github.com/idgen/idgen/internal/sim"
 )
 
-// hunt runs cfg over the CI budget's seeds until the oracle reports a
-// violation, and returns it, or nil if every seed passed. An error that
-// is not a violation (a stuck run) fails t.
-func hunt(t *testing.T, cfg sim.Config) *sim.Violation {
+// huntBudget is the budget a hunt for a violation that must be found
+// gets: the whole CI budget, never raceSeeds. It skips under -short,
+// and under the race detector, which would make the hunt ten times
+// slower and checks nothing a plant shows; CI hunts without it.
+func huntBudget(t *testing.T) (seeds, steps int) {
 	t.Helper()
 	if testing.Short() {
-		// A plant is found within the CI budget, not within -short's 5 seeds.
 		t.Skip("hunting a planted bug needs the CI budget of seeds: skipped under -short")
 	}
-	seeds, steps := budget(t)
+	if raceEnabled {
+		t.Skip("hunting a planted bug checks the oracle, not goroutines: skipped under -race; CI hunts in a build without it (.ci/run)")
+	}
+	return envInt(t, "IDGEN_SIM_SEEDS", 200), envInt(t, "IDGEN_SIM_STEPS", 3000)
+}
+
+// hunt runs cfg over seeds 1 to seeds until the oracle reports a
+// violation, and returns it, or nil if every seed passed. An error that
+// is not a violation (a stuck run) fails t.
+func hunt(t *testing.T, cfg sim.Config, seeds, steps int) *sim.Violation {
+	t.Helper()
 	cfg.Steps = steps
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		cfg.Seed = seed
@@ -99,7 +109,8 @@ func TestSimulation_PlantedBugs(t *testing.T) {
 			if tc.plant == sim.PlantNoWitness || tc.plant == sim.PlantNoPresence {
 				cfg.Margin, cfg.SteadyLeases = witnessMargin, true
 			}
-			v := hunt(t, cfg)
+			seeds, steps := huntBudget(t)
+			v := hunt(t, cfg, seeds, steps)
 			if v == nil {
 				t.Fatalf("planted %q: no violation in the CI budget", tc.name)
 			}
@@ -114,7 +125,8 @@ func TestSimulation_PlantedBugs(t *testing.T) {
 // number.
 func TestSimulation_WitnessCoversLongLosses(t *testing.T) {
 	t.Parallel()
-	if v := hunt(t, sim.Config{Weights: longLosses(), Margin: witnessMargin, SteadyLeases: true}); v != nil {
+	seeds, steps := budget(t)
+	if v := hunt(t, sim.Config{Weights: longLosses(), Margin: witnessMargin, SteadyLeases: true}, seeds, steps); v != nil {
 		t.Fatalf("%s\nreplay: seed %d", v.Msg, v.Seed)
 	}
 }
@@ -132,7 +144,8 @@ func TestSimulation_WitnessCoversLongLosses(t *testing.T) {
 // (every claim it made failed), so the hold waited for nobody.
 func TestSimulation_LostFenceUnseen(t *testing.T) {
 	t.Parallel()
-	if v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(sim.Weights{"failover-lose-fence-unseen": 5})}); v != nil {
+	seeds, steps := budget(t)
+	if v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(sim.Weights{"failover-lose-fence-unseen": 5})}, seeds, steps); v != nil {
 		t.Fatalf("%s\nreplay: seed %d", v.Msg, v.Seed)
 	}
 }
@@ -162,7 +175,8 @@ func TestSimulation_KnownHoles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(tc.w)})
+			seeds, steps := huntBudget(t)
+			v := hunt(t, sim.Config{Weights: sim.DefaultWeights().With(tc.w)}, seeds, steps)
 			if v == nil {
 				t.Fatalf("%v gave no violation in the CI budget: the hole is closed; move the ops into DefaultWeights", tc.w)
 			}

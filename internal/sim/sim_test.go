@@ -26,13 +26,27 @@ func envInt(t *testing.T, name string, def int) int {
 // budget is the CI budget: IDGEN_SIM_SEEDS seeds (default 200) of
 // IDGEN_SIM_STEPS steps (default 3000) each. The long mode is the same
 // with larger numbers, for example IDGEN_SIM_SEEDS=20000.
+//
+// Under the race detector the default is raceSeeds: a step costs about
+// ten times as much there, and what the detector checks (the segment
+// allocator's and the generators' goroutines under the simulator) is
+// the same in every seed, while the oracle's reach grows with seeds. So
+// the README's `go test -race` runs a few seeds for the detector, and CI
+// runs the whole budget in a build without it (.ci/run). -short runs 5.
 func budget(t *testing.T) (seeds, steps int) {
-	seeds, steps = envInt(t, "IDGEN_SIM_SEEDS", 200), envInt(t, "IDGEN_SIM_STEPS", 3000)
+	def := 200
+	if raceEnabled {
+		def = raceSeeds
+	}
+	seeds, steps = envInt(t, "IDGEN_SIM_SEEDS", def), envInt(t, "IDGEN_SIM_STEPS", 3000)
 	if testing.Short() {
 		seeds = 5
 	}
 	return seeds, steps
 }
+
+// raceSeeds is the default number of seeds under the race detector.
+const raceSeeds = 10
 
 // TestSimulation runs the CI budget (see budget) of seeds with the
 // default op mix. IDGEN_SIM_SEED replays one seed, and with
