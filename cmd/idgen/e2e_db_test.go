@@ -125,6 +125,9 @@ func TestServe_PostgresKeyValueDSN(t *testing.T) {
 	pw, _ := u.User.Password()
 	kv := fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable",
 		u.Hostname(), u.Port(), u.User.Username(), pw, strings.TrimPrefix(u.Path, "/"))
+	if sp := u.Query().Get("search_path"); sp != "" { // the test's schema on a shared server (dbtest)
+		kv += " search_path=" + sp
+	}
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=" + kv}, "--snowflake=false")

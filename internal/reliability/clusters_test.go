@@ -53,6 +53,10 @@ func clusterProf(t *testing.T) clusterProfile {
 // be no duplicate either. Every failover is a new timeline in both
 // modes, so each must be fenced exactly once.
 func TestClusterPatroni(t *testing.T) {
+	// The two cluster tests run side by side, after the rest: each has
+	// its own nodes, ports and directories, and most of their time is
+	// waiting on the cluster (promotions, rejoins), not CPU.
+	t.Parallel()
 	prof := clusterProf(t)
 	setClusterProfile(prof.name)
 	t.Run("sync", func(t *testing.T) { patroniFailover(t, prof, patroniRun{}) })
@@ -233,6 +237,7 @@ func afterPromotion(stalls, promotions []time.Duration) []time.Duration {
 // node in its DSN's host list, the others keep serving, the node rejoins,
 // and there is still no duplicate.
 func TestClusterGalera(t *testing.T) {
+	t.Parallel() // beside TestClusterPatroni
 	const galeraMaxStep = 100
 	prof := clusterProf(t)
 	setClusterProfile(prof.name)

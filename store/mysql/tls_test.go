@@ -80,9 +80,6 @@ func newPKI(t *testing.T, dir, name string) pki {
 // account idgen uses: each accepted mode must really encrypt, and a
 // verifying mode must refuse a server its CA did not sign.
 func TestOpen_TLS(t *testing.T) {
-	if dbtest.External(dbtest.MySQL) {
-		t.Skip("needs its own container with TLS certificates; IDGEN_TEST_MYSQL_DSN is set")
-	}
 	dir := t.TempDir()
 	srv := newPKI(t, dir, "server")
 	other := newPKI(t, dir, "other")

@@ -71,7 +71,9 @@ type span struct{ start, end int64 }
 // create no sequence table of their own beside leaf_alloc.
 func RunLeafAlloc(t *testing.T, b LeafBackend) {
 	ctx := context.Background()
-	srv := dbtest.Start(t, b.Kind)
+	// A server of its own, even where the tests share one
+	// (IDGEN_TEST_*_DSN): the lock waits it counts are the server's.
+	srv := dbtest.StartContainer(t, b.Kind)
 	admin, err := b.SQL(srv.DSN)
 	if err != nil {
 		t.Fatal(err)

@@ -10,16 +10,46 @@ import (
 )
 
 // buf runs the buf pinned in api/tools/go.mod in api/, as go generate
-// does.
+// does: `go tool buf`, or the binary IDGEN_BUF names, which must report
+// the pinned version. Built from source, buf is minutes of CPU on a new
+// machine; CI installs the release binary of the same version
+// (.ci/run) and names it here.
 func buf(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"tool", "-modfile=tools/go.mod", "buf"}, args...)...)
+	name, pre := "go", []string{"tool", "-modfile=tools/go.mod", "buf"}
+	if bin := os.Getenv("IDGEN_BUF"); bin != "" {
+		name, pre = bin, nil
+		checkBufVersion(t, bin)
+	}
+	cmd := exec.Command(name, append(pre, args...)...)
 	cmd.Dir = filepath.Join("..", "..")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("buf %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// checkBufVersion fails t unless bin is the buf api/tools/go.mod pins.
+func checkBufVersion(t *testing.T, bin string) {
+	t.Helper()
+	mod, err := os.ReadFile(filepath.Join("..", "..", "tools", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pin string
+	for line := range strings.Lines(string(mod)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/bufbuild/buf" {
+			pin = strings.TrimPrefix(f[1], "v")
+		}
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("IDGEN_BUF=%s: %v", bin, err)
+	}
+	if have := strings.TrimSpace(string(out)); pin == "" || have != pin {
+		t.Fatalf("IDGEN_BUF=%s is buf %s; api/tools/go.mod pins %q: unset IDGEN_BUF or install that version", bin, have, pin)
+	}
 }
 
 // The committed code is what the pinned generators make of the .proto
