@@ -23,8 +23,11 @@ import (
 func TestReplicas(t *testing.T) {
 	setClusterProfile(clusterProf(t).name)
 	binary(t) // built before the clocks of the scenarios start
+	// The scenarios run two at a time, as TestRestore's.
+	t.Cleanup(func() { logClusterTable(t, "TestReplicas") })
 	postgres := func(scenario, how string, noSnowflake bool) func(t *testing.T) {
 		return func(t *testing.T) {
+			t.Parallel()
 			began := time.Now()
 			p := clustertest.StartPGReplica(t)
 			asyncFailover(t, began, asyncPair{
@@ -46,6 +49,7 @@ func TestReplicas(t *testing.T) {
 	// witness raise.
 	t.Run("postgres-no-snowflake", postgres("postgres-no-snowflake", "as postgres, every instance --mode segment --snowflake=false", true))
 	t.Run("mariadb", func(t *testing.T) {
+		t.Parallel()
 		began := time.Now()
 		r := clustertest.StartMariaDBReplica(t)
 		asyncFailover(t, began, asyncPair{
@@ -59,7 +63,6 @@ func TestReplicas(t *testing.T) {
 			how: "replica's IO thread stopped, then kill -9 of the primary, then the replica promoted (STOP SLAVE; RESET SLAVE ALL; read_only OFF); the DSN's next host is the replica",
 		})
 	})
-	logClusterTable(t, "TestReplicas")
 }
 
 // asyncPair is a primary with an asynchronous replica, as asyncFailover

@@ -51,16 +51,24 @@ import (
 func TestRestore(t *testing.T) {
 	setClusterProfile(clusterProf(t).name)
 	binary(t) // built before the clocks of the scenarios start
+	// The scenarios run two at a time: each has its own server or file,
+	// fleet and ports, and runs its phases for fixed times, so a shared
+	// core costs it requests, not coverage.
+	t.Cleanup(func() { logClusterTable(t, "TestRestore") })
 	t.Run("postgres, processes running", func(t *testing.T) {
+		t.Parallel()
 		restoreUnderRunning(t, underRunning{scenario: "postgres, processes running"})
 	})
 	t.Run("postgres, a new process first", func(t *testing.T) {
+		t.Parallel()
 		restoreUnderRunning(t, underRunning{scenario: "postgres, a new process first", frozen: true})
 	})
 	t.Run("postgres, a new process first, after idgen tag bump", func(t *testing.T) {
+		t.Parallel()
 		restoreUnderRunning(t, underRunning{scenario: "postgres, a new process first, after idgen tag bump", frozen: true, bump: true})
 	})
 	t.Run("postgres, processes restarted", func(t *testing.T) {
+		t.Parallel()
 		began := time.Now()
 		srv := clustertest.StartPostgres(t)
 		restoreRestarted(t, began, restorable{name: "postgres, processes restarted", dsn: srv.DSN, doc: []string{"restore", "tag bump"},
@@ -83,6 +91,7 @@ func TestRestore(t *testing.T) {
 			how: "copy of the data directory with the server stopped cleanly; put back with the server stopped, then started"})
 	})
 	t.Run("sqlite, file put back", func(t *testing.T) {
+		t.Parallel()
 		began := time.Now()
 		dir := t.TempDir()
 		path := filepath.Join(dir, "idgen.db")
@@ -95,6 +104,7 @@ func TestRestore(t *testing.T) {
 			how:     "copy of the database file (and its -wal, -shm) with idgen stopped; put back with idgen stopped"})
 	})
 	t.Run("sqlite, directory put back", func(t *testing.T) {
+		t.Parallel()
 		began := time.Now()
 		dir := t.TempDir()
 		all := func(string) bool { return true }
@@ -104,7 +114,6 @@ func TestRestore(t *testing.T) {
 			restore: func(snap string) error { return putBack(snap, dir, all) },
 			how:     "copy of every file in the database's directory with idgen stopped; put back with idgen stopped"})
 	})
-	logClusterTable(t, "TestRestore")
 }
 
 const (
