@@ -28,21 +28,11 @@ func TestFaults(t *testing.T) {
 	results.profile = prof.name
 	results.Unlock()
 	t.Logf("fault profile %s: %+v", prof.name, prof)
-	binary(t) // built before the clocks of the scenarios start
-	// The scenarios run side by side: each has its own database, fleet
-	// and ports, and runs for a fixed time, so a shared core costs it
-	// requests, not coverage. Their bounds on time (a 503 within 10 s, a
-	// recovery within a minute) leave room for a starved machine.
-	t.Cleanup(func() { logTable(t, "TestFaults") })
-	for _, sc := range []struct {
-		name string
-		run  func(*testing.T, profile)
-	}{{"kill", faultKills}, {"database", faultDatabase}, {"clock", faultClock}, {"input", faultInput}} {
-		t.Run(sc.name, func(t *testing.T) {
-			t.Parallel()
-			sc.run(t, prof)
-		})
-	}
+	t.Run("kill", func(t *testing.T) { faultKills(t, prof) })
+	t.Run("database", func(t *testing.T) { faultDatabase(t, prof) })
+	t.Run("clock", func(t *testing.T) { faultClock(t, prof) })
+	t.Run("input", func(t *testing.T) { faultInput(t, prof) })
+	logTable(t, "TestFaults")
 }
 
 // Three instances under load; at random moments one of them is killed
