@@ -71,11 +71,22 @@ type Tx interface {
 // is a process that reserved nothing; it is safe for concurrent use. A
 // nil *HighWater reserves nothing and raises nothing.
 type HighWater struct {
-	mu        sync.Mutex
-	reserved  map[string]int64
-	handing   map[string][2]int64 // hand-backs in flight: from, to
+	mu       sync.Mutex
+	reserved map[string]int64
+	// handing holds the hand-backs in flight, several per tag when
+	// clients of one server close at once. Each must be told apart: one
+	// slot per tag let a second hand-back, refused, erase the first one's
+	// mark while its compare-and-set had committed, and the next
+	// reservation then took the row at from for a store that went back
+	// and fenced it.
+	handing   map[string][]*handBack
 	witnessed atomic.Int64
 }
+
+// handBack is a hand-back of from..to in flight; after is the highest
+// end this process reserved of the tag since it began, which is where
+// the mark goes if it commits.
+type handBack struct{ from, to, after int64 }
 
 // Reserve remembers that the process reserved tag up to end.
 func (h *HighWater) Reserve(tag string, end int64) {
@@ -88,28 +99,41 @@ func (h *HighWater) Reserve(tag string, end int64) {
 		h.reserved = map[string]int64{}
 	}
 	h.reserved[tag] = max(h.reserved[tag], end)
+	for _, b := range h.handing[tag] {
+		b.after = max(b.after, end)
+	}
 }
 
 // Releasing is called before the process hands back from..to of tag;
 // done says whether the hand-back committed. Until then, a row found at
-// from is not a regression (Went); once it committed, the high-water
-// mark goes back to from if to was the highest.
+// from or above is not a regression (Went); once it committed, the
+// high-water mark goes back to from, or to the end of what the process
+// reserved since, if to was the highest.
 func (h *HighWater) Releasing(tag string, from, to int64) (done func(ok bool)) {
 	if h == nil {
 		return func(bool) {}
 	}
+	b := &handBack{from: from, to: to}
 	h.mu.Lock()
 	if h.handing == nil {
-		h.handing = map[string][2]int64{}
+		h.handing = map[string][]*handBack{}
 	}
-	h.handing[tag] = [2]int64{from, to}
+	h.handing[tag] = append(h.handing[tag], b)
 	h.mu.Unlock()
 	return func(ok bool) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		delete(h.handing, tag)
-		if ok && h.reserved[tag] == to {
-			h.reserved[tag] = from
+		rest := slices.DeleteFunc(h.handing[tag], func(x *handBack) bool { return x == b })
+		if len(rest) == 0 {
+			delete(h.handing, tag)
+		} else {
+			h.handing[tag] = rest
+		}
+		// Only one hand-back of a tag can commit against a given max_id,
+		// and a range reserved before it committed would have made it fail:
+		// every end in b.after came after the row went back to from.
+		if ok && h.reserved[tag] == max(to, b.after) {
+			h.reserved[tag] = max(from, b.after)
 		}
 	}
 }
@@ -117,7 +141,11 @@ func (h *HighWater) Releasing(tag string, from, to int64) (done func(ok bool)) {
 // Went reports whether maxID of tag, read under its row lock, is below
 // the end of a range the process reserved, and returns that end: the row
 // went back (a restore, a lagging node) although the identity may not
-// show it. The store then fences (a regression is evidence).
+// show it. The store then fences (a regression is evidence). While a
+// hand-back of from..to is in flight, a row at from or above is what its
+// commit leaves, with what was reserved after it: for that one
+// transaction's window a row that went back no lower than from goes
+// unseen, and the next reservation after it sees it.
 func (h *HighWater) Went(tag string, maxID int64) (bool, int64) {
 	if h == nil {
 		return false, 0
@@ -125,10 +153,15 @@ func (h *HighWater) Went(tag string, maxID int64) (bool, int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hw := h.reserved[tag]
-	if r, ok := h.handing[tag]; ok && maxID == r[0] && hw == r[1] {
+	if maxID >= hw {
 		return false, hw
 	}
-	return maxID < hw, hw
+	for _, b := range h.handing[tag] {
+		if maxID >= b.from && hw <= max(b.to, b.after) {
+			return false, hw
+		}
+	}
+	return true, hw
 }
 
 // Witnessed records that a witness raise against generation gen

@@ -64,6 +64,58 @@ func TestHighWater_ReleasingLowersTheMark(t *testing.T) {
 	}
 }
 
+// Hand-backs of one tag in flight at once, as when clients of one server
+// close together: a refused one must not hide the one that committed, and
+// what was reserved after the commit sets the mark. Each step is one
+// interleaving a server saw; none of the rows found is a regression.
+func TestHighWater_ConcurrentHandBacks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		run      func(h *fence.HighWater) (maxID int64)
+		wantMark int64 // after every hand-back is done
+	}{
+		{"a refused hand-back ends while the committed one is in flight", func(h *fence.HighWater) int64 {
+			committed := h.Releasing("a", 70, 100) // its compare-and-set committed: the row is at 70
+			h.Releasing("a", 40, 60)(false)        // an older range, refused
+			if went, _ := h.Went("a", 70); went {
+				t.Error("the row at 70 of the committed hand-back was taken for a regression")
+			}
+			committed(true)
+			return 70
+		}, 70},
+		{"a reservation after the commit, before done", func(h *fence.HighWater) int64 {
+			done := h.Releasing("a", 70, 100)
+			h.Reserve("a", 90) // reserved 70..90 from the row the hand-back left
+			if went, _ := h.Went("a", 90); went {
+				t.Error("the row at 90, above the hand-back's 70, was taken for a regression")
+			}
+			done(true)
+			return 90
+		}, 90},
+		{"a reservation past the old end after the commit", func(h *fence.HighWater) int64 {
+			done := h.Releasing("a", 70, 100)
+			h.Reserve("a", 170)
+			done(true)
+			return 170
+		}, 170},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var h fence.HighWater
+			h.Reserve("a", 60)
+			h.Reserve("a", 100)
+			maxID := tc.run(&h)
+			if went, hw := h.Went("a", maxID); went || hw != tc.wantMark {
+				t.Fatalf("after the hand-backs, Went(a, %d) = %v, %d; want false, %d", maxID, went, hw, tc.wantMark)
+			}
+			if went, _ := h.Went("a", tc.wantMark-1); !went {
+				t.Fatalf("a row at %d, below the mark %d, is not seen as a regression", tc.wantMark-1, tc.wantMark)
+			}
+		})
+	}
+}
+
 // The witness raise moves every tag the process reserved, in name order,
 // once per new generation.
 func TestWitness(t *testing.T) {
