@@ -142,10 +142,10 @@ func (h *HighWater) Releasing(tag string, from, to int64) (done func(ok bool)) {
 // the end of a range the process reserved, and returns that end: the row
 // went back (a restore, a lagging node) although the identity may not
 // show it. The store then fences (a regression is evidence). While a
-// hand-back of from..to is in flight, a row at from or above is what its
-// commit leaves, with what was reserved after it: for that one
-// transaction's window a row that went back no lower than from goes
-// unseen, and the next reservation after it sees it.
+// hand-back of from..to is in flight, a row at from or above, and at
+// least at the end of what the process reserved since, is what its
+// commit left: none of the process's IDs at or above from was handed
+// out, so such a row repeats none of them.
 func (h *HighWater) Went(tag string, maxID int64) (bool, int64) {
 	if h == nil {
 		return false, 0
@@ -156,8 +156,12 @@ func (h *HighWater) Went(tag string, maxID int64) (bool, int64) {
 	if maxID >= hw {
 		return false, hw
 	}
+	// A commit explains a row below the mark only while the mark is the
+	// hand-back's end, and only down to from or to what the process
+	// reserved since: a range reserved past the end, or above the row,
+	// stays evidence.
 	for _, b := range h.handing[tag] {
-		if maxID >= b.from && hw <= max(b.to, b.after) {
+		if hw <= b.to && maxID >= max(b.from, b.after) {
 			return false, hw
 		}
 	}

@@ -99,6 +99,24 @@ func TestHighWater_ConcurrentHandBacks(t *testing.T) {
 			done(true)
 			return 170
 		}, 170},
+		{"a row below what was reserved after the commit is a regression", func(h *fence.HighWater) int64 {
+			done := h.Releasing("a", 70, 100)
+			h.Reserve("a", 90)
+			if went, _ := h.Went("a", 80); !went {
+				t.Error("the row at 80, below the range 70..90 reserved after the commit, was not seen")
+			}
+			done(true)
+			return 90
+		}, 90},
+		{"a range reserved past the end before the commit stays evidence", func(h *fence.HighWater) int64 {
+			done := h.Releasing("a", 70, 100) // will be refused: the row moved on to 200
+			h.Reserve("a", 200)
+			if went, _ := h.Went("a", 80); !went {
+				t.Error("the row at 80, below the range 100..200 the process holds, was not seen")
+			}
+			done(false)
+			return 200
+		}, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
