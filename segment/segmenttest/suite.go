@@ -219,22 +219,16 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		tag := create(t, s, start, step)
 		var mu sync.Mutex
 		var got []segment.Range
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for range each {
-					r, err := s.Reserve(ctx, tag, 0)
-					if err != nil {
-						t.Errorf("Reserve: %v", err)
-						return
-					}
-					mu.Lock()
-					got = append(got, r)
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		inWorkers(t, workers, each, func() error {
+			r, err := s.Reserve(ctx, tag, 0)
+			if err != nil {
+				return fmt.Errorf("Reserve: %w", err)
+			}
+			mu.Lock()
+			got = append(got, r)
+			mu.Unlock()
+			return nil
+		})
 		if len(got) != workers*each {
 			t.Fatalf("got %d ranges, want %d", len(got), workers*each)
 		}
@@ -375,23 +369,16 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		}
 		const step, workers, each = 10, 4, 25
 		tag := create(t, s, 1, step)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for range each {
-					r, err := s.Reserve(ctx, tag, 0)
-					if err != nil {
-						t.Errorf("Reserve: %v", err)
-						return
-					}
-					if _, err := rel.Release(ctx, tag, r.Start+1, r.End); err != nil {
-						t.Errorf("Release: %v", err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		inWorkers(t, workers, each, func() error {
+			r, err := s.Reserve(ctx, tag, 0)
+			if err != nil {
+				return fmt.Errorf("Reserve: %w", err)
+			}
+			if _, err := rel.Release(ctx, tag, r.Start+1, r.End); err != nil {
+				return fmt.Errorf("Release: %w", err)
+			}
+			return nil
+		})
 		if r := reserve(t, s, tag, 0); r.Start > 1+workers*each*step {
 			t.Fatalf("after %d reservations of %d the row is at %d, past the %d they can take", workers*each, step, r.Start, 1+workers*each*step)
 		}
@@ -429,6 +416,24 @@ func Run(t *testing.T, open func(t *testing.T) segment.Store) {
 		defer a.Close()
 		CheckUnique(t, 8, 500, func() (int64, error) { return a.Next(ctx, tag) })
 	})
+}
+
+// inWorkers calls fn each times in each of workers goroutines at once; a
+// goroutine stops at its first error, which fails the test.
+func inWorkers(t testing.TB, workers, each int, fn func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if err := fn(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // CheckUnique calls next from workers goroutines, each times, and fails
