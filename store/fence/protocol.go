@@ -79,7 +79,12 @@ type HighWater struct {
 	// mark while its compare-and-set had committed, and the next
 	// reservation then took the row at from for a store that went back
 	// and fenced it.
-	handing   map[string][]*handBack
+	handing map[string][]*handBack
+	// settled holds, per tag, committed hand-backs whose mark could not
+	// move yet: from the row they found (a range's end) to the row they
+	// left. Hand-backs of consecutive ranges commit one after another,
+	// the higher first, but their callbacks may run in either order.
+	settled   map[string]map[int64]int64
 	witnessed atomic.Int64
 }
 
@@ -99,6 +104,7 @@ func (h *HighWater) Reserve(tag string, end int64) {
 		h.reserved = map[string]int64{}
 	}
 	h.reserved[tag] = max(h.reserved[tag], end)
+	delete(h.settled, tag)
 	for _, b := range h.handing[tag] {
 		b.after = max(b.after, end)
 	}
@@ -132,8 +138,33 @@ func (h *HighWater) Releasing(tag string, from, to int64) (done func(ok bool)) {
 		// Only one hand-back of a tag can commit against a given max_id,
 		// and a range reserved before it committed would have made it fail:
 		// every end in b.after came after the row went back to from.
-		if ok && h.reserved[tag] == max(to, b.after) {
-			h.reserved[tag] = max(from, b.after)
+		if !ok {
+			return
+		}
+		found, left := max(to, b.after), max(from, b.after)
+		if h.reserved[tag] != found {
+			// A lower consecutive range's hand-back, whose callback ran
+			// before the higher one's: its mark moves once that one's does.
+			if h.settled == nil {
+				h.settled = map[string]map[int64]int64{}
+			}
+			if h.settled[tag] == nil {
+				h.settled[tag] = map[int64]int64{}
+			}
+			h.settled[tag][found] = left
+			return
+		}
+		h.reserved[tag] = left
+		for {
+			next, ok := h.settled[tag][h.reserved[tag]]
+			if !ok {
+				break
+			}
+			delete(h.settled[tag], h.reserved[tag])
+			h.reserved[tag] = next
+		}
+		if len(h.settled[tag]) == 0 {
+			delete(h.settled, tag)
 		}
 	}
 }
@@ -153,19 +184,25 @@ func (h *HighWater) Went(tag string, maxID int64) (bool, int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hw := h.reserved[tag]
-	if maxID >= hw {
-		return false, hw
-	}
 	// A commit explains a row below the mark only while the mark is the
 	// hand-back's end, and only down to from or to what the process
 	// reserved since: a range reserved past the end, or above the row,
-	// stays evidence.
-	for _, b := range h.handing[tag] {
-		if hw <= b.to && maxID >= max(b.from, b.after) {
-			return false, hw
+	// stays evidence. Hand-backs of consecutive ranges, in flight or
+	// committed ahead of a higher one, explain it down the chain.
+	low := hw
+	for changed := true; changed && maxID < low; {
+		changed = false
+		if next, ok := h.settled[tag][low]; ok {
+			low, changed = next, true
+			continue
+		}
+		for _, b := range h.handing[tag] {
+			if to := max(b.from, b.after); low <= b.to && to < low {
+				low, changed = to, true
+			}
 		}
 	}
-	return true, hw
+	return maxID < low, hw
 }
 
 // Witnessed records that a witness raise against generation gen

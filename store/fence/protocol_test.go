@@ -108,6 +108,32 @@ func TestHighWater_ConcurrentHandBacks(t *testing.T) {
 			done(true)
 			return 90
 		}, 90},
+		// F11: 60..100 and 40..60, both committed (the higher first, as
+		// their compare-and-sets require), their callbacks in any order.
+		{"consecutive hand-backs, the lower's callback first", func(h *fence.HighWater) int64 {
+			high, low := h.Releasing("a", 60, 100), h.Releasing("a", 40, 60)
+			low(true)
+			if went, _ := h.Went("a", 40); went {
+				t.Error("the row at 40 both hand-backs left was taken for a regression while the higher's callback was due")
+			}
+			high(true)
+			return 40
+		}, 40},
+		{"consecutive hand-backs, the higher's callback first", func(h *fence.HighWater) int64 {
+			high, low := h.Releasing("a", 60, 100), h.Releasing("a", 40, 60)
+			high(true)
+			low(true)
+			return 40
+		}, 40},
+		{"consecutive hand-backs in flight", func(h *fence.HighWater) int64 {
+			high, low := h.Releasing("a", 60, 100), h.Releasing("a", 40, 60)
+			if went, _ := h.Went("a", 40); went {
+				t.Error("the row at 40 two hand-backs in flight may leave was taken for a regression")
+			}
+			high(true)
+			low(true)
+			return 40
+		}, 40},
 		{"a range reserved past the end before the commit stays evidence", func(h *fence.HighWater) int64 {
 			done := h.Releasing("a", 70, 100) // will be refused: the row moved on to 200
 			h.Reserve("a", 200)

@@ -24,6 +24,11 @@ func TestStore_Witness(t *testing.T) {
 	storetest.Witness(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
+func TestStore_Holes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "holes.db")
+	storetest.Holes(t, func(t *testing.T) storetest.Store { return open(t, path) })
+}
+
 func TestStore_FenceFloor(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	storetest.FenceFloor(t, func(t *testing.T) storetest.Store { return open(t, path) })

@@ -114,6 +114,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Fencing", func(t *testing.T) { Fencing(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("FenceFloor", func(t *testing.T) { FenceFloor(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("Witness", func(t *testing.T) { Witness(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
+	t.Run("Holes", func(t *testing.T) { Holes(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("OwnerRenewals", func(t *testing.T) { OwnerRenewals(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("FenceCountsLapsedLeases", func(t *testing.T) {
 		FenceCountsLapsedLeases(t, func(t *testing.T) Store { return b.open(t, srv.DSN) })

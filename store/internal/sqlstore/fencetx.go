@@ -84,10 +84,21 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory, need *errFence) er
 					f = nil
 				}
 			}
-			if ev, fr, err = fence.RunFence(ctx, primitives{g, q}, g.cfg, g.hw, snap, f, time.Now); err == nil {
-				r = &reading{cur: fr.Cur, rec: fr.Rec, witnessed: fr.Witnessed}
+			if ev, fr, err = fence.RunFence(ctx, primitives{g, q}, g.cfg, g.hw, snap, f, time.Now); err != nil {
+				return err
 			}
-			return err
+			r = &reading{cur: fr.Cur, rec: fr.Rec, witnessed: fr.Witnessed}
+			if ev == nil || ev.Reason == "" {
+				return nil
+			}
+			// Rows that went back while their marks did not are raised to
+			// them: exactly what was reserved, whoever reserved it.
+			for _, t := range ev.Tables {
+				if _, err := q.Exec(ctx, g.id.ToMarks[t]); err != nil {
+					return fmt.Errorf("raise %s to its marks (migration 00014): %w", t, err)
+				}
+			}
+			return nil
 		})
 	})
 	if err != nil {

@@ -50,6 +50,11 @@ type Guard struct {
 	// fence, and what a row found below is a regression of
 	// (fence.HighWater).
 	hw *fence.HighWater
+
+	// steps is the row step of each tag this process reserved, for a
+	// witness raise that must create the row (primitives.Raise).
+	stepsMu sync.Mutex
+	steps   map[string]int64
 }
 
 // GuardOptions configures a Guard.
@@ -255,11 +260,30 @@ func (g *Guard) checkedIn(ctx context.Context, q Querier, gen, worker int64, own
 	return n, nil
 }
 
-// reserve remembers that this process reserved tag up to end.
-func (g *Guard) reserve(tag string, end int64) {
-	if g != nil {
-		g.hw.Reserve(tag, end)
+// reserve remembers that this process reserved tag up to end, with the
+// row's step.
+func (g *Guard) reserve(tag string, end, step int64) {
+	if g == nil {
+		return
 	}
+	g.hw.Reserve(tag, end)
+	g.stepsMu.Lock()
+	defer g.stepsMu.Unlock()
+	if g.steps == nil {
+		g.steps = map[string]int64{}
+	}
+	g.steps[tag] = step
+}
+
+// stepOf is the row step tag was last reserved with, 1000 (segment's
+// default) if this process never reserved it.
+func (g *Guard) stepOf(tag string) int64 {
+	g.stepsMu.Lock()
+	defer g.stepsMu.Unlock()
+	if st := g.steps[tag]; st > 0 {
+		return st
+	}
+	return 1000
 }
 
 // releasing is called before this process hands back from..to of tag

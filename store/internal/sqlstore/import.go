@@ -48,7 +48,7 @@ func (s *Store) importOne(ctx context.Context, q Querier, t segment.Tag) (int64,
 	err := q.QueryRow(ctx, s.d.LockRow, t.Name).Scan(&maxID, &step)
 	switch {
 	case errors.Is(err, s.d.NoRows):
-		from, err := s.start(ctx, q, t.MaxID)
+		from, err := s.start(ctx, q, t.Name, t.MaxID)
 		if err != nil {
 			return 0, err
 		}

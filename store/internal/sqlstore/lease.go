@@ -330,7 +330,7 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 			if err := c.others(ctx, q, s, owner, workerID, func(w int64) bool { return w < workerID }); err != nil {
 				return err
 			}
-			if err := s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, max(fenced, layoutFloor), &lease); err != nil {
+			if err := s.takeStatic(ctx, q, owner, workerID, nowMs, ttl, fenced, max(fenced, layoutFloor), &lease); err != nil {
 				return err
 			}
 			gen = c.gen
@@ -347,15 +347,21 @@ func (s *Leases) claimStatic(ctx context.Context, owner string, workerID int64, 
 	return lease, nil
 }
 
-func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, workerID, nowMs int64, ttl time.Duration, fenced int64, lease *snowflake.Lease) error {
+// takeStatic takes workerID's row. A lapsed lease that the last fence
+// (whose hold ends at holdUntil) counted stays its owner's until the hold
+// is over, as for leased claims (fence.Claimable): a static worker ID is
+// no way around the hold.
+func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, workerID, nowMs int64, ttl time.Duration, holdUntil, fenced int64, lease *snowflake.Lease) error {
 	var holder string
-	var expires, last int64
-	if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last); err != nil {
+	var expires, last, seen int64
+	if err := q.QueryRow(ctx, s.d.WorkerSelectOne, workerID).Scan(&holder, &expires, &last, &seen); err != nil {
 		return err
 	}
-	if holder != "" && holder != owner && expires > nowMs {
+	w := fence.Worker{Owned: holder != "", Expires: expires, Seen: seen}
+	if !fence.Claimable(fence.Record{FenceUntil: holdUntil}, time.UnixMilli(nowMs), w, holder == owner) {
+		until := max(expires, holdUntil)
 		return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
-			snowflake.ErrNoFreeWorker, workerID, holder, snowflake.LeaseTime(expires).Format(time.RFC3339Nano))
+			snowflake.ErrNoFreeWorker, workerID, holder, snowflake.LeaseTime(until).Format(time.RFC3339Nano))
 	}
 	floor := max(last, expires, fenced)
 	newExpiry := nowMs + ttl.Milliseconds()
@@ -460,8 +466,8 @@ func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease,
 		return nil
 	}
 	var holder string
-	var expires, last int64
-	err := q.QueryRow(ctx, s.d.WorkerSelectOne, lease.WorkerID).Scan(&holder, &expires, &last)
+	var expires, last, seen int64
+	err := q.QueryRow(ctx, s.d.WorkerSelectOne, lease.WorkerID).Scan(&holder, &expires, &last, &seen)
 	switch {
 	case errors.Is(err, s.d.NoRows):
 		return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: fmt.Sprintf("the lease on worker %d is gone before its expiry", lease.WorkerID)}, force: true, still: s.noFenceSince(t.gen)}
@@ -501,7 +507,19 @@ func (s *Leases) Release(ctx context.Context, lease snowflake.Lease, lastTimesta
 	if lease.Owner == "" {
 		return errLost(lease)
 	}
-	n, err := s.db.Exec(ctx, s.d.WorkerRelease, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner)
+	// A checked transaction, as a renewal is: a release after a fence
+	// this process has not witnessed raises what it reserved first (a
+	// graceful shutdown during the hold must not end the hold's wait for
+	// it before its witness raise), and a release on a server whose
+	// history changed fences before it writes.
+	var n int64
+	err := retry(ctx, s.d, &s.retryHook, "release", func() error {
+		return s.inTx(ctx, func(q Querier, _ int64, _ checkIn) error {
+			var err error
+			n, err = q.Exec(ctx, s.d.WorkerRelease, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner)
+			return err
+		})
+	})
 	if err != nil {
 		return fmt.Errorf("store: release the lease on worker %d: %w", lease.WorkerID, err)
 	}

@@ -22,13 +22,12 @@ type conflictDB struct {
 func (d *conflictDB) QueryRow(ctx context.Context, q string, args ...any) Row {
 	return rowFunc(func(dest ...any) error {
 		switch len(dest) {
-		case 3: // WorkerSelectFree (id, expires, last) or WorkerSelectOne (owner, expires, last)
-			if p, ok := dest[0].(*string); ok {
-				*p = ""
-			} else {
-				*dest[0].(*int64) = 7
-			}
+		case 3: // WorkerSelectFree (id, expires, last)
+			*dest[0].(*int64) = 7
 			*dest[1].(*int64), *dest[2].(*int64) = 0, 0
+		case 4: // WorkerSelectOne (owner, expires, last, seen)
+			*dest[0].(*string) = ""
+			*dest[1].(*int64), *dest[2].(*int64), *dest[3].(*int64) = 0, 0, 0
 		case 1: // LayoutLock (ordinal)
 			*dest[0].(*int64) = 0
 		default:

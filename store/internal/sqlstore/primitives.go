@@ -139,7 +139,14 @@ func (t primitives) Write(ctx context.Context, to fence.Record, fenced bool, at 
 	return nil
 }
 
+// Raise creates a row it finds missing, at to, with the step this
+// process reserved it with: a creation the store lost (a failover during
+// the lag) is not re-created below what a live instance still hands out.
 func (t primitives) Raise(ctx context.Context, tag string, to int64) error {
-	_, err := t.q.Exec(ctx, t.g.d.Witness, to, tag, to)
+	n, err := t.q.Exec(ctx, t.g.d.Witness, to, tag, to)
+	if err != nil || n > 0 {
+		return err
+	}
+	_, err = t.q.Exec(ctx, t.g.d.WitnessCreate, tag, to, t.g.stepOf(tag))
 	return err
 }

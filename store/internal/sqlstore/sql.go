@@ -68,22 +68,29 @@ type ServerIdentity struct {
 func NewDialect(sp Spelling, t SequenceTable) (Dialect, error) {
 	r := renderer{sp: sp, t: t}
 	d := Dialect{
-		LockRow:      r.sql(`SELECT max_id, step FROM {{.T}} WHERE biz_tag = ?{{.ForUpdate}}`),
-		Advance:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
-		Insert:       r.sql(`INSERT INTO {{.T}} (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`),
-		Release:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id = ?`),
-		List:         r.sql(`SELECT biz_tag, max_id, step, {{.D}}, {{.U}} FROM {{.T}} ORDER BY biz_tag`),
-		SetStep:      r.sql(`UPDATE {{.T}} SET step = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
-		AdvanceAll:   r.sql(bumpAll),
-		ListMax:      r.sql(`SELECT biz_tag, max_id FROM {{.T}} ORDER BY biz_tag`),
-		Witness:      r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id < ?`),
-		OpaqueInsert: r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
+		LockRow:       r.sql(`SELECT max_id, step FROM {{.T}} WHERE biz_tag = ?{{.ForUpdate}}`),
+		Advance:       r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
+		Insert:        r.sql(`INSERT INTO {{.T}} (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`),
+		Release:       r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id = ?`),
+		List:          r.sql(`SELECT biz_tag, max_id, step, {{.D}}, {{.U}} FROM {{.T}} ORDER BY biz_tag`),
+		SetStep:       r.sql(`UPDATE {{.T}} SET step = ?, {{.U}} = {{.Now}} WHERE biz_tag = ?`),
+		AdvanceAll:    r.sql(bumpAll),
+		ListMax:       r.sql(`SELECT biz_tag, max_id FROM {{.T}} ORDER BY biz_tag`),
+		Witness:       r.sql(`UPDATE {{.T}} SET max_id = ?, {{.U}} = {{.Now}} WHERE biz_tag = ? AND max_id < ?`),
+		OpaqueInsert:  r.sql(`INSERT INTO tag_opaque (biz_tag, key_fingerprint) VALUES (?, ?)`),
+		WitnessCreate: r.sql(`{{ins}} INTO {{.T}} (biz_tag, max_id, step, description) VALUES (?, ?, ?, ''){{conflict "biz_tag"}}`),
+		MarkSet: r.sql(`INSERT INTO idgen_mark (seq_table, biz_tag, max_id) SELECT '{{.T}}', ?, CAST(? AS {{bigint}}) FROM idgen_fence
+		WHERE id = 1 AND generation = ?{{upsert "seq_table, biz_tag" "max_id"}}`),
+		LockExtra:   r.sql(`COALESCE((SELECT generation FROM idgen_fence WHERE id = 1), 0), COALESCE((` + markOf + `), 0)`),
+		MarkRelease: r.sql(`UPDATE idgen_mark SET max_id = ? WHERE seq_table = '{{.T}}' AND biz_tag = ? AND max_id = ?`),
+		MarkSelect:  r.sql(`SELECT COALESCE((SELECT max_id FROM idgen_mark WHERE seq_table = '{{.T}}' AND biz_tag = ?), 0)`),
+		MarkLock:    r.sql(`SELECT max_id FROM idgen_mark WHERE seq_table = '{{.T}}' AND biz_tag = ?{{.ForUpdate}}`),
 
 		WorkerSelectFree: r.sql(`SELECT worker_id, lease_expires_at, last_timestamp FROM worker_node
 		WHERE worker_id >= ? AND worker_id <= ? AND (owner = '' OR (lease_expires_at <= ? AND (seen_generation <> -1 OR ? = 1 OR owner = ?))) AND pinned = 0
 		ORDER BY worker_id LIMIT 1{{.SkipLocked}}`),
 		WorkerTake:      r.sql(`UPDATE worker_node SET owner = ?, lease_expires_at = ?, last_timestamp = ?, pinned = ?, range_cap = ?, updated_at = {{.Now}} WHERE worker_id = ?`),
-		WorkerSelectOne: r.sql(`SELECT owner, lease_expires_at, last_timestamp FROM worker_node WHERE worker_id = ?{{.ForUpdate}}`),
+		WorkerSelectOne: r.sql(`SELECT owner, lease_expires_at, last_timestamp, seen_generation FROM worker_node WHERE worker_id = ?{{.ForUpdate}}`),
 		WorkerUnpin:     r.sql(`UPDATE worker_node SET pinned = 0 WHERE worker_id = ?`),
 		WorkerLowestMissing: r.sql(`SELECT COALESCE(MIN(c.w), -1) FROM (SELECT CAST(? AS {{.Int}}) AS w UNION ALL SELECT worker_id + 1 FROM worker_node WHERE worker_id >= ? AND worker_id < ?) c
 		WHERE c.w <= ? AND NOT EXISTS (SELECT 1 FROM worker_node n WHERE n.worker_id = c.w)`),
@@ -140,20 +147,25 @@ func (r *renderer) opaque(d *Dialect) {
 // limit. Args: limit, margin.
 const bumpAll = `UPDATE {{.T}} SET max_id = CASE WHEN max_id <= ? THEN max_id + ? ELSE 9223372036854775807 END, {{.U}} = {{.Now}}`
 
+// markOf is a row's mark (idgen_mark), NULL if it has none, in a
+// statement on its sequence table.
+const markOf = `SELECT m.max_id FROM idgen_mark m WHERE m.seq_table = '{{.T}}' AND m.biz_tag = {{.T}}.biz_tag`
+
 // identity renders the idgen_fence statements beside the server's part.
 func (r *renderer) identity() *IdentitySQL {
 	id := r.sp.Identity
-	bump, maxStep, rows := map[string]string{}, map[string]string{}, map[string]string{}
+	bump, maxStep, rows, toMarks := map[string]string{}, map[string]string{}, map[string]string{}, map[string]string{}
 	for _, t := range []SequenceTable{IDSequence, LeafAlloc} {
 		on := &renderer{sp: r.sp, t: t}
 		bump[t.Name] = on.sql(bumpAll)
+		toMarks[t.Name] = on.sql(`UPDATE {{.T}} SET max_id = (` + markOf + `), {{.U}} = {{.Now}} WHERE max_id < (` + markOf + `)`)
 		maxStep[t.Name] = on.sql(`SELECT COALESCE(MAX(step), 0) FROM {{.T}}`)
 		rows[t.Name] = on.sql(`SELECT COUNT(*) FROM {{.T}}`)
 		r.err = cmp.Or(r.err, on.err)
 	}
 	return &IdentitySQL{
 		Kind: id.Kind, Server: id.Server, ConnSystem: id.ConnSystem, Tick: id.Tick, Tables: id.Tables, Bump: bump,
-		MaxStep: maxStep, Rows: rows,
+		MaxStep: maxStep, Rows: rows, ToMarks: toMarks,
 		WorkerRows:  r.sql(`SELECT COUNT(*) FROM worker_node`),
 		Lock:        r.sql(`SELECT generation FROM idgen_fence WHERE id = 1{{.ForUpdate}}`),
 		CountLive:   r.sql(`SELECT COUNT(*), COALESCE(MAX(range_cap), 0) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
@@ -223,6 +235,19 @@ func (r *renderer) execute(text string) (string, error) {
 				return "INSERT IGNORE"
 			}
 			return "INSERT"
+		},
+		// bigint is the 64-bit integer type of a CAST.
+		"bigint": func() string {
+			if sp.Int == "SIGNED" {
+				return sp.Int
+			}
+			return "BIGINT"
+		},
+		"upsert": func(cols, set string) string {
+			if sp.InsertIgnore {
+				return " ON DUPLICATE KEY UPDATE " + set + " = VALUES(" + set + ")"
+			}
+			return " ON CONFLICT (" + cols + ") DO UPDATE SET " + set + " = excluded." + set
 		},
 		"conflict": func(cols string) string {
 			if sp.InsertIgnore {
@@ -314,6 +339,10 @@ type IdentitySQL struct {
 	// exhausted, so that it refuses rather than repeats. Args: limit,
 	// margin.
 	Bump map[string]string
+	// ToMarks, by sequence table, raises every row below its mark
+	// (idgen_mark) to it: what a fence does after a row went back while
+	// its mark did not. No args.
+	ToMarks map[string]string
 	// MaxStep, by sequence table, returns the largest row step, 0 if the
 	// table is empty. No args.
 	MaxStep map[string]string

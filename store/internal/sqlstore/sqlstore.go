@@ -75,6 +75,34 @@ type Dialect struct {
 	// never lowering it: the witness raise after a fence (Guard.witness).
 	// Args: to, tag, to.
 	Witness string
+	// WitnessCreate creates a tag's row that a witness raise found
+	// missing, at what the process reserved of it: a creation the store
+	// lost (a failover during the lag). Args: tag, max_id, step.
+	WitnessCreate string
+	// MarkSet records a tag's mark (migration 00014): the end of the
+	// range a reservation took, in its transaction, unless the fence
+	// record's generation is no longer the one the reservation was
+	// checked against: then it matches no row. It reads the record in a
+	// statement of its own, after the row lock was granted, so a fence
+	// that committed while the reservation waited for the row is seen
+	// (the locking read's own subqueries may read from before it). Args:
+	// tag, max_id, generation.
+	MarkSet string
+	// LockExtra is the select list LockRow reads beside the server's
+	// identity on a guarded store: the record's generation and the tag's
+	// mark (0 if none).
+	LockExtra string
+	// MarkRelease sets a tag's mark back with its hand-back. Args: from,
+	// tag, to.
+	MarkRelease string
+	// MarkSelect reads a tag's mark, 0 if it has none. Args: tag.
+	MarkSelect string
+	// MarkLock reads a tag's mark as last committed, under a row lock,
+	// and no row if it has none: a row found below the mark LockRow read
+	// is checked against it, since the locking statement's subquery may
+	// read from before a hand-back that committed while it waited.
+	// Args: tag.
+	MarkLock string
 	// InsertOpaque is Insert with the row's opaque_fingerprint (migration
 	// 00013), "" on a sequence table that has none (leaf_alloc). Args:
 	// tag, max_id, step, description, fingerprint.
@@ -110,7 +138,8 @@ type Dialect struct {
 	// WorkerTake leases a row. Args: owner, lease_expires_at,
 	// last_timestamp, pinned (0 or 1), range_cap, worker_id.
 	WorkerTake string
-	// WorkerSelectOne selects owner, lease_expires_at and last_timestamp of
+	// WorkerSelectOne selects owner, lease_expires_at, last_timestamp and
+	// seen_generation of
 	// one row under a row lock, for a static worker ID, whose row is
 	// pinned: leased claims never take it. Args: worker_id.
 	WorkerSelectOne string
@@ -209,7 +238,7 @@ func NewGuarded(db DB, d Dialect, g *Guard) *Store {
 	s := New(db, d)
 	s.g = g
 	if g != nil && strings.HasPrefix(s.d.LockRow, lockRowPrefix) {
-		s.lockRow = "SELECT max_id, step, " + g.id.Server + " " + strings.TrimPrefix(s.d.LockRow, lockRowPrefix)
+		s.lockRow = "SELECT max_id, step, " + g.id.Server + ", " + s.d.LockExtra + " " + strings.TrimPrefix(s.d.LockRow, lockRowPrefix)
 	}
 	return s
 }
@@ -235,7 +264,7 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 	if err != nil {
 		return segment.Range{}, wrap("reserve", tag, err)
 	}
-	s.g.reserve(tag, r.End)
+	s.g.reserve(tag, r.End, r.Step)
 	return r, nil
 }
 
@@ -260,31 +289,65 @@ func (s *Store) Raise(ctx context.Context, tag string, to int64) (bool, error) {
 // other instances have checked in (Guard.held).
 func (s *Store) advance(ctx context.Context, op, tag string, next func(maxID, step int64) (int64, error)) error {
 	return retry(ctx, s.d, &s.retryHook, op, func() error {
-		return s.g.run(ctx, func(snap fence.Memory) (*reading, error) { return s.advanceOnce(ctx, op == "reserve", tag, next, snap) })
+		return s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
+			// A record newer than snap, seen after the row lock was
+			// granted, runs the transaction again with the record read
+			// and checked first: the witness raise and the hold of a fence
+			// that kept the identity (a forced one) apply to this process
+			// from its next reservation, not its next renewal.
+			full := false
+			for restarts := 0; ; restarts++ {
+				r, err := s.advanceOnce(ctx, op == "reserve", tag, next, snap, full)
+				if !errors.Is(err, errNewRecord) || restarts == maxFences {
+					return r, err
+				}
+				full = true
+			}
+		})
 	})
 }
 
-func (s *Store) advanceOnce(ctx context.Context, reserve bool, tag string, next func(maxID, step int64) (int64, error), snap fence.Memory) (*reading, error) {
+// errNewRecord rolls back a reservation that found a fence record newer
+// than the one it was checked against (Store.advance).
+var errNewRecord = errors.New("store: the fence record changed during the reservation")
+
+// advanceOnce is one transaction of advance. Unless full is set or snap
+// knows nothing yet, the server's identity, the record's generation and
+// the tag's mark are read in the row's locking statement and checked
+// against snap (one statement); otherwise the record is read and checked
+// first (Guard.read).
+func (s *Store) advanceOnce(ctx context.Context, reserve bool, tag string, next func(maxID, step int64) (int64, error), snap fence.Memory, full bool) (*reading, error) {
 	var r *reading
 	err := s.db.InTx(ctx, func(q Querier) error {
-		var maxID, rowStep int64
+		var maxID, rowStep, gen, mark int64
 		var err error
 		switch {
 		case s.g == nil:
 			err = q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep)
-		case s.lockRow != "" && snap.Known:
+		case s.lockRow == "":
+			if r, err = s.g.read(ctx, q, snap); err == nil {
+				err = q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep)
+			}
+		case full || !snap.Known:
+			if r, err = s.g.read(ctx, q, snap); err == nil {
+				var server [4]string
+				err = q.QueryRow(ctx, s.lockRow, tag).Scan(&maxID, &rowStep, &server[0], &server[1], &server[2], &server[3], &gen, &mark)
+			}
+			if err == nil && gen != r.rec.Generation {
+				err = errNewRecord // a fence committed between the two reads
+			}
+		default:
 			r = s.g.newReading()
 			r.fromMemory(snap)
-			err = q.QueryRow(ctx, s.lockRow, tag).Scan(append([]any{&maxID, &rowStep}, r.serverDest()...)...)
+			err = q.QueryRow(ctx, s.lockRow, tag).Scan(append(append([]any{&maxID, &rowStep}, r.serverDest()...), &gen, &mark)...)
+			if err == nil && gen != snap.Generation {
+				err = errNewRecord
+			}
 			if err == nil {
 				err = s.g.connSystem(ctx, q, r)
 			}
 			if err == nil {
 				err = s.g.check(ctx, q, snap, r)
-			}
-		default:
-			if r, err = s.g.read(ctx, q, snap); err == nil {
-				err = q.QueryRow(ctx, s.d.LockRow, tag).Scan(&maxID, &rowStep)
 			}
 		}
 		if err == nil && reserve {
@@ -296,26 +359,77 @@ func (s *Store) advanceOnce(ctx context.Context, reserve bool, tag string, next 
 			}
 			return err
 		}
-		if went, hw := s.g.went(tag, maxID); went {
-			return &errFence{d: fence.Decision{Verdict: fence.Fence,
-				Reason: fmt.Sprintf("tag %q's max_id %d is below %d, the end of a range this process reserved: the store went back", tag, maxID, hw)}, force: true,
-				still: func(ctx context.Context, q Querier) (bool, error) {
-					var now, step int64
-					err := q.QueryRow(ctx, s.d.LockRow, tag).Scan(&now, &step)
-					if errors.Is(err, s.d.NoRows) {
-						return true, nil
-					}
-					return err == nil && now < hw, err
-				}}
+		if mark > maxID {
+			if mark, err = s.markNow(ctx, q, tag); err != nil {
+				return err
+			}
+		}
+		if err := s.wentBack(tag, maxID, mark); err != nil {
+			return err
 		}
 		to, err := next(maxID, rowStep)
 		if err != nil || to == maxID {
 			return err
 		}
-		_, err = q.Exec(ctx, s.d.Advance, to, tag)
+		if _, err = q.Exec(ctx, s.d.Advance, to, tag); err != nil || !reserve || r == nil || s.lockRow == "" {
+			return err
+		}
+		n, err := q.Exec(ctx, s.d.MarkSet, tag, to, r.rec.Generation)
+		if err == nil && n == 0 {
+			return errNewRecord
+		}
 		return err
 	})
 	return r, err
+}
+
+// wentBack returns the evidence that a tag's row went back, read under
+// its row lock: below its mark (idgen_mark), which every reservation
+// writes in its own transaction, whichever process made it; or below the
+// end of a range this process reserved (fence.HighWater.Went), which
+// also covers a loss that took the mark back with the row while the
+// server's identity kept its position (a whole restore of a server
+// without one). The store then fences (a regression is evidence), unless
+// by then, under the fence's lock, the row is no longer below.
+func (s *Store) wentBack(tag string, maxID, mark int64) error {
+	if s.g == nil {
+		return nil
+	}
+	var reason string
+	byMark := mark > maxID
+	if byMark {
+		reason = fmt.Sprintf("tag %q's max_id %d is below its mark %d, the end of the last range reserved: the row went back", tag, maxID, mark)
+	} else if went, hw := s.g.went(tag, maxID); went {
+		reason = fmt.Sprintf("tag %q's max_id %d is below %d, the end of a range this process reserved: the store went back", tag, maxID, hw)
+		mark = hw
+	} else {
+		return nil
+	}
+	return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: reason}, force: true,
+		still: func(ctx context.Context, q Querier) (bool, error) {
+			var now, step int64
+			err := q.QueryRow(ctx, s.d.LockRow, tag).Scan(&now, &step)
+			if errors.Is(err, s.d.NoRows) {
+				return true, nil
+			}
+			if err == nil && byMark {
+				// A hand-back that committed meanwhile moved the mark
+				// down with the row.
+				mark, err = s.markNow(ctx, q, tag)
+			}
+			return err == nil && now < mark, err
+		}}
+}
+
+// markNow reads tag's mark as last committed (MarkLock), 0 if it has
+// none.
+func (s *Store) markNow(ctx context.Context, q Querier, tag string) (int64, error) {
+	var mark int64
+	err := q.QueryRow(ctx, s.d.MarkLock, tag).Scan(&mark)
+	if errors.Is(err, s.d.NoRows) {
+		return 0, nil
+	}
+	return mark, err
 }
 
 // CreateTag implements segment.Store. An opaque tag's row and its
@@ -341,7 +455,7 @@ func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
 // the row if it is opaque, and its tag_opaque row, which instances of
 // before migration 00013 read.
 func (s *Store) insert(ctx context.Context, q Querier, t segment.Tag) error {
-	maxID, err := s.start(ctx, q, t.MaxID)
+	maxID, err := s.start(ctx, q, t.Name, t.MaxID)
 	if err != nil {
 		return err
 	}
@@ -366,24 +480,52 @@ func (s *Store) insert(ctx context.Context, q Querier, t segment.Tag) error {
 // fence wrote. A tag whose creation a failover lost, created again,
 // thereby starts above every ID handed out from the lost row. Without
 // fencing there is no floor.
-func (s *Store) start(ctx context.Context, q Querier, from int64) (int64, error) {
+func (s *Store) start(ctx context.Context, q Querier, name string, from int64) (int64, error) {
 	if s.d.Identity == nil {
 		return from, nil
 	}
 	if _, err := q.Exec(ctx, s.d.Identity.Create); err != nil {
 		return 0, fmt.Errorf("lock idgen_fence for the creation (migration 00010): %w", err)
 	}
-	var floor int64
+	var floor, mark int64
 	if err := q.QueryRow(ctx, s.d.Identity.TagFloor).Scan(&floor); err != nil {
 		return 0, fmt.Errorf("read the tag floor: %w", err)
 	}
-	return fence.Start(fence.Record{Floor: floor}, from), nil
+	// A tag whose row is gone but whose mark is not (the sequence table
+	// restored alone, from before the creation) starts above every range
+	// reserved from the lost row.
+	if err := q.QueryRow(ctx, s.d.MarkSelect, name).Scan(&mark); err != nil {
+		return 0, fmt.Errorf("read the tag's mark (migration 00014): %w", err)
+	}
+	return max(fence.Start(fence.Record{Floor: floor}, from), mark), nil
 }
 
-// Release implements segment.Releaser with a compare-and-set on max_id.
+// Release implements segment.Releaser with a compare-and-set on max_id,
+// in a checked transaction (a hand-back on a server whose history
+// changed fences before it writes) that moves the tag's mark down with
+// the row.
 func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
 	done := s.g.releasing(tag, from, to)
-	n, err := s.db.Exec(ctx, s.d.Release, from, tag, to)
+	var n int64
+	err := retry(ctx, s.d, &s.retryHook, "release", func() error {
+		return s.g.run(ctx, func(snap fence.Memory) (*reading, error) {
+			var r *reading
+			err := s.db.InTx(ctx, func(q Querier) error {
+				var err error
+				if s.g != nil {
+					if r, err = s.g.read(ctx, q, snap); err != nil {
+						return err
+					}
+				}
+				if n, err = q.Exec(ctx, s.d.Release, from, tag, to); err != nil || n != 1 || s.lockRow == "" {
+					return err
+				}
+				_, err = q.Exec(ctx, s.d.MarkRelease, from, tag, to)
+				return err
+			})
+			return r, err
+		})
+	})
 	done(err == nil && n == 1)
 	if err != nil {
 		return false, wrap("release", tag, err)
