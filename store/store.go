@@ -326,6 +326,25 @@ func (s *Store) ConfigureFence(c fence.Config, log *slog.Logger) error {
 	return s.guard.Configure(c, log)
 }
 
+// ErrFenceParams is returned by RecordFence for a process whose margin
+// or lease TTL differs from the fleet's while other processes hold live
+// leases; the message names both.
+var ErrFenceParams = sqlstore.ErrParams
+
+// RecordFence records the margin and lease TTL given to ConfigureFence
+// as the fleet's, or, while other processes hold live leases, checks
+// that they are the fleet's (ErrFenceParams). Call it after Migrate and
+// ConfigureFence, before any lease is claimed: what serve does at start.
+// Every fence uses the recorded values, whoever runs it, so one-shot
+// programs (`idgen tag bump`, a library program that only creates tags)
+// fence with the fleet's values without being told them.
+func (s *Store) RecordFence(ctx context.Context) error {
+	if s.conn.NoFence != nil {
+		return nil
+	}
+	return s.guard.RecordParams(ctx)
+}
+
 // ObserveFences makes f hear of every fence this process performs. f
 // must not block.
 func (s *Store) ObserveFences(f func(fence.Event)) { s.guard.ObserveFences(f) }

@@ -11,7 +11,8 @@ import (
 	"github.com/idgen/idgen/store/fence"
 )
 
-// startFencing configures the store's fencing from the flags, counts its
+// startFencing configures the store's fencing from the flags, records
+// or checks them against the fleet's (store.RecordFence), counts its
 // fences, and checks the store's identity once before anything is
 // reserved or claimed, so that the log says at start what the store is,
 // and a failover or restore that happened while the instance was down is
@@ -22,6 +23,11 @@ func startFencing(ctx context.Context, st *store.Store, c serveConfig, log *slog
 		return fmt.Errorf("--fence-margin: %w", err)
 	}
 	st.ObserveFences(m.StoreFenced)
+	// The fleet's values, recorded by its first instance, are every
+	// fencer's; a second instance started with other ones is refused.
+	if err := st.RecordFence(ctx); err != nil {
+		return err
+	}
 	if err := st.CheckIdentity(ctx); err != nil {
 		if errors.Is(err, fence.ErrUnsupported) {
 			log.Warn("store identity unknown: failovers and restores will not be fenced", "err", err)

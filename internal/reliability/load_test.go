@@ -216,7 +216,7 @@ func (c *client) run(ctx context.Context, l *load) {
 			continue
 		}
 		owner := inst.seq
-		if cur := l.f.slots[c.slot].Load(); cur != inst && cur.url == inst.url {
+		if cur := l.f.slots[c.slot].Load(); cur != nil && cur != inst && cur.url == inst.url {
 			owner = -1 // the restarted process took the old one's port: cannot tell who answered
 		}
 		for i := 1; i < len(ids); i++ {

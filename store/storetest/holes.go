@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/internal/sqlstore"
 )
@@ -25,6 +27,7 @@ func Holes(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("F1 a forced fence is seen on the reservation fast path", func(t *testing.T) { holeFastPath(t, open) })
 	t.Run("F2 one-table restore reserved first by an instance with no mark above it", func(t *testing.T) { holeOneTable(t, open) })
 	t.Run("F3 a creation lost in a failover", func(t *testing.T) { holeLostCreation(t, open) })
+	t.Run("F4 a one-shot process fences with the fleet's parameters", func(t *testing.T) { holeParams(t, open) })
 	t.Run("F5 a graceful shutdown during the hold witnesses first", func(t *testing.T) { holeShutdown(t, open) })
 	t.Run("F11 concurrent hand-backs of consecutive ranges", func(t *testing.T) { holeHandBacks(t, open) })
 	t.Run("F12 a static worker ID waits for the hold", func(t *testing.T) { holeStatic(t, open) })
@@ -216,6 +219,53 @@ func holeLostCreation(t *testing.T, open func(t *testing.T) Store) {
 		t.Fatal(err)
 	}
 	w.bAfter(lost, high, func() { t.Fatal("b held after c's check-in") })
+}
+
+// F4: c is the fleet, started with a lease TTL of 10 minutes and a
+// margin of its own, recorded in the store; b, a one-shot command with
+// the defaults, fences after a failover with the fleet's values. A third
+// process with other values is refused while c's lease is live.
+func holeParams(t *testing.T, open func(t *testing.T) Store) {
+	w := newHoleWorld(t, open)
+	ctx := context.Background()
+	const ttl, margin = 10 * time.Minute, 7777
+	if err := w.c.ConfigureFence(fence.Config{LeaseTTL: ttl, Margin: margin}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.RecordFence(ctx); err != nil {
+		t.Fatalf("the fleet's first instance records its parameters: %v", err)
+	}
+	other := open(t)
+	if err := other.ConfigureFence(fence.Config{LeaseTTL: time.Minute}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.RecordFence(ctx); !errors.Is(err, store.ErrFenceParams) {
+		t.Fatalf("an instance with another lease TTL beside a live fleet: %v, want ErrFenceParams", err)
+	}
+	cli := open(t) // the defaults, as a one-shot command's
+	var ev atomic.Pointer[fence.Event]
+	cli.ObserveFences(func(e fence.Event) { ev.Store(&e) })
+	w.reserve(w.c, w.tag)
+	w.newHistory()
+	if err := cli.CreateTag(ctx, segment.Tag{Name: w.tag + "-cli", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Reserve(ctx, w.tag+"-cli", 0); err != nil && !errors.Is(err, sqlstore.ErrHeld) {
+		t.Fatal(err)
+	}
+	e := ev.Load()
+	switch {
+	case e == nil:
+		t.Fatal("the one-shot process did not fence")
+	case e.Plan.HoldUntil-e.Plan.Now < ttl.Milliseconds():
+		t.Fatalf("the one-shot process's fence holds for %v, want at least the fleet's lease TTL %v", time.Duration(e.Plan.HoldUntil-e.Plan.Now)*time.Millisecond, ttl)
+	case e.Plan.Margin < margin:
+		t.Fatalf("the one-shot process's fence moved rows up by %d, want at least the fleet's margin %d", e.Plan.Margin, margin)
+	}
+	// The hold of 10 minutes must not outlast this test on a shared
+	// store: every lease checks in, and the record's hold ends now.
+	w.renewC()
+	w.exec("UPDATE idgen_fence SET fence_until = 0, fence_margin = 0, lease_ttl_ms = 0 WHERE id = 1")
 }
 
 // F5: after a failover, c shuts down gracefully (releases its lease)

@@ -84,7 +84,17 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory, need *errFence) er
 					f = nil
 				}
 			}
-			if ev, fr, err = fence.RunFence(ctx, primitives{g, q}, g.cfg, g.hw, snap, f, time.Now); err != nil {
+			// The fleet's parameters, whatever this process's flags, read
+			// under the lock: on MySQL the first plain read of a
+			// transaction fixes its snapshot, which must not be older than
+			// the lock.
+			if err := (primitives{g, q}).Lock(ctx); err != nil {
+				return err
+			}
+			if _, err := g.readParams(ctx, q); err != nil {
+				return err
+			}
+			if ev, fr, err = fence.RunFence(ctx, primitives{g, q}, g.config(), g.hw, snap, f, time.Now); err != nil {
 				return err
 			}
 			r = &reading{cur: fr.Cur, rec: fr.Rec, witnessed: fr.Witnessed}

@@ -23,10 +23,16 @@ type FenceObserver func(fence.Event)
 // changed (package fence). One Guard is shared by a backend's Store and
 // Leases, so that both remember the same history.
 type Guard struct {
-	db      DB
-	d       Dialect
-	id      *IdentitySQL
-	cfg     fence.Config
+	db  DB
+	d   Dialect
+	id  *IdentitySQL
+	cfg fence.Config // this process's own: its RangeCap, and the rest until the store's are read
+	// params are the fleet's fence parameters as the store records them
+	// (RecordParams), read at start and in every fence: they override
+	// the margin and the lease TTL of cfg, so that every fencer, a
+	// one-shot command with default flags included, fences as the fleet
+	// would.
+	params  atomic.Pointer[Params]
 	log     *slog.Logger
 	persist func(fence.Memory) error
 	hook    *retryHook
@@ -100,6 +106,80 @@ func (g *Guard) Configure(c fence.Config, log *slog.Logger) error {
 		g.log = log
 	}
 	return nil
+}
+
+// Params are a fleet's fence parameters as a store records them.
+type Params struct {
+	Margin   int64         // fence.Config.Margin; 0 is automatic
+	LeaseTTL time.Duration // fence.Config.LeaseTTL; 0 is not recorded
+}
+
+// config is the fence configuration in effect: this process's, with the
+// store's recorded margin and lease TTL.
+func (g *Guard) config() fence.Config {
+	c := g.cfg
+	if p := g.params.Load(); p != nil && p.LeaseTTL > 0 {
+		c.Margin, c.LeaseTTL, c.LeaseMargin = p.Margin, p.LeaseTTL, p.LeaseTTL/10
+	}
+	return c
+}
+
+// readParams reads the store's fence parameters and adopts them.
+func (g *Guard) readParams(ctx context.Context, q Querier) (Params, error) {
+	var p Params
+	var ttl int64
+	if err := q.QueryRow(ctx, g.id.Params).Scan(&p.Margin, &ttl); err != nil {
+		return Params{}, fmt.Errorf("read the fleet's fence parameters (migration 00015): %w", err)
+	}
+	p.LeaseTTL = time.Duration(ttl) * time.Millisecond
+	if p.LeaseTTL > 0 {
+		g.params.Store(&p)
+	}
+	return p, nil
+}
+
+// ErrParams is returned by RecordParams for a process whose fence
+// parameters differ from those the store recorded for the instances
+// that hold live leases.
+var ErrParams = errors.New("store: this process's fence parameters differ from the fleet's")
+
+// RecordParams records this process's margin and lease TTL as the
+// fleet's, unless another process holds a live lease: then they must be
+// the ones recorded, or it returns ErrParams naming both. What serve
+// does at start, before it claims any lease: the first instance of a
+// fleet, or the first after every instance stopped, sets them.
+func (g *Guard) RecordParams(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	own := g.cfg
+	return g.db.InTx(ctx, func(q Querier) error {
+		if err := (primitives{g, q}).Lock(ctx); err != nil {
+			return err
+		}
+		rec, err := g.readParams(ctx, q)
+		if err != nil {
+			return err
+		}
+		if rec.LeaseTTL == own.LeaseTTL && rec.Margin == own.Margin {
+			return nil
+		}
+		var live int64
+		if err := q.QueryRow(ctx, g.id.LiveOthers, time.Now().UnixMilli()).Scan(&live); err != nil {
+			return fmt.Errorf("count live leases: %w", err)
+		}
+		if live > 0 && rec.LeaseTTL > 0 {
+			return fmt.Errorf("%w: the store records --lease-ttl %v and --fence-margin %d, this process has --lease-ttl %v and --fence-margin %d, and %d leases are live: "+
+				"start it with the fleet's values, or stop every instance (and wait one lease TTL) to change them",
+				ErrParams, rec.LeaseTTL, rec.Margin, own.LeaseTTL, own.Margin, live)
+		}
+		if _, err := q.Exec(ctx, g.id.SetParams, own.Margin, own.LeaseTTL.Milliseconds()); err != nil {
+			return fmt.Errorf("record the fleet's fence parameters: %w", err)
+		}
+		p := Params{Margin: own.Margin, LeaseTTL: own.LeaseTTL}
+		g.params.Store(&p)
+		return nil
+	})
 }
 
 // ObserveRetries makes f count the fences retried after a retryable
@@ -236,7 +316,7 @@ func (g *Guard) held(ctx context.Context, q Querier) error {
 		own = *o
 	}
 	var n int64
-	if err := q.QueryRow(ctx, g.id.HeldBack, now, own, g.cfg.HoldSpan()).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, g.id.HeldBack, now, own, g.config().HoldSpan()).Scan(&n); err != nil {
 		return fmt.Errorf("count the leases holding reservations back: %w", err)
 	}
 	if n > 0 {
@@ -379,6 +459,9 @@ func (g *Guard) Check(ctx context.Context) error {
 	return g.run(ctx, func(snap fence.Memory) (*reading, error) {
 		var r *reading
 		err := g.db.InTx(ctx, func(q Querier) error {
+			if _, err := g.readParams(ctx, q); err != nil {
+				return err
+			}
 			var err error
 			r, err = g.read(ctx, q, snap)
 			return err

@@ -462,7 +462,7 @@ func (s *Leases) Renew(ctx context.Context, lease snowflake.Lease, now, lastTime
 // fences (*errFence), before anything else is reserved or claimed.
 func (s *Leases) wentBack(ctx context.Context, q Querier, lease snowflake.Lease, now time.Time, gen int64) error {
 	t, ok := s.toldOf(lease.WorkerID, lease.Owner)
-	if !ok || t.gen != gen || now.UnixMilli()+s.g.cfg.LeaseMargin.Milliseconds() >= t.expires {
+	if !ok || t.gen != gen || now.UnixMilli()+s.g.config().LeaseMargin.Milliseconds() >= t.expires {
 		return nil
 	}
 	var holder string

@@ -181,6 +181,9 @@ func (r *renderer) identity() *IdentitySQL {
 		fence_until = ?, tag_floor = ?, covers = ?, fences = fences + ?, fenced_at = {{.Greatest}}(fenced_at, ?), recorded_at = {{.Now}} WHERE id = 1`),
 		Create:     r.sql(`UPDATE idgen_fence SET tag_creates = tag_creates + 1 WHERE id = 1`),
 		TagFloor:   r.sql(`SELECT COALESCE((SELECT tag_floor FROM idgen_fence WHERE id = 1), 0)`),
+		Params:     r.sql(`SELECT fence_margin, lease_ttl_ms FROM idgen_fence WHERE id = 1`),
+		SetParams:  r.sql(`UPDATE idgen_fence SET fence_margin = ?, lease_ttl_ms = ? WHERE id = 1`),
+		LiveOthers: r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
 		RaiseFloor: r.sql(`UPDATE idgen_fence SET tag_floor = CASE WHEN tag_floor <= ? THEN tag_floor + ? ELSE 9223372036854775807 END WHERE id = 1`),
 	}
 }
@@ -387,6 +390,14 @@ type IdentitySQL struct {
 	Create string
 	// TagFloor reads tag_floor, 0 without a row. No args.
 	TagFloor string
+	// Params reads the fleet's fence parameters (migration 00015): the
+	// margin and the lease TTL in milliseconds, 0 if not recorded. No
+	// args.
+	Params string
+	// SetParams records them. Args: margin, lease TTL in milliseconds.
+	SetParams string
+	// LiveOthers counts the leases live at now. Args: now.
+	LiveOthers string
 	// RaiseFloor adds to tag_floor, saturating at the int64 limit, for
 	// `idgen tag bump --all`. Args: limit, n.
 	RaiseFloor string
