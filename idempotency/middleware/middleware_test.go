@@ -52,7 +52,7 @@ var stores = []struct {
 	{"redis", func(t testing.TB) idempotency.Store {
 		rdb := redis.NewClient(&redis.Options{Addr: dbtest.StartRedis(t)})
 		t.Cleanup(func() { _ = rdb.Close() })
-		st, err := redisstore.New(rdb, redisstore.Options{})
+		st, err := redisstore.New(context.Background(), rdb, redisstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 func TestStore_Conformance(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: dbtest.StartRedis(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
-	st, err := redisstore.New(rdb, redisstore.Options{Now: func() time.Time { return storetest.IdempotencyNow }})
+	st, err := redisstore.New(context.Background(), rdb, redisstore.Options{Now: func() time.Time { return storetest.IdempotencyNow }})
 	if err != nil {
 		t.Fatal(err)
 	}
