@@ -1,15 +1,27 @@
 // Package redisstore keeps idempotency keys in Redis, for services that
 // already run it for their caches and sessions: an idempotency.Store
-// over github.com/redis/go-redis/v9.
+// over github.com/redis/go-redis/v9, on one Redis, Sentinel or Redis
+// Cluster.
 //
 // A key's row is one string value that Redis expires by itself at the
 // key's TTL: the claim is SET NX PX, so exactly one first request wins
-// even across instances, and Complete, TakeOver and Delete are Lua
-// scripts that compare the row's owner before they write, so that only
-// the request holding the key records its answer. Beside the rows, a
-// sorted set per scope indexes the live keys by expiry, for the
+// even across instances, and Complete, Renew, TakeOver and Delete are
+// Lua scripts that compare the row's owner before they write, so that
+// only the request holding the key records its answer. Beside the rows,
+// a sorted set per scope indexes the live keys by expiry, for the
 // Keeper's cap: Sweep trims the index entries of keys Redis has
 // expired, and the counts read it.
+//
+// Every command and script names one Redis key, so that each runs in
+// one hash slot of a cluster, and the rows of one scope spread over its
+// masters. The index is therefore written beside a row, not with it: a
+// crash in between leaves a key out of its scope's count (or in it)
+// until it expires, which the cap, an estimate, tolerates; no row ever
+// depends on the index.
+//
+// Redis must keep keys until they expire: New refuses any
+// maxmemory-policy but noeviction (see New). What a failover or a
+// restart does to keys is in docs/idempotency.md.
 //
 // Redis expires rows by its own clock: a row's TTL is sent as the time
 // left until Record.ExpiresAt on the store's clock, which must be the
