@@ -53,12 +53,12 @@ func TestDo(t *testing.T) {
 				}
 				return idempotency.Answer{Status: 201, Body: fmt.Appendf(nil, "run %d", runs)}, nil
 			}
-			first := func() (a idempotency.Answer, replayed bool, err error, panicked any) {
+			first := func() (a idempotency.Answer, replayed bool, panicked any, err error) {
 				defer func() { panicked = recover() }()
 				a, replayed, err = k.Do(ctx, req("k", "fp"), fn)
 				return
 			}
-			a, replayed, err, panicked := first()
+			a, replayed, panicked, err := first()
 			switch {
 			case tc.again && panicked == nil && !errors.Is(err, errDown):
 				t.Fatalf("first: %q %v %v; want fn's error or panic, unchanged", a.Body, err, panicked)
