@@ -106,7 +106,7 @@ func TestDo_SlowHandlerRunsOnce(t *testing.T) {
 			done <- err
 		}()
 		for range 4 {
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // synctest's fake time: no wait
 			if _, _, err := k.Do(ctx, req("slow", "fp"), fn); !errors.Is(err, idempotency.ErrInFlight) {
 				t.Fatalf("retry while the first runs: %v; want ErrInFlight", err)
 			}
