@@ -196,7 +196,9 @@ const maxPoll = 100 * time.Millisecond
 // must allocate, the Answer to replay for a repeat, or an error:
 // ErrKeyReused, an *InFlightError, a *KeyLimitError or ErrStore. A
 // repeat of a key in flight waits up to Config.InFlightWait for the
-// first request's answer, looking again at growing intervals.
+// first request's answer, looking again at growing intervals. Do runs
+// Begin, the work and its end, and renews the hold meanwhile, which a
+// Ticket alone does not.
 func (k *Keeper) Begin(ctx context.Context, r Request) (*Ticket, *Answer, error) {
 	ttl := r.TTL
 	if ttl == 0 {
