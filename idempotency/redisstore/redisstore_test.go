@@ -31,6 +31,51 @@ func TestStore_Conformance(t *testing.T) {
 	storetest.RunIdempotency(t, st)
 }
 
+// A Redis restarted without persistence comes back empty: a key's retry
+// is then a first request, which runs again, and its repeats replay the
+// new answer. What docs/idempotency.md says of it.
+func TestStore_KeysLostWithRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: dbtest.StartRedis(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	st, err := redisstore.New(ctx, rdb, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := idempotency.New(st, idempotency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	runs := 0
+	do := func() (string, bool) {
+		t.Helper()
+		a, replayed, err := k.Do(ctx, idempotency.Request{Scope: "s", Key: "order-1", Fingerprint: "fp"},
+			func(context.Context) (idempotency.Answer, error) {
+				runs++
+				return idempotency.Answer{Status: 200, Body: fmt.Appendf(nil, "run %d", runs)}, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(a.Body), replayed
+	}
+	do()
+	if a, replayed := do(); a != "run 1" || !replayed {
+		t.Fatalf("before: %q replayed %v; want run 1 replayed", a, replayed)
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil { // what a restart without AOF or RDB leaves
+		t.Fatal(err)
+	}
+	if a, replayed := do(); a != "run 2" || replayed {
+		t.Fatalf("after the loss: %q replayed %v; want run 2, not a replay", a, replayed)
+	}
+	if a, replayed := do(); a != "run 2" || !replayed {
+		t.Fatalf("again: %q replayed %v; want run 2 replayed", a, replayed)
+	}
+}
+
 // New refuses a Redis whose eviction policy can drop a key before its
 // TTL, and names the policy to set.
 func TestNew_EvictionPolicy(t *testing.T) {
