@@ -21,6 +21,13 @@
 // tag cap) allocated nothing, so replaying it would only keep a caller
 // from succeeding after the cause is fixed.
 //
+// Keeper.Do runs the protocol around a caller's function, which runs at
+// most once per key: while it runs, its hold on the key is renewed, so
+// that however slow it is no repeat takes the key over, and its context
+// ends if the hold is lost all the same. A key lost from the store (an
+// async failover, an eviction) is a new key to its retry; see
+// docs/idempotency.md.
+//
 // Keeper runs the protocol over a Store: package store's Idempotency for
 // the SQL backends, package redisstore for Redis, Memory for tests and
 // single-process use; package middleware runs it in front of any

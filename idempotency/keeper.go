@@ -44,7 +44,7 @@ type Config struct {
 	// LockTimeout is how long a first request holds its key: a repeat
 	// meanwhile gets ErrInFlight, and once it passes a repeat may take
 	// the key over, so a crashed instance blocks its callers no longer.
-	// The winner's allocation is bounded by it too.
+	// Do renews the hold of a request that runs every third of it.
 	LockTimeout time.Duration
 	// MaxKeys caps the live keys of one scope; past it, new keys get a
 	// *KeyLimitError (ErrKeyLimit). Negative: no cap. The cap is kept
@@ -196,7 +196,9 @@ const maxPoll = 100 * time.Millisecond
 // must allocate, the Answer to replay for a repeat, or an error:
 // ErrKeyReused, an *InFlightError, a *KeyLimitError or ErrStore. A
 // repeat of a key in flight waits up to Config.InFlightWait for the
-// first request's answer, looking again at growing intervals.
+// first request's answer, looking again at growing intervals. Do runs
+// Begin, the work and its end, and renews the hold meanwhile, which a
+// Ticket alone does not.
 func (k *Keeper) Begin(ctx context.Context, r Request) (*Ticket, *Answer, error) {
 	ttl := r.TTL
 	if ttl == 0 {
@@ -320,8 +322,9 @@ func (k *Keeper) conflict(reason string) {
 	}
 }
 
-// Deadline is when the ticket's lock expires: an allocation still
-// running then may lose the key to a retry, so it should give up.
+// Deadline is when the ticket's lock expires, as Begin took it: an
+// allocation still running then may lose the key to a retry, so it
+// should give up. Do renews the lock instead.
 func (t *Ticket) Deadline() time.Time { return t.rec.LockedUntil }
 
 // Complete records a as the key's answer. If the key was taken over

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
@@ -417,33 +418,34 @@ func TestKeeper_CapSeesOtherInstances(t *testing.T) {
 // A repeat of a key in flight waits for the first request's answer and
 // replays it, rather than answering 409.
 func TestKeeper_RepeatWaitsForTheFirstRequest(t *testing.T) {
-	ctx := context.Background()
-	k, _, _, o := newKeeper(t, idempotency.Config{InFlightWait: time.Minute})
-	tk := win(t, k, req("k", "fp"))
-	done := make(chan error, 1)
-	var got *idempotency.Answer
-	go func() {
-		var err error
-		_, got, err = k.Begin(ctx, req("k", "fp"))
-		done <- err
-	}()
-	// Complete once the repeat has looked at least once (its first
-	// look is immediate; give it a few polls).
-	time.Sleep(20 * time.Millisecond)
-	if _, _, err := tk.Complete(ctx, ok200); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil || got == nil || string(got.Body) != string(ok200.Body) {
-		t.Fatalf("waiting repeat: %v %v; want the replay", got, err)
-	}
-	if o.replays != 1 || o.conflicts["in_flight"] != 0 {
-		t.Fatalf("observed %+v; want one replay and no in-flight conflict", o)
-	}
-	// And the wait is bounded by the context.
-	win(t, k, req("k2", "fp"))
-	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if _, _, err := k.Begin(cctx, req("k2", "fp")); !errors.Is(err, idempotency.ErrInFlight) {
-		t.Fatalf("repeat with a short context: %v; want ErrInFlight", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		k, _, _, o := newKeeper(t, idempotency.Config{InFlightWait: time.Minute})
+		tk := win(t, k, req("k", "fp"))
+		done := make(chan error, 1)
+		var got *idempotency.Answer
+		go func() {
+			var err error
+			_, got, err = k.Begin(ctx, req("k", "fp"))
+			done <- err
+		}()
+		// Complete once the repeat has looked and waits to look again.
+		synctest.Wait()
+		if _, _, err := tk.Complete(ctx, ok200); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil || got == nil || string(got.Body) != string(ok200.Body) {
+			t.Fatalf("waiting repeat: %v %v; want the replay", got, err)
+		}
+		if o.replays != 1 || o.conflicts["in_flight"] != 0 {
+			t.Fatalf("observed %+v; want one replay and no in-flight conflict", o)
+		}
+		// And the wait is bounded by the context.
+		win(t, k, req("k2", "fp"))
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, _, err := k.Begin(cctx, req("k2", "fp")); !errors.Is(err, idempotency.ErrInFlight) {
+			t.Fatalf("repeat with a short context: %v; want ErrInFlight", err)
+		}
+	})
 }

@@ -47,6 +47,10 @@ type Store interface {
 	// Complete records the answer on the in-flight row of scope and key
 	// if owner still holds it, and reports whether it did.
 	Complete(ctx context.Context, scope, key, owner string, status int, contentType string, body []byte) (bool, error)
+	// Renew moves the lock of the in-flight row of scope and key to
+	// lockedUntil if owner still holds it, and reports whether it did:
+	// false means the row was taken over, completed or deleted.
+	Renew(ctx context.Context, scope, key, owner string, lockedUntil time.Time) (bool, error)
 	// Delete removes the in-flight row of scope and key if owner holds it.
 	Delete(ctx context.Context, scope, key, owner string) error
 	// Sweep deletes up to limit rows expired at now and returns how many.
@@ -116,6 +120,20 @@ func (m *Memory) Complete(_ context.Context, scope, key, owner string, status in
 		return false, nil
 	}
 	cur.Status, cur.ContentType, cur.Body = status, contentType, append([]byte(nil), body...)
+	m.rows[id] = cur
+	return true, nil
+}
+
+// Renew implements Store.
+func (m *Memory) Renew(_ context.Context, scope, key, owner string, lockedUntil time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := [2]string{scope, key}
+	cur, ok := m.rows[id]
+	if !ok || cur.Owner != owner || cur.Status != 0 {
+		return false, nil
+	}
+	cur.LockedUntil = lockedUntil
 	m.rows[id] = cur
 	return true, nil
 }

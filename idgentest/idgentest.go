@@ -63,6 +63,9 @@ type Options struct {
 	// as `idgen serve --idempotency-ttl`. Zero means 24h. Keys are kept
 	// in the same SQLite file, as `idgen serve` keeps them.
 	IdempotencyTTL time.Duration
+	// IdempotencyNow is the clock of the keys' expiry, so that a test
+	// lets a key expire without waiting. Nil means time.Now.
+	IdempotencyNow func() time.Time
 }
 
 // Server is a running idgen HTTP server.
@@ -116,7 +119,7 @@ func NewServer(t testing.TB, opts *Options) *Server {
 	}
 	metrics.WatchWorker(worker)
 
-	keeper, err := idempotency.New(st.Idempotency(), idempotency.Config{TTL: o.IdempotencyTTL, Logger: o.Logger, Observer: metrics})
+	keeper, err := idempotency.New(st.Idempotency(), idempotency.Config{TTL: o.IdempotencyTTL, Now: o.IdempotencyNow, Logger: o.Logger, Observer: metrics})
 	if err != nil {
 		t.Fatalf("idgentest: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -105,34 +104,17 @@ func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g i
 	if err != nil {
 		return ans, false, err
 	}
-	ticket, replay, err := s.cfg.Idempotency.Begin(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl})
-	switch {
-	case err != nil:
-		return ans, false, err
-	case replay != nil:
-		return *replay, true, nil
-	}
-
-	// Bounded by the lock: past it a retry may take the key over, and
-	// this request's IDs would be thrown away anyway.
-	actx, cancel := context.WithDeadline(ctx, ticket.Deadline())
-	ids, err := allocate(actx, g, r)
-	cancel()
-	if err == nil {
-		s.issued(r.tag, r.mode, len(ids))
-		ans, err = build(ids)
-	}
-	if err != nil {
-		// Nothing worth replaying (a refusal, a store outage): free the
-		// key so that a retry may allocate.
-		ticket.Abandon(ctx)
-		return idempotency.Answer{}, false, err
-	}
-	// The IDs exist now: record them even if the caller hung up, so
-	// that its retry replays them rather than waiting for the lock.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer rcancel()
-	return ticket.Complete(rctx, ans)
+	// Do renews the hold while allocate runs, and ends its context if
+	// the hold is lost: past that a retry may take the key over.
+	return s.cfg.Idempotency.Do(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
+		func(ctx context.Context) (idempotency.Answer, error) {
+			ids, err := allocate(ctx, g, r)
+			if err != nil {
+				return idempotency.Answer{}, err
+			}
+			s.issued(r.tag, r.mode, len(ids))
+			return build(ids)
+		})
 }
 
 func allocate(ctx context.Context, g idgen.Generator, r keyedRequest) ([]int64, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -72,49 +71,49 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err != nil {
 			return nil, rpcError(err)
 		}
-		ticket, replay, err := i.m.k.Begin(ctx, r)
+		// The handler's own errors (and ours about its response) pass
+		// through as they are, the key freed; the others are the
+		// protocol's.
+		var resp connect.AnyResponse
+		var handlerErr error
+		ans, replayed, err := i.m.k.Do(ctx, r, func(ctx context.Context) (idempotency.Answer, error) {
+			resp, handlerErr = next(ctx, req)
+			if handlerErr != nil {
+				return idempotency.Answer{}, handlerErr
+			}
+			var a idempotency.Answer
+			a, handlerErr = i.answer(resp)
+			return a, handlerErr
+		})
 		switch {
-		case err != nil:
-			return nil, rpcError(err)
-		case replay != nil:
-			return i.replay(p, *replay)
-		}
-		resp, err := next(ctx, req)
-		if err != nil {
-			ticket.Abandon(ctx)
-			return nil, err
-		}
-		msg, ok := resp.Any().(proto.Message)
-		if !ok {
-			ticket.Abandon(ctx)
-			return nil, connect.NewError(connect.CodeInternal, errors.New("middleware: the response is not a protobuf message"))
-		}
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
-		if err != nil {
-			ticket.Abandon(ctx)
-			return nil, connect.NewError(connect.CodeInternal, err)
-		}
-		rec := newRecorder()
-		for k, v := range resp.Header() {
-			rec.header[k] = v
-		}
-		_, _ = rec.body.Write(b)
-		ans, err := i.m.answer(rec)
-		if err != nil {
-			ticket.Abandon(ctx)
-			return nil, connect.NewError(connect.CodeInternal, err)
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		out, replayed, err := ticket.Complete(cctx, ans)
-		switch {
+		case handlerErr != nil:
+			return nil, handlerErr
 		case err != nil:
 			return nil, rpcError(err)
 		case replayed:
-			return i.replay(p, out)
+			return i.replay(p, ans)
 		}
 		return resp, nil
 	}
+}
+
+// answer encodes a response as a recorded answer: its chosen headers
+// and its message's deterministic encoding.
+func (i *interceptor) answer(resp connect.AnyResponse) (idempotency.Answer, error) {
+	msg, ok := resp.Any().(proto.Message)
+	if !ok {
+		return idempotency.Answer{}, connect.NewError(connect.CodeInternal, errors.New("middleware: the response is not a protobuf message"))
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return idempotency.Answer{}, connect.NewError(connect.CodeInternal, err)
+	}
+	rec := newRecorder()
+	for k, v := range resp.Header() {
+		rec.header[k] = v
+	}
+	_, _ = rec.body.Write(b)
+	return i.m.answer(rec)
 }
 
 func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {

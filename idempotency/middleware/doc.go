@@ -14,8 +14,13 @@
 // The store is any idempotency.Store: package store's SQL stores
 // (PostgreSQL, MySQL, SQLite) or package redisstore.
 //
-// Answers of 5xx are not recorded, nor is a handler that panics: the
-// key is freed, so that a retry runs the handler again. Everything
+// The handler runs through idempotency.Keeper.Do: once per key however
+// slow, on a request context that ends if the key's hold is lost. Pass
+// that context on, so that the handler stops then.
+//
+// Answers of 5xx are not recorded, nor is a handler that panics (on
+// every transport): the key is freed, so that a retry runs the handler
+// again. Everything
 // below 500 is recorded, since a 4xx of a business handler (a
 // validation error, a declined payment) is its answer to that request.
 // The answer is buffered until the handler returns, so a streaming

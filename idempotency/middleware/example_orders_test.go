@@ -73,12 +73,12 @@ func (s *orderService) create(c *gin.Context) {
 }
 
 // newOrders runs the order service on gin over a real idgen server
-// (idgentest), both keeping keys for ttl; the service's keys are in
+// (idgentest), both keeping keys for ttl on clock c; the service's keys are in
 // its own SQLite file, next to its orders.
-func newOrders(t *testing.T, ttl time.Duration) (url string, db *sql.DB) {
+func newOrders(t *testing.T, ttl time.Duration, c *clock) (url string, db *sql.DB) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	ids := idgentest.NewServer(t, &idgentest.Options{IdempotencyTTL: ttl})
+	ids := idgentest.NewServer(t, &idgentest.Options{IdempotencyTTL: ttl, IdempotencyNow: c.Now})
 	dir := t.TempDir()
 	db, err := sql.Open("sqlite", filepath.Join(dir, "orders.db"))
 	if err != nil {
@@ -97,7 +97,7 @@ func newOrders(t *testing.T, ttl time.Duration) (url string, db *sql.DB) {
 	if _, err := keys.Migrate(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	k, err := idempotency.New(keys.Idempotency(), idempotency.Config{TTL: ttl})
+	k, err := idempotency.New(keys.Idempotency(), idempotency.Config{TTL: ttl, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,8 @@ func rows(t *testing.T, db *sql.DB) int {
 // one row; a double click (two simultaneous requests) makes one order;
 // a replay after the TTL is a new order.
 func TestOrders(t *testing.T) {
-	url, db := newOrders(t, time.Second)
+	c := newClock()
+	url, db := newOrders(t, time.Second, c)
 
 	first := placeOrder(t, url, "order-1")
 	retry := placeOrder(t, url, "order-1")
@@ -175,7 +176,7 @@ func TestOrders(t *testing.T) {
 	}
 
 	// Both keys, the service's and idgen's, live a second.
-	time.Sleep(1500 * time.Millisecond)
+	c.Advance(1500 * time.Millisecond)
 	later := placeOrder(t, url, "order-1")
 	if later.status != 201 || later.replayed || later.id == first.id || rows(t, db) != 3 {
 		t.Fatalf("after the TTL: %+v (first %s), %d rows; want a new order", later, first.id, rows(t, db))

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -23,10 +24,11 @@ func (m *Middleware) Gin() gin.HandlerFunc {
 			c.Abort()
 			return
 		}
-		orig := c.Writer
-		m.serve(orig, c.Request, req, func(rec *recorder) {
-			c.Writer = &ginRecorder{ResponseWriter: orig, rec: rec}
-			defer func() { c.Writer = orig }() // a panic's recovery writes to the real one
+		orig, origReq := c.Writer, c.Request
+		m.serve(orig, c.Request, req, func(ctx context.Context, rec *recorder) {
+			c.Writer, c.Request = &ginRecorder{ResponseWriter: orig, rec: rec}, origReq.WithContext(ctx)
+			// A panic's recovery writes to the real writer.
+			defer func() { c.Writer, c.Request = orig, origReq }()
 			c.Next()
 		})
 		c.Abort()

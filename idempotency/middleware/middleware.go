@@ -73,7 +73,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			writeError(w, err)
 			return
 		}
-		m.serve(w, r, req, func(rec *recorder) { next.ServeHTTP(rec, r) })
+		m.serve(w, r, req, func(ctx context.Context, rec *recorder) { next.ServeHTTP(rec, r.WithContext(ctx)) })
 	})
 }
 
@@ -113,53 +113,27 @@ func (m *Middleware) request(r *http.Request, keys []string) (idempotency.Reques
 		Fingerprint: idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, string(body))}, nil
 }
 
-// serve runs the protocol for req: replay, refuse, or run the handler
-// (through run, into a recorder) and record its answer.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, req idempotency.Request, run func(*recorder)) {
-	ctx := r.Context()
-	ticket, replay, err := m.k.Begin(ctx, req)
-	switch {
-	case err != nil:
-		writeError(w, err)
-		return
-	case replay != nil:
-		m.replay(w, *replay)
-		return
-	}
+// serve runs req through Keeper.Do: replay, refuse, or run the handler
+// (through run, into a recorder, on the context that ends when the
+// key's hold is lost) and record its answer.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, req idempotency.Request, run func(ctx context.Context, rec *recorder)) {
 	rec := newRecorder()
-	completed := false
-	defer func() {
-		if !completed {
-			// A panic: free the key so that a retry runs the handler
-			// again, and let the panic go on to the server's recovery.
-			ticket.Abandon(ctx)
+	ans, replayed, err := m.k.Do(r.Context(), req, func(ctx context.Context) (idempotency.Answer, error) {
+		run(ctx, rec)
+		if rec.status >= 500 {
+			return idempotency.Answer{}, errNotRecorded
 		}
-	}()
-	run(rec)
-	completed = true
-	if rec.status >= 500 {
-		ticket.Abandon(ctx)
-		rec.flush(w)
-		return
-	}
-	ans, err := m.answer(rec)
-	if err != nil {
-		ticket.Abandon(ctx)
-		writeError(w, err)
-		return
-	}
-	// The handler ran: record its answer even if the caller hung up, so
-	// that the retry replays it rather than waiting for the lock.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	out, replayed, err := ticket.Complete(cctx, ans)
+		return m.answer(rec)
+	})
 	switch {
+	case errors.Is(err, errNotRecorded):
+		rec.flush(w)
 	case err != nil:
 		writeError(w, err)
 	case replayed:
-		// This request outlived its lock and another took the key over:
-		// the answer on record wins, this one is dropped.
-		m.replay(w, out)
+		// A repeat, or this request outlived its hold and another took
+		// the key over: the answer on record wins.
+		m.replay(w, ans)
 	default:
 		rec.flush(w)
 	}
@@ -247,9 +221,12 @@ func (r *recorder) flush(w http.ResponseWriter) {
 }
 
 var (
-	errNoScope  = errors.New("middleware: the caller is not known")
-	errBody     = errors.New("middleware: could not read the request body")
-	errTooLarge = errors.New("middleware: the request body is too large to fingerprint")
+	// errNotRecorded is a handler's 5xx: passed on, not recorded, and
+	// the key freed for a retry.
+	errNotRecorded = errors.New("middleware: a server error is not recorded")
+	errNoScope     = errors.New("middleware: the caller is not known")
+	errBody        = errors.New("middleware: could not read the request body")
+	errTooLarge    = errors.New("middleware: the request body is too large to fingerprint")
 )
 
 // problem maps an error to its status and stable code: the codes and

@@ -3,12 +3,14 @@ package middleware_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,7 +54,7 @@ var stores = []struct {
 	{"redis", func(t testing.TB) idempotency.Store {
 		rdb := redis.NewClient(&redis.Options{Addr: dbtest.StartRedis(t)})
 		t.Cleanup(func() { _ = rdb.Close() })
-		st, err := redisstore.New(rdb, redisstore.Options{})
+		st, err := redisstore.New(context.Background(), rdb, redisstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,9 +201,10 @@ func TestMiddleware_Stores(t *testing.T) {
 				}
 			})
 			t.Run("TTL", func(t *testing.T) {
-				ts, h := newServer(t, st, idempotency.Config{})
+				c := newClock()
+				ts, h := newServer(t, st, idempotency.Config{Now: c.Now})
 				first := post(t, ts.URL+"/things", "ttl-1", "a", "X-User", "ann", idempotency.TTLHeader, "1")
-				time.Sleep(1100 * time.Millisecond)
+				c.Advance(1100 * time.Millisecond)
 				after := post(t, ts.URL+"/things", "ttl-1", "a", "X-User", "ann")
 				if after.status != 201 || after.replay != "" || after.body == first.body || h.calls.Load() != 2 {
 					t.Fatalf("after the TTL: %+v (first %q); want a new answer", after, first.body)
@@ -218,15 +221,41 @@ func TestMiddleware_Stores(t *testing.T) {
 					t.Fatalf("%d calls; want the retry to run the handler again", h.calls.Load())
 				}
 			})
+			t.Run("SlowHandlerRunsOnce", func(t *testing.T) {
+				// The first request runs past its 1s lock: its hold is
+				// renewed, so a retry then is told to wait, not run.
+				rs := &renewals{Store: st, ok: make(chan struct{}, 64)}
+				ts, h := newServer(t, rs, idempotency.Config{LockTimeout: time.Second, InFlightWait: -1})
+				done := make(chan reply, 1)
+				start := time.Now()
+				go func() { done <- post(t, ts.URL+"/things", "slow-1", "slow", "X-User", "ann") }()
+				<-h.started
+				for range 4 { // 4 renewals a third of the lock apart: past the lock
+					<-rs.ok
+				}
+				retry := post(t, ts.URL+"/things", "slow-1", "slow", "X-User", "ann")
+				if retry.status != 409 || retry.code != "idempotency_key_in_flight" {
+					t.Fatalf("retry %v after the first began, past its lock: %+v; want 409", time.Since(start), retry)
+				}
+				close(h.release)
+				first := <-done
+				again := post(t, ts.URL+"/things", "slow-1", "slow", "X-User", "ann")
+				if first.status != 201 || again.body != first.body || again.replay != "true" || h.calls.Load() != 1 {
+					t.Fatalf("first %+v, again %+v after %d calls; want the one call's answer replayed", first, again, h.calls.Load())
+				}
+				t.Logf("a handler of %v behind a 1s lock ran %d time(s)", time.Since(start).Round(10*time.Millisecond), h.calls.Load())
+			})
 			t.Run("OwnerOnlyCompletes", func(t *testing.T) {
-				// The first request outlives its 1s lock; a retry takes
-				// the key over and completes. When the first returns, its
-				// answer is dropped for the one on record.
-				ts, h := newServer(t, st, idempotency.Config{LockTimeout: time.Second, InFlightWait: -1})
+				// The first request outlives its 1s lock on a store that
+				// stopped renewing; a retry takes the key over and
+				// completes. When the first returns, its answer is
+				// dropped for the one on record.
+				c := newClock()
+				ts, h := newServer(t, &renewals{Store: st, fail: true}, idempotency.Config{LockTimeout: time.Second, InFlightWait: -1, Now: c.Now})
 				done := make(chan reply, 1)
 				go func() { done <- post(t, ts.URL+"/things", "owner-1", "slow", "X-User", "ann") }()
 				<-h.started
-				time.Sleep(1100 * time.Millisecond)
+				c.Advance(1100 * time.Millisecond)
 				retry := post(t, ts.URL+"/things", "owner-1", "slow", "X-User", "ann")
 				if retry.status != 201 || retry.replay != "" {
 					t.Fatalf("retry after the lock: %+v; want it to take the key over", retry)
@@ -243,3 +272,38 @@ func TestMiddleware_Stores(t *testing.T) {
 		})
 	}
 }
+
+// renewals passes renewals on to a Store and tells ok of each that
+// succeeded; with fail, it fails them all, as a store cut off would.
+type renewals struct {
+	idempotency.Store
+	ok   chan struct{}
+	fail bool
+}
+
+func (r *renewals) Renew(ctx context.Context, scope, key, owner string, until time.Time) (bool, error) {
+	if r.fail {
+		return false, errors.New("renewals: cut off")
+	}
+	ok, err := r.Store.Renew(ctx, scope, key, owner, until)
+	if ok && r.ok != nil {
+		select {
+		case r.ok <- struct{}{}:
+		default:
+		}
+	}
+	return ok, err
+}
+
+// clock is a fake clock from now, moved by hand: a key's TTL or lock
+// passes without a wait.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Now()} }
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }

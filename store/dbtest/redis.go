@@ -17,21 +17,29 @@ import (
 // missing database engine does.
 func StartRedis(tb testing.TB) string {
 	tb.Helper()
+	return startRedis(tb, 0, nil)
+}
+
+// startRedis starts a redis-server as StartRedis does, with extra
+// arguments; busPorts of them are free loopback ports it passes to
+// extra, beside the server's own.
+func startRedis(tb testing.TB, busPorts int, extra func(dir string, ports []int) []string) string {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		Missing(tb, "no redis-server on PATH (apt-get install redis-server)")
 	}
-	// A free port: listen, close, and let redis-server bind it. A race
-	// with another process for it fails the start below, and is retried.
+	// Free ports: listen, close, and let redis-server bind them. A race
+	// with another process for one fails the start below, and is retried.
 	for try := 0; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
+		ports := freePorts(tb, 1+busPorts)
+		port, dir := ports[0], tb.TempDir()
+		args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
+			"--dir", dir, "--protected-mode", "yes", "--loglevel", "warning"}
+		if extra != nil {
+			args = append(args, extra(dir, ports[1:])...)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
-			"--dir", tb.TempDir(), "--protected-mode", "yes", "--loglevel", "warning")
+		cmd := exec.Command(bin, args...)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			tb.Fatal(err)
@@ -59,6 +67,21 @@ func StartRedis(tb testing.TB) string {
 			tb.Fatal(fmt.Errorf("redis-server did not listen on %s", addr))
 		}
 	}
+}
+
+// freePorts returns n loopback ports free just now.
+func freePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer l.Close() // held until all are picked, so that they differ
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 func waitTCP(addr string, d time.Duration) bool {

@@ -128,11 +128,39 @@ func RunIdempotency(t *testing.T, st idempotency.Store) {
 		}
 	})
 
+	t.Run("Renew", func(t *testing.T) {
+		must(st.Insert(ctx, rec("renew", "owner-a", time.Hour)))
+		later := now.Add(time.Minute)
+		if must(st.Renew(ctx, "s1", "renew", "owner-b", later)) {
+			t.Fatal("Renew by another owner")
+		}
+		if !must(st.Renew(ctx, "s1", "renew", "owner-a", later)) {
+			t.Fatal("Renew by the owner did not renew")
+		}
+		got, _, _ := st.Get(ctx, "s1", "renew")
+		if !got.LockedUntil.Equal(later) || !got.ExpiresAt.Equal(now.Add(time.Hour)) || got.Owner != "owner-a" || got.Status != 0 {
+			t.Fatalf("after Renew: %+v; want the lock at %v and the rest as it was", got, later)
+		}
+		// The renewed lock holds off a take-over until it expires.
+		next := rec("renew", "owner-b", time.Hour)
+		if must(st.TakeOver(ctx, next, "owner-a", now.Add(30*time.Second))) {
+			t.Fatal("TakeOver within the renewed lock")
+		}
+		must(st.Complete(ctx, "s1", "renew", "owner-a", 200, "t", []byte("b")))
+		if must(st.Renew(ctx, "s1", "renew", "owner-a", later.Add(time.Minute))) {
+			t.Fatal("Renew of a completed row")
+		}
+		if must(st.Renew(ctx, "s1", "gone", "owner-a", later)) {
+			t.Fatal("Renew of a missing row")
+		}
+		must(true, st.Delete(ctx, "s1", "renew", "owner-a")) // completed: stays, swept below
+	})
+
 	t.Run("SweepAndCount", func(t *testing.T) {
 		base := now.Add(100 * time.Hour) // past every row above
 		n, err := st.Sweep(ctx, base, 1000)
-		if err != nil || n != 3 { // take, and the two Key-1 of s1 and s2
-			t.Fatalf("sweep of the rows above: %d %v; want 3", n, err)
+		if err != nil || n != 4 { // take, renew, and the two Key-1 of s1 and s2
+			t.Fatalf("sweep of the rows above: %d %v; want 4", n, err)
 		}
 		for i := range 25 {
 			r := rec(fmt.Sprint("sw", i), "o", time.Duration(i%2+1)*time.Hour)

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
@@ -28,6 +29,10 @@ type IdemStatements struct {
 	Complete string
 	// Delete removes an in-flight owned row. Args: scope, key, owner.
 	Delete string
+	// Renew moves the lock of an in-flight owned row. Args:
+	// locked_until, scope, key, owner. Empty: NewIdempotency renders
+	// renewSQL in the placeholders of Delete.
+	Renew string
 	// Sweep deletes up to limit rows expired at now. Args: now, limit.
 	Sweep string
 	// Count selects scope, COUNT(*) of rows not expired. Args: now.
@@ -44,8 +49,9 @@ type IdemStatements struct {
 // transaction: Insert is insert-if-absent, and the others compare the
 // owner in their WHERE clause.
 //
-// Only Complete must be durable when it returns: an answer is handed out
-// after it, and must then survive a crash. Insert, TakeOver, Delete and
+// Only Complete and Renew must be durable when they return: an answer
+// is handed out after Complete, and must then survive a crash (for
+// Renew, see there). Insert, TakeOver, Delete and
 // Sweep run on lazy, a pool whose commits may return before they reach
 // the disk (PostgreSQL's synchronous_commit off, SQLite's synchronous
 // NORMAL in WAL mode). Losing one of them in a crash is harmless: the
@@ -68,6 +74,12 @@ var _ idempotency.Store = (*Idempotency)(nil)
 func NewIdempotency(db, lazy DB, d Dialect, s IdemStatements) *Idempotency {
 	if lazy == nil {
 		lazy = db
+	}
+	if s.Renew == "" {
+		s.Renew = renewSQL
+		if strings.Contains(s.Delete, "$1") {
+			s.Renew = number(renewSQL)
+		}
 	}
 	return &Idempotency{db: db, lazy: lazy, d: d, s: s}
 }
@@ -115,6 +127,19 @@ func (s *Idempotency) TakeOver(ctx context.Context, r idempotency.Record, prevOw
 // Complete implements idempotency.Store.
 func (s *Idempotency) Complete(ctx context.Context, scope, key, owner string, status int, contentType string, body []byte) (bool, error) {
 	n, err := s.exec(ctx, s.db, s.s.Complete, status, contentType, body, scope, key, owner)
+	return n == 1, err
+}
+
+// renewSQL is IdemStatements.Renew, the same on every database but for
+// its placeholders.
+const renewSQL = `UPDATE idempotency_key SET locked_until = ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 0`
+
+// Renew implements idempotency.Store. It is durable, unlike the other
+// writes of a key in flight: the handler keeps running on the strength
+// of it, and a renewal lost in a crash would let a retry take the key
+// over while the handler still runs.
+func (s *Idempotency) Renew(ctx context.Context, scope, key, owner string, lockedUntil time.Time) (bool, error) {
+	n, err := s.exec(ctx, s.db, s.s.Renew, lockedUntil.UnixMilli(), scope, key, owner)
 	return n == 1, err
 }
 
