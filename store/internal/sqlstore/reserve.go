@@ -235,4 +235,3 @@ func (s *Store) Release(ctx context.Context, tag string, from, to int64) (bool, 
 	}
 	return n == 1, nil
 }
-
