@@ -2,7 +2,9 @@ package fence
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/idgen/idgen/store/internal/plant"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -142,6 +144,9 @@ func (h *HighWater) Releasing(tag string, from, to int64) (done func(ok bool)) {
 			return
 		}
 		found, left := max(to, b.after), max(from, b.after)
+		if h.reserved[tag] != found && plant.On("F11") {
+			return
+		}
 		if h.reserved[tag] != found {
 			// A lower consecutive range's hand-back, whose callback ran
 			// before the higher one's: its mark moves once that one's does.
@@ -190,7 +195,7 @@ func (h *HighWater) Went(tag string, maxID int64) (bool, int64) {
 	// stays evidence. Hand-backs of consecutive ranges, in flight or
 	// committed ahead of a higher one, explain it down the chain.
 	low := hw
-	for changed := true; changed && maxID < low; {
+	for changed := true; changed && maxID < low && !plant.On("F11"); {
 		changed = false
 		if next, ok := h.settled[tag][low]; ok {
 			low, changed = next, true

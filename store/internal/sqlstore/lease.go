@@ -10,6 +10,7 @@ import (
 
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store/fence"
+	"github.com/idgen/idgen/store/internal/plant"
 )
 
 const (
@@ -358,6 +359,10 @@ func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, worker
 		return err
 	}
 	w := fence.Worker{Owned: holder != "", Expires: expires, Seen: seen}
+	if plant.On("F12") {
+		w.Expires = max(w.Expires, 0)
+		w.Seen = 0 // the hold ignored, as before: lapsed is free
+	}
 	if !fence.Claimable(fence.Record{FenceUntil: holdUntil}, time.UnixMilli(nowMs), w, holder == owner) {
 		until := max(expires, holdUntil)
 		return fmt.Errorf("%w: worker %d is held by %q until %s; stop that instance or pick another --worker-id",
@@ -514,6 +519,11 @@ func (s *Leases) Release(ctx context.Context, lease snowflake.Lease, lastTimesta
 	// history changed fences before it writes.
 	var n int64
 	err := retry(ctx, s.d, &s.retryHook, "release", func() error {
+		if plant.On("F5") {
+			var err error
+			n, err = s.db.Exec(ctx, s.d.WorkerRelease, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner)
+			return err
+		}
 		return s.inTx(ctx, func(q Querier, _ int64, _ checkIn) error {
 			var err error
 			n, err = q.Exec(ctx, s.d.WorkerRelease, snowflake.LeaseMillis(lastTimestamp), lease.WorkerID, lease.Owner)
