@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+)
+
+// The database's history: snapshots of the whole SQLite file (VACUUM
+// INTO, between steps, when no transaction runs) and the losses the
+// simulator puts back from them, with the real engine doing the copy. A
+// loss rewrites the tables in one transaction under the running
+// processes, as a failover to a replica that lagged or a restore does:
+//   - whole: every table back to the snapshot, identity kept (a restore,
+//     the same store_id and its ticks back) or changed (a failover: a
+//     different store_id, another history);
+//   - table: id_sequence alone back, the rest as it is.
+
+// snapshot is a copy of the database after some number of commits.
+type snapshot struct {
+	path    string
+	commits int64
+	create  bool // taken just before a tag's creation
+}
+
+// history holds the snapshots and the admin pool that takes and restores them.
+type history struct {
+	db    *sql.DB
+	dir   string
+	snaps []snapshot // oldest first, at most keepSnaps
+	n     int
+}
+
+const keepSnaps = 6
+
+func openHistory(ctx context.Context, dir, path string) (*history, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &history{db: db, dir: dir}, nil
+}
+
+func (h *history) snap(ctx context.Context, commits int64, create bool) error {
+	h.n++
+	s := snapshot{path: filepath.Join(h.dir, fmt.Sprintf("snap%d.db", h.n)), commits: commits, create: create}
+	if _, err := h.db.ExecContext(ctx, "VACUUM INTO ?", s.path); err != nil {
+		return fmt.Errorf("sim: snapshot: %w", err)
+	}
+	h.snaps = append(h.snaps, s)
+	if len(h.snaps) > keepSnaps {
+		h.snaps = h.snaps[1:]
+	}
+	return nil
+}
+
+// restore puts tables (nil: all) back to s, and gives the store a new
+// store_id if storeID is not "".
+func (h *history) restore(ctx context.Context, s snapshot, tables []string, storeID string) (err error) {
+	c, err := h.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	if _, err := c.ExecContext(ctx, "ATTACH DATABASE ? AS snap", s.path); err != nil {
+		return fmt.Errorf("sim: attach %s: %w", s.path, err)
+	}
+	defer func() {
+		if _, derr := c.ExecContext(ctx, "DETACH DATABASE snap"); err == nil {
+			err = derr
+		}
+	}()
+	if tables == nil {
+		rows, err := c.QueryContext(ctx, "SELECT name FROM snap.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t string
+			if err := rows.Scan(&t); err != nil {
+				_ = rows.Close()
+				return err
+			}
+			tables = append(tables, t)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+	}
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, t := range tables {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM main.%q", t)); err != nil {
+			return fmt.Errorf("sim: restore %s: %w", t, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO main.%q SELECT * FROM snap.%q", t, t)); err != nil {
+			return fmt.Errorf("sim: restore %s: %w", t, err)
+		}
+	}
+	if storeID != "" {
+		if _, err := tx.ExecContext(ctx, "UPDATE idgen_fence SET store_id = ? WHERE id = 1", storeID); err != nil {
+			return fmt.Errorf("sim: new store_id: %w", err)
+		}
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store"
+)
+
+// An op is one kind of step. Each has a name, for the weight table and
+// the trace, and a weight: how often it is picked relative to the others
+// (pebble's metamorphic config does the same).
+type opFunc func(w *world, p *proc, tag string) error
+
+var opFuncs = map[string]opFunc{
+	// Segment clients.
+	"next":   func(w *world, p *proc, tag string) error { return w.next(p, tag, 1) },
+	"next-n": func(w *world, p *proc, tag string) error { return w.next(p, tag, 1+w.pick(40)) },
+	// A range client: it reserves a range and hands its IDs out itself.
+	"reserve-range": func(w *world, p *proc, tag string) error { w.reserveRange(p, tag, int64(1+w.pick(30))); return nil },
+	// The store and time.
+	"deliver": func(w *world, _ *proc, _ string) error { return w.deliverOne() },
+	"tick": func(w *world, _ *proc, _ string) error {
+		w.advance(time.Duration(w.pick(300)) * time.Millisecond)
+		return nil
+	},
+	"leap": func(w *world, _ *proc, _ string) error {
+		w.advance(time.Duration(1+w.pick(4)) * time.Second)
+		return nil
+	},
+	// Processes.
+	"crash":    func(w *world, p *proc, _ string) error { return w.crash(p) },
+	"shutdown": func(w *world, p *proc, _ string) error { return w.shutdown(p) },
+	// A pause short of the TTL, or one past it: the leases lapse.
+	"pause": func(w *world, p *proc, _ string) error {
+		w.res.Pauses++
+		w.pause(p, time.Duration(200+w.pick(2*int(leaseTTL/time.Millisecond)))*time.Millisecond)
+		return nil
+	},
+	"snow-next": func(w *world, p *proc, _ string) error { return w.snowNext(p) },
+	// Every process at once, in the same millisecond: where two holders
+	// of one worker ID would collide.
+	"snow-all": func(w *world, _ *proc, _ string) error {
+		for _, q := range w.procs {
+			if !q.isPaused() {
+				if err := w.snowNext(q); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	},
+	"heartbeat": func(w *world, p *proc, _ string) error { w.heartbeat(p); return nil },
+	// Clocks disagree within the documented bound, a tenth of the TTL
+	// between any two: each stays within half of it from true time.
+	"skew": func(w *world, p *proc, _ string) error {
+		p.offset.Store(int64(time.Duration(w.pick(int(leaseTTL/10/time.Millisecond)+1))*time.Millisecond - leaseTTL/20))
+		return nil
+	},
+	// One-shot commands, as `idgen tag create|bump|step` run them.
+	"cli-create": func(w *world, _ *proc, _ string) error {
+		if err := w.snapshot(true); err != nil {
+			return err
+		}
+		w.cli("create late", func(ctx context.Context, s *store.Store) error {
+			return s.CreateTag(ctx, segment.Tag{Name: "late", MaxID: 1, Step: 10})
+		})
+		return nil
+	},
+	"cli-bump": func(w *world, _ *proc, tag string) error {
+		w.cli("bump "+tag, func(ctx context.Context, s *store.Store) error {
+			_, err := s.Bump(ctx, tag, int64(1+w.pick(100)))
+			return err
+		})
+		return nil
+	},
+	"cli-step": func(w *world, _ *proc, tag string) error {
+		step := int64(1 + w.pick(40))
+		w.cli(fmt.Sprintf("step %s %d", tag, step), func(ctx context.Context, s *store.Store) error { return s.SetStep(ctx, tag, step) })
+		return nil
+	},
+	// The history: see history.go.
+	"snap":          func(w *world, _ *proc, _ string) error { return w.snapshot(false) },
+	"failover":      func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, true) },
+	"restore":       func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, false) },
+	"restore-table": func(w *world, _ *proc, _ string) error { return w.lose(lossTable, false) },
+	"failover-lose-create": func(w *world, _ *proc, _ string) error {
+		return w.lose(lossCreate, true)
+	},
+}
+
+// Weights is an op mix: a weight per op name. Ops it leaves out are never
+// picked.
+type Weights map[string]int
+
+// DefaultWeights is the mix CI runs: mostly clients, deliveries and
+// time, with a crash, a graceful shutdown, a pause or a failover every
+// fifty steps or so. Restores of one table and losses of a tag's
+// creation are out: the real store has holes there today (KnownHoles).
+func DefaultWeights() Weights {
+	return Weights{
+		"next": 20, "next-n": 8, "reserve-range": 3,
+		"deliver": 25, "tick": 10, "leap": 1,
+		"crash": 1, "shutdown": 1, "pause": 1,
+		"snow-next": 6, "snow-all": 3, "heartbeat": 10, "skew": 3,
+		"cli-create": 1, "cli-bump": 1, "cli-step": 1,
+		"snap": 6, "failover": 2, "restore": 1,
+	}
+}
+
+// With returns w with the weights of change replacing its own.
+func (w Weights) With(change Weights) Weights {
+	out := Weights{}
+	for k, v := range w {
+		out[k] = v
+	}
+	for k, v := range change {
+		out[k] = v
+	}
+	return out
+}
+
+type weighted struct {
+	name   string
+	fn     opFunc
+	weight int
+}
+
+// table is the weights as a list in name order, so that a pick by the
+// seed is the same on every run.
+func (w Weights) table() ([]weighted, error) {
+	if w == nil {
+		w = DefaultWeights()
+	}
+	var out []weighted
+	for name, weight := range w {
+		fn, ok := opFuncs[name]
+		if !ok {
+			return nil, fmt.Errorf("sim: unknown op %q in the weights", name)
+		}
+		if weight < 0 {
+			return nil, fmt.Errorf("sim: op %q has a negative weight %d", name, weight)
+		}
+		if weight > 0 {
+			out = append(out, weighted{name, fn, weight})
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("sim: every op has weight 0")
+	}
+	slices.SortFunc(out, func(a, b weighted) int { return cmp.Compare(a.name, b.name) })
+	return out, nil
+}
+
+func (w *world) pickOp() weighted {
+	total := 0
+	for _, o := range w.ops {
+		total += o.weight
+	}
+	r := w.pick(total)
+	for _, o := range w.ops {
+		if r < o.weight {
+			return o
+		}
+		r -= o.weight
+	}
+	panic("unreachable")
+}
+
+// once takes one random step. A paused process takes none: time passes.
+func (w *world) once() error {
+	p := w.procs[w.pick(len(w.procs))]
+	tag := tags[w.pick(len(tags))]
+	o := w.pickOp()
+	if p.isPaused() {
+		w.trace("paused %d.%d", p.id, p.inc)
+		w.advance(time.Duration(w.pick(200)) * time.Millisecond)
+		return nil
+	}
+	w.trace("%s %d.%d %s at %v", o.name, p.id, p.inc, tag, time.Since(w.start))
+	return o.fn(w, p, tag)
+}
+
+func (w *world) next(p *proc, tag string, n int) error {
+	ids, err := p.alloc.NextN(w.nowait, tag, n)
+	if err != nil {
+		if len(ids) != 0 {
+			return w.violation("NextN failed with %v but returned %d IDs", err, len(ids))
+		}
+		return w.checkSegErr(p, tag, err)
+	}
+	if len(ids) != n {
+		return w.violation("NextN(%d) returned %d IDs and no error", n, len(ids))
+	}
+	return w.handOut(p, tag, ids)
+}
+
+// reserveRange runs a range client: the range's IDs are all handed out
+// at once, checked on the client's goroutine when the reservation
+// returns.
+func (w *world) reserveRange(p *proc, tag string, n int64) {
+	a, inc := p.alloc, p.inc
+	ctx := context.WithValue(context.Background(), originKey{}, fmt.Sprintf("range#%d", w.step))
+	go func() {
+		r, err := a.ReserveRange(ctx, tag, n)
+		if err != nil {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for id := r.Start; id < r.End; id++ {
+			if err := w.record(tag, id, inc); err != nil {
+				w.lateErr = cmp.Or(w.lateErr, err)
+				return
+			}
+		}
+	}()
+}
+
+// The kinds of loss.
+type lossKind int
+
+const (
+	lossWhole  lossKind = iota // every table back to the snapshot
+	lossTable                  // id_sequence alone
+	lossCreate                 // every table, to just before a tag's creation
+)
+
+// maxLost bounds the commits a loss goes back: the replication lag the
+// fence's margin is sized for (two ranges of a tag per instance).
+const maxLost = 8
+
+// lose puts the database back to the oldest snapshot within maxLost
+// commits (for lossCreate, the newest taken before a creation), with a
+// new store_id if failover.
+func (w *world) lose(kind lossKind, failover bool) error {
+	now := w.commitCount()
+	i := slices.IndexFunc(w.hist.snaps, func(s snapshot) bool {
+		return now-s.commits <= maxLost && (kind != lossCreate || s.create)
+	})
+	if i < 0 {
+		w.trace("  no snapshot within %d commits", maxLost)
+		return nil
+	}
+	s := w.hist.snaps[i]
+	var tables []string
+	if kind == lossTable {
+		tables = []string{"id_sequence"}
+	}
+	id := ""
+	if failover {
+		id = fmt.Sprintf("history-%d-%d", w.cfg.Seed, w.step)
+	}
+	w.res.Losses++
+	w.res.LostCommits += now - s.commits
+	w.trace("  lose %d commits back to %s (tables %v, store_id %q)", now-s.commits, s.path, tables, id)
+	if err := w.hist.restore(context.Background(), s, tables, id); err != nil {
+		return err
+	}
+	// The snapshots after it are of a history that is gone.
+	w.hist.snaps = w.hist.snaps[:i+1]
+	w.mu.Lock()
+	w.commits = s.commits
+	w.mu.Unlock()
+	return nil
+}

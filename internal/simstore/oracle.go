@@ -1,0 +1,105 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/snowflake"
+)
+
+// The oracle: the promises idgen makes about the IDs it hands out,
+// checked as they are handed out, across every process and incarnation:
+// no ID twice, IDs strictly increasing per incarnation and tag, every
+// segment ID inside a range the real store reserved for that
+// incarnation, and no range handed back that holds an ID handed out.
+
+// tagID is a segment ID; each tag is a space of its own.
+type tagID struct {
+	tag string
+	id  int64
+}
+
+// handOut records segment IDs an incarnation handed out.
+func (w *world) handOut(p *proc, tag string, ids []int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ranges := p.ranges[tag]
+	for _, id := range ids {
+		if !slices.ContainsFunc(ranges, func(r segment.Range) bool { return r.Start <= id && id < r.End }) {
+			return w.violation("process %d (incarnation %d) handed out %s ID %d outside every range reserved for it", p.id, p.inc, tag, id)
+		}
+		if id <= p.last[tag] {
+			return w.violation("process %d (incarnation %d): %s ID %d after %d, not increasing", p.id, p.inc, tag, id, p.last[tag])
+		}
+		p.last[tag] = id
+		if err := w.record(tag, id, p.inc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record notes that incarnation inc handed out a segment ID (w.mu held).
+func (w *world) record(tag string, id int64, inc int) error {
+	k := tagID{tag, id}
+	if prev, dup := w.segIDs[k]; dup {
+		return w.violation("%s ID %d handed out twice: by incarnation %d and by incarnation %d", tag, id, prev, inc)
+	}
+	w.segIDs[k] = inc
+	return nil
+}
+
+// checkRelease checks a hand-back about to run (w.mu held): no ID of
+// [from, to) may have been handed out, or a later reservation hands it
+// out again.
+func (w *world) checkRelease(inc int, tag string, from, to int64) error {
+	for id := from; id < to && id-from < 1<<16; id++ {
+		if prev, ok := w.segIDs[tagID{tag, id}]; ok {
+			return w.violation("incarnation %d handed back %s [%d,%d), whose ID %d incarnation %d handed out", inc, tag, from, to, id, prev)
+		}
+	}
+	return nil
+}
+
+// snowNext takes a snowflake ID of p and checks it.
+func (w *world) snowNext(p *proc) error {
+	if p.gen == nil {
+		return nil
+	}
+	id, err := p.gen.Next(context.Background(), "t")
+	w.trace("  snowflake %d.%d: %d %v", p.id, p.inc, id, err)
+	if err != nil {
+		for _, ok := range []error{snowflake.ErrNoWorkerLease, snowflake.ErrClockMovedBackwards, snowflake.ErrClosed} {
+			if errors.Is(err, ok) {
+				return nil
+			}
+		}
+		return w.violation("unexpected snowflake error: %v", err)
+	}
+	if id <= p.lastSF {
+		return w.violation("process %d (incarnation %d): snowflake ID %d after %d, not increasing", p.id, p.inc, id, p.lastSF)
+	}
+	p.lastSF = id
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if prev, dup := w.snow[id]; dup {
+		return w.violation("snowflake ID %d handed out twice: incarnation %d and process %d (incarnation %d, worker %d)", id, prev, p.id, p.inc, p.gen.WorkerID())
+	}
+	w.snow[id] = p.inc
+	w.res.SnowflakeIDs++
+	return nil
+}
+
+// checkSegErr accepts the errors an allocator may return under faults.
+func (w *world) checkSegErr(p *proc, tag string, err error) error {
+	w.trace("  %d.%d %s: %v", p.id, p.inc, tag, err)
+	for _, ok := range []error{context.Canceled, context.DeadlineExceeded, segment.ErrUnavailable, segment.ErrExhausted,
+		segment.ErrClosed, segment.ErrTagNotFound, segment.ErrTagLimit} {
+		if errors.Is(err, ok) {
+			return nil
+		}
+	}
+	return w.violation("unexpected allocator error: %v", err)
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package sim_test
+
+// raceEnabled is true in a build with the race detector.
+const raceEnabled = true
