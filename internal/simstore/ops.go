@@ -100,8 +100,11 @@ type Weights map[string]int
 
 // DefaultWeights is the mix CI runs: mostly clients, deliveries and
 // time, with a crash, a graceful shutdown, a pause or a failover every
-// fifty steps or so. Restores of one table and losses of a tag's
-// creation are out: the real store has holes there today (KnownHoles).
+// fifty steps or so. Restores that keep the identity, of the whole
+// database or of one table, are out: a restore first reached by a
+// process that had not seen what it lost goes undetected (seed 17 of
+// the restore world), and the store has holes there today
+// (TestSimulation_KnownHoles).
 func DefaultWeights() Weights {
 	return Weights{
 		"next": 20, "next-n": 8, "reserve-range": 3,
@@ -109,7 +112,7 @@ func DefaultWeights() Weights {
 		"crash": 1, "shutdown": 1, "pause": 1,
 		"snow-next": 6, "snow-all": 3, "heartbeat": 10, "skew": 3,
 		"cli-create": 1, "cli-bump": 1, "cli-step": 1,
-		"snap": 6, "failover": 2, "restore": 1,
+		"snap": 6, "failover": 3,
 	}
 }
 
