@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -20,13 +21,13 @@ type opFunc func(w *world, p *proc, tag string) error
 var opFuncs = map[string]opFunc{
 	// Segment clients.
 	"next":   func(w *world, p *proc, tag string) error { return w.next(p, tag, 1) },
-	"next-n": func(w *world, p *proc, tag string) error { return w.next(p, tag, 1+w.pick(40)) },
+	"next-n": func(w *world, p *proc, tag string) error { return w.next(p, tag, 1+w.pick(8)) },
 	// A range client: it reserves a range and hands its IDs out itself.
 	"reserve-range": func(w *world, p *proc, tag string) error { w.reserveRange(p, tag, int64(1+w.pick(30))); return nil },
 	// The store and time.
 	"deliver": func(w *world, _ *proc, _ string) error { return w.deliverOne() },
 	"tick": func(w *world, _ *proc, _ string) error {
-		w.advance(time.Duration(w.pick(300)) * time.Millisecond)
+		w.advance(time.Duration(w.pick(600)) * time.Millisecond)
 		return nil
 	},
 	"leap": func(w *world, _ *proc, _ string) error {
@@ -108,11 +109,11 @@ type Weights map[string]int
 func DefaultWeights() Weights {
 	return Weights{
 		"next": 20, "next-n": 8, "reserve-range": 3,
-		"deliver": 25, "tick": 10, "leap": 1,
+		"deliver": 35, "tick": 10, "leap": 1,
 		"crash": 1, "shutdown": 1, "pause": 1,
 		"snow-next": 6, "snow-all": 3, "heartbeat": 10, "skew": 3,
 		"cli-create": 1, "cli-bump": 1, "cli-step": 1,
-		"snap": 6, "failover": 3,
+		"snap": 6, "failover": 1,
 	}
 }
 
@@ -175,18 +176,38 @@ func (w *world) pickOp() weighted {
 	panic("unreachable")
 }
 
-// once takes one random step. A paused process takes none: time passes.
+// once takes one random step. A paused process takes none.
 func (w *world) once() error {
-	p := w.procs[w.pick(len(w.procs))]
-	tag := tags[w.pick(len(tags))]
-	o := w.pickOp()
-	if p.isPaused() {
-		w.trace("paused %d.%d", p.id, p.inc)
-		w.advance(time.Duration(w.pick(200)) * time.Millisecond)
+	var awake []*proc
+	for _, p := range w.procs {
+		if !p.isPaused() {
+			awake = append(awake, p)
+		}
+	}
+	if len(awake) == 0 {
+		w.trace("all paused")
+		w.advance(time.Duration(1+w.pick(200)) * time.Millisecond)
 		return nil
 	}
+	p := awake[w.pick(len(awake))]
+	tag := w.pickTag()
+	o := w.pickOp()
 	w.trace("%s %d.%d %s at %v", o.name, p.id, p.inc, tag, time.Since(w.start))
 	return o.fn(w, p, tag)
+}
+
+// pickTag picks a tag for a step: mostly a and b; the exhausted edge and
+// late, which may not exist, less often.
+func (w *world) pickTag() string {
+	switch r := w.pick(20); {
+	case r < 8:
+		return "a"
+	case r < 14:
+		return "b"
+	case r < 17:
+		return "late"
+	}
+	return "edge"
 }
 
 func (w *world) next(p *proc, tag string, n int) error {
@@ -261,7 +282,7 @@ func (w *world) lose(kind lossKind, failover bool) error {
 	}
 	w.res.Losses++
 	w.res.LostCommits += now - s.commits
-	w.trace("  lose %d commits back to %s (tables %v, store_id %q)", now-s.commits, s.path, tables, id)
+	w.trace("  lose %d commits back to %s (tables %v, store_id %q)", now-s.commits, filepath.Base(s.path), tables, id)
 	if err := w.hist.restore(context.Background(), s, tables, id); err != nil {
 		return err
 	}
