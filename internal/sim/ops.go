@@ -93,6 +93,9 @@ var opFuncs = map[string]opFunc{
 	"failover-lose-create": func(w *world, _ *proc, _ string) error {
 		return w.lose(lossCreate, true)
 	},
+	// A failover that loses no tag's creation: a lost creation is the
+	// tag floor's, and the floor moves by the margin.
+	"failover-keep-create": func(w *world, _ *proc, _ string) error { return w.lose(lossKeepCreate, true) },
 }
 
 // Weights is an op mix: a weight per op name. Ops it leaves out are never
@@ -253,6 +256,7 @@ const (
 	lossWhole  lossKind = iota // every table back to the snapshot
 	lossTable                  // id_sequence alone
 	lossCreate                 // every table, to just before a tag's creation
+	lossKeepCreate             // every table, to after the last creation
 )
 
 // maxLost bounds the commits a loss goes back: the replication lag the
@@ -267,6 +271,20 @@ func (w *world) lose(kind lossKind, failover bool) error {
 	i := slices.IndexFunc(w.hist.snaps, func(s snapshot) bool {
 		return now-s.commits <= maxLost && (kind != lossCreate || s.create)
 	})
+	if kind == lossKeepCreate {
+		// The snapshots from the last one taken before a creation on
+		// lack that creation.
+		last := -1
+		for j, s := range w.hist.snaps {
+			if s.create {
+				last = j
+			}
+		}
+		i = max(i, last+1)
+		if i >= len(w.hist.snaps) {
+			i = -1
+		}
+	}
 	if i < 0 {
 		w.trace("  no snapshot within %d commits", maxLost)
 		return nil

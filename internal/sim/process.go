@@ -77,7 +77,7 @@ func (w *world) open(ctx context.Context, f *faults, rangeCap int64) (*store.Sto
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ConfigureFence(fence.Config{RangeCap: rangeCap, LeaseTTL: leaseTTL}, nil); err != nil {
+	if err := s.ConfigureFence(fence.Config{RangeCap: rangeCap, LeaseTTL: leaseTTL, Margin: w.cfg.Margin}, nil); err != nil {
 		_ = s.Close()
 		return nil, err
 	}

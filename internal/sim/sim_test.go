@@ -55,8 +55,8 @@ const (
 	defaultSteps = 400
 )
 
-func runSeed(t *testing.T, seed uint64, steps int, w sim.Weights) (sim.Result, error) {
-	cfg := sim.Config{Seed: seed, Steps: steps, Dir: dir(t), Weights: w}
+func runSeed(t *testing.T, seed uint64, steps int, w sim.Weights, margin int64) (sim.Result, error) {
+	cfg := sim.Config{Seed: seed, Steps: steps, Dir: dir(t), Weights: w, Margin: margin}
 	if os.Getenv("IDGEN_SIM_TRACE") != "" {
 		cfg.Trace = func(step int, what string) { t.Logf("%5d %s", step, what) }
 	}
@@ -79,7 +79,7 @@ func TestSimulation(t *testing.T) {
 	var total sim.Result
 	start := time.Now()
 	for seed := first; seed < first+uint64(seeds); seed++ {
-		res, err := runSeed(t, seed, steps, nil)
+		res, err := runSeed(t, seed, steps, nil, 0)
 		if err != nil {
 			var v *sim.Violation
 			if errors.As(err, &v) {
@@ -98,7 +98,7 @@ func TestSimulation(t *testing.T) {
 // A different seed gives another, so the hash does cover the run.
 func TestSimulation_Replays(t *testing.T) {
 	run := func(seed uint64) sim.Result {
-		res, err := runSeed(t, seed, 300, nil)
+		res, err := runSeed(t, seed, 300, nil, 0)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -113,6 +113,24 @@ func TestSimulation_Replays(t *testing.T) {
 	}
 }
 
+// witnessWeights make the witness world (TestSimulation_Witness): a
+// fence margin of 1, so that live processes' lost ranges are covered by
+// the witness raise and the hold alone, and no process that crashes or
+// stalls, which the margin alone covers.
+var witnessWeights = sim.Weights{"crash": 0, "pause": 0, "shutdown": 0, "failover": 0, "failover-keep-create": 2}
+
+// TestSimulation_Witness runs the witness world: failovers under live
+// processes with a fence margin of 1.
+func TestSimulation_Witness(t *testing.T) {
+	seeds, steps := budget(t)
+	seeds = max(seeds/4, 1)
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		if _, err := runSeed(t, seed, steps, sim.DefaultWeights().With(witnessWeights), 1); err != nil {
+			t.Fatalf("%v\nreplay: IDGEN_SIM_TRACE=1 go test ./internal/sim -run 'TestSimulation_Witness$' -v", err)
+		}
+	}
+}
+
 // TestSimulation_KnownHoles runs the worlds where the real store has a
 // known hole today, each from the first seed known to break it: each
 // must find a duplicate within a few seeds, and logs its seed and step.
@@ -120,32 +138,34 @@ func TestSimulation_Replays(t *testing.T) {
 // lands, its world moves to a must-pass test (TestSimulation with its
 // weights).
 func TestSimulation_KnownHoles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("hunts for known holes")
+	if testing.Short() || raceEnabled {
+		t.Skip("hunts for known holes, which check the store, not goroutines")
 	}
 	hunt := uint64(envInt(t, "IDGEN_SIM_HUNT", 1))
 	d := sim.DefaultWeights()
+	witness := d.With(witnessWeights)
 	for _, tc := range []struct {
 		name string
 		hole string
-		w    sim.Weights
-		from uint64 // the first seed known to break it
+		w      sim.Weights
+		margin int64
+		from   uint64 // the first seed known to break it
 	}{
 		// A restore that keeps the identity (the same store_id, its ticks
 		// back), first reached by a process whose memory is behind what
 		// the restore lost: nothing fences, and a lost range or a lost
 		// tag creation is handed out again.
-		{"restore", "identity-kept restore reached first by a process behind it", d.With(sim.Weights{"failover": 0, "restore": 4}), 59},
+		{"restore", "identity-kept restore reached first by a process behind it", d.With(sim.Weights{"failover": 0, "restore": 4}), 0, 5},
 		// id_sequence alone back, the rest as it was (F2).
-		{"restore-table", "F2", d.With(sim.Weights{"failover": 0, "restore-table": 4}), 1},
+		{"restore-table", "F2", d.With(sim.Weights{"failover": 0, "restore-table": 4}), 0, 1},
 		// A failover that loses a tag's creation (F3).
-		{"lose-create", "F3", d.With(sim.Weights{"failover": 0, "failover-lose-create": 4, "cli-create": 3}), 1},
+		{"lose-create", "F3", witness.With(sim.Weights{"failover": 0, "failover-lose-create": 4, "cli-create": 3}), 1, 1},
 		// Graceful shutdowns during fences' holds (F5).
-		{"shutdown-hold", "F5", d.With(sim.Weights{"failover": 3, "shutdown": 6}), 1},
+		{"shutdown-hold", "F5", witness.With(sim.Weights{"shutdown": 6}), 1, 1},
 		// Range clients and shutdowns: hand-backs of consecutive ranges (F11).
-		{"handbacks", "F11", d.With(sim.Weights{"reserve-range": 12, "shutdown": 4}), 1},
+		{"handbacks", "F11", witness.With(sim.Weights{"reserve-range": 12, "shutdown": 4}), 1, 1},
 		// Failovers, crashes and shutdowns: process 0's static worker ID (F12).
-		{"static", "F12", d.With(sim.Weights{"failover": 4, "crash": 3, "shutdown": 3, "snow-all": 8}), 1},
+		{"static", "F12", d.With(sim.Weights{"failover": 4, "crash": 3, "shutdown": 3, "snow-all": 8}), 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			from, to := tc.from, tc.from+2
@@ -153,7 +173,7 @@ func TestSimulation_KnownHoles(t *testing.T) {
 				from, to = 1, hunt
 			}
 			for seed := from; seed <= to; seed++ {
-				_, err := runSeed(t, seed, defaultSteps, tc.w)
+				_, err := runSeed(t, seed, defaultSteps, tc.w, tc.margin)
 				var v *sim.Violation
 				if errors.As(err, &v) {
 					t.Logf("%s: %v\nreplay: the world %q of TestSimulation_KnownHoles, IDGEN_SIM_TRACE=1", tc.hole, v, tc.name)

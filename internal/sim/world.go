@@ -29,6 +29,12 @@ type Config struct {
 	Dir string
 	// Weights is the op mix (see DefaultWeights); nil means DefaultWeights.
 	Weights Weights
+	// Margin, if set, is the fence's margin (fence.Config) in place of
+	// the automatic one: a small one leaves live processes' lost ranges
+	// to the witness raise and the hold alone. Processes that crash or
+	// stall through a hold are covered by the margin only, so worlds
+	// with a small one leave crashes and pauses out.
+	Margin int64
 }
 
 // Result is what a run did.
