@@ -253,10 +253,10 @@ func (w *world) reserveRange(p *proc, tag string, n int64) {
 type lossKind int
 
 const (
-	lossWhole  lossKind = iota // every table back to the snapshot
-	lossTable                  // id_sequence alone
-	lossCreate                 // every table, to just before a tag's creation
-	lossKeepCreate             // every table, to after the last creation
+	lossWhole      lossKind = iota // every table back to the snapshot
+	lossTable                      // id_sequence alone
+	lossCreate                     // every table, to just before a tag's creation
+	lossKeepCreate                 // every table, to after the last creation
 )
 
 // maxLost bounds the commits a loss goes back: the replication lag the

@@ -145,8 +145,8 @@ func TestSimulation_KnownHoles(t *testing.T) {
 	d := sim.DefaultWeights()
 	witness := d.With(witnessWeights)
 	for _, tc := range []struct {
-		name string
-		hole string
+		name   string
+		hole   string
 		w      sim.Weights
 		margin int64
 		from   uint64 // the first seed known to break it
