@@ -56,7 +56,8 @@ var opFuncs = map[string]opFunc{
 		}
 		return nil
 	},
-	"heartbeat": func(w *world, p *proc, _ string) error { w.heartbeat(p); return nil },
+	"heartbeat":       func(w *world, p *proc, _ string) error { w.heartbeat(p); return nil },
+	"static-one-shot": func(w *world, _ *proc, _ string) error { return w.staticOneShot() },
 	// Clocks disagree within the documented bound, a tenth of the TTL
 	// between any two: each stays within half of it from true time.
 	"skew": func(w *world, p *proc, _ string) error {
@@ -280,7 +281,9 @@ func (w *world) lose(kind lossKind, failover bool) error {
 				last = j
 			}
 		}
-		i = max(i, last+1)
+		if i >= 0 {
+			i = max(i, last+1)
+		}
 		if i >= len(w.hist.snaps) {
 			i = -1
 		}

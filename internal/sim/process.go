@@ -122,11 +122,8 @@ func (w *world) boot(p *proc) error {
 	return nil
 }
 
-// claim claims p's snowflake worker lease: static for process 0.
-func (w *world) claim(p *proc) {
-	if !p.worker {
-		return
-	}
+// leasedConfig is p's generator: a static worker ID for process 0.
+func (w *world) leasedConfig(p *proc) snowflake.LeasedConfig {
 	cfg := snowflake.LeasedConfig{
 		Owner: fmt.Sprintf("p%d.%d", p.id, p.inc), TTL: leaseTTL, RenewInterval: -1, Margin: leaseTTL / 10,
 		Generator: snowflake.Config{Epoch: w.start.Add(-24 * time.Hour).Truncate(time.Millisecond), TimeBits: 41,
@@ -135,8 +132,16 @@ func (w *world) claim(p *proc) {
 	if p.id == 0 {
 		cfg.Static, cfg.Generator.WorkerID = true, staticID
 	}
+	return cfg
+}
+
+// claim claims p's snowflake worker lease.
+func (w *world) claim(p *proc) {
+	if !p.worker {
+		return
+	}
 	p.f.arm(w.pickFault(w.faults))
-	g, err := snowflake.NewLeased(context.Background(), p.s.Leases(), cfg)
+	g, err := snowflake.NewLeased(context.Background(), p.s.Leases(), w.leasedConfig(p))
 	p.f.arm(0, false)
 	w.trace("  claim %d.%d: %v", p.id, p.inc, err)
 	if err == nil {
@@ -256,4 +261,31 @@ func (w *world) cli(what string, do func(ctx context.Context, s *store.Store) er
 		_ = s.Close()
 	}
 	w.trace("  cli %s: %v", what, err)
+}
+
+// staticOneShot runs a short-lived process with process 0's static
+// worker ID, as a second instance started with the same --worker-id in
+// a rolling update: it claims it (which must fail while a live owner
+// holds it), takes a few snowflake IDs and releases it.
+func (w *world) staticOneShot() error {
+	w.incs++
+	p := &proc{id: 0, inc: w.incs, w: w, worker: true}
+	ctx := context.Background()
+	s, err := w.open(ctx, &faults{commits: w.commit}, maxStep)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close() }()
+	g, err := snowflake.NewLeased(ctx, s.Leases(), w.leasedConfig(p))
+	w.trace("  static one-shot %d: %v", p.inc, err)
+	if err != nil {
+		return nil
+	}
+	p.gen = g
+	for range 3 {
+		if err := w.snowNext(p); err != nil {
+			return err
+		}
+	}
+	return g.Shutdown(ctx)
 }
