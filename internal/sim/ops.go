@@ -24,6 +24,9 @@ var opFuncs = map[string]opFunc{
 	"next-n": func(w *world, p *proc, tag string) error { return w.next(p, tag, 1+w.pick(8)) },
 	// A range client: it reserves a range and hands its IDs out itself.
 	"reserve-range": func(w *world, p *proc, tag string) error { w.reserveRange(p, tag, int64(1+w.pick(30))); return nil },
+	// A range client that reserves two ranges, uses the first ID, and
+	// hands back the rest of both at once: consecutive hand-backs.
+	"range-hand-back": func(w *world, p *proc, tag string) error { w.rangeHandBack(p, tag, int64(2+w.pick(20))); return nil },
 	// The store and time.
 	"deliver": func(w *world, _ *proc, _ string) error { return w.deliverOne() },
 	"tick": func(w *world, _ *proc, _ string) error {
@@ -37,6 +40,15 @@ var opFuncs = map[string]opFunc{
 	// Processes.
 	"crash":    func(w *world, p *proc, _ string) error { return w.crash(p) },
 	"shutdown": func(w *world, p *proc, _ string) error { return w.shutdown(p) },
+	// A graceful shutdown only during a fence's hold (a TTL and its
+	// margin from the fence).
+	"shutdown-in-hold": func(w *world, p *proc, _ string) error {
+		if time.Since(time.Unix(0, w.lastFence.Load())) > leaseTTL*11/10 {
+			w.trace("  no fence holding")
+			return nil
+		}
+		return w.shutdown(p)
+	},
 	// A pause short of the TTL, or one past it: the leases lapse.
 	"pause": func(w *world, p *proc, _ string) error {
 		w.res.Pauses++
@@ -112,10 +124,10 @@ type Weights map[string]int
 // (TestSimulation_KnownHoles).
 func DefaultWeights() Weights {
 	return Weights{
-		"next": 20, "next-n": 8, "reserve-range": 3,
+		"next": 20, "next-n": 8, "reserve-range": 3, "range-hand-back": 2,
 		"deliver": 35, "tick": 10, "leap": 1,
 		"crash": 1, "shutdown": 1, "pause": 1,
-		"snow-next": 6, "snow-all": 3, "heartbeat": 10, "skew": 3,
+		"snow-next": 6, "snow-all": 3, "heartbeat": 10, "skew": 3, "static-one-shot": 1,
 		"cli-create": 1, "cli-bump": 1, "cli-step": 1,
 		"snap": 6, "failover": 1,
 	}
@@ -247,6 +259,35 @@ func (w *world) reserveRange(p *proc, tag string, n int64) {
 				return
 			}
 		}
+	}()
+}
+
+// rangeHandBack runs a range client that reserves two ranges of n IDs,
+// hands out the first ID of the first, and hands back [first+1, end of
+// the first) and the whole second range concurrently.
+func (w *world) rangeHandBack(p *proc, tag string, n int64) {
+	a, inc := p.alloc, p.inc
+	ctx := context.WithValue(context.Background(), originKey{}, fmt.Sprintf("hand-back#%d", w.step))
+	go func() {
+		r1, err := a.ReserveRange(ctx, tag, n)
+		if err != nil {
+			return
+		}
+		w.mu.Lock()
+		err = w.record(tag, r1.Start, inc)
+		w.mu.Unlock()
+		if err != nil {
+			w.late(err)
+			return
+		}
+		r2, err := a.ReserveRange(ctx, tag, n)
+		if err != nil {
+			return
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); _, _ = a.ReleaseRange(ctx, tag, r2.Start, r2.End) }()
+		_, _ = a.ReleaseRange(ctx, tag, r1.Start+1, r1.End)
+		<-done
 	}()
 }
 

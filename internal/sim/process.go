@@ -81,7 +81,10 @@ func (w *world) open(ctx context.Context, f *faults, rangeCap int64) (*store.Sto
 		_ = s.Close()
 		return nil, err
 	}
-	s.ObserveFences(func(fence.Event) { w.fences.Add(1) })
+	s.ObserveFences(func(fence.Event) {
+		w.fences.Add(1)
+		w.lastFence.Store(time.Now().UnixNano())
+	})
 	return s, nil
 }
 

@@ -111,7 +111,9 @@ type world struct {
 	path   string
 	hist   *history
 	fences atomic.Int64
-	nowait context.Context // cancelled: for takes that must not wait
+	// lastFence is when a process last fenced, in Unix nanoseconds.
+	lastFence atomic.Int64
+	nowait    context.Context // cancelled: for takes that must not wait
 
 	mu      sync.Mutex // guards what follows, written by parked calls
 	pending []*call
