@@ -69,7 +69,11 @@ func (f *faults) begin(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+		}
+		// Both may be ready at one instant of the bubble's clock, and
+		// select picks at random: the deadline wins, as on every run.
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	return f.stmt()
