@@ -37,7 +37,12 @@ func dir(t *testing.T) string {
 }
 
 // budget is the CI budget: IDGEN_SIM_SEEDS seeds (default 200, raceSeeds
-// under the race detector, 5 with -short) of IDGEN_SIM_STEPS steps.
+// under the race detector, 5 with -short) of IDGEN_SIM_STEPS steps. A
+// step costs about ten times as much under the detector, and what it
+// checks (the goroutines of the allocators, the generators, the
+// presences and database/sql under the simulator) is the same in every
+// seed, while the oracle's reach grows with seeds: CI runs the whole
+// budget in a build without it (.ci/run).
 func budget(t *testing.T) (seeds, steps int) {
 	def := 200
 	if raceEnabled {
@@ -51,7 +56,7 @@ func budget(t *testing.T) (seeds, steps int) {
 }
 
 const (
-	raceSeeds    = 10
+	raceSeeds    = 3
 	defaultSteps = 300
 )
 
@@ -67,6 +72,7 @@ func runSeed(t *testing.T, seed uint64, steps int, w sim.Weights, margin int64) 
 // IDGEN_SIM_SEED replays one seed, and with IDGEN_SIM_TRACE=1 prints
 // every step. A failure prints the command that replays it.
 func TestSimulation(t *testing.T) {
+	t.Parallel()
 	seeds, steps := budget(t)
 	first := uint64(1)
 	if v := os.Getenv("IDGEN_SIM_SEED"); v != "" {
@@ -97,8 +103,13 @@ func TestSimulation(t *testing.T) {
 // The same seed gives the same run, step by step: the same trace hash.
 // A different seed gives another, so the hash does cover the run.
 func TestSimulation_Replays(t *testing.T) {
+	t.Parallel()
+	steps := 300
+	if raceEnabled {
+		steps = 100
+	}
 	run := func(seed uint64) sim.Result {
-		res, err := runSeed(t, seed, 300, nil, 0)
+		res, err := runSeed(t, seed, steps, nil, 0)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -122,6 +133,7 @@ var witnessWeights = sim.Weights{"crash": 0, "pause": 0, "shutdown": 0, "failove
 // TestSimulation_Witness runs the witness world: failovers under live
 // processes with a fence margin of 1.
 func TestSimulation_Witness(t *testing.T) {
+	t.Parallel()
 	seeds, steps := budget(t)
 	seeds = max(seeds/8, 1)
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
