@@ -31,7 +31,7 @@ type dsnConnector struct {
 }
 
 func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
-func (c dsnConnector) Driver() driver.Driver                      { return c.drv }
+func (c dsnConnector) Driver() driver.Driver                        { return c.drv }
 
 // sqlOpen is sql.Open("sqlite", dsn), through the wrap ctx carries if
 // OpenWrapped put one there.
