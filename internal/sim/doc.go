@@ -31,5 +31,12 @@
 // heartbeats run on the simulator's goroutine; and the presence leases,
 // which renew on timers of their own, have TTLs a few milliseconds
 // apart, so that no two renew at one instant. Every step is traced and
-// the trace hashed (Result.TraceHash).
+// the trace hashed (Result.TraceHash). One gap is left: a few seeds run
+// after others in one test process (45 and 80 of seeds 1 to 80) take
+// another path late in the run, through a commit counted or not (the
+// losses' lag); a seed replayed alone (IDGEN_SIM_SEED) takes the same
+// path every time.
+//
+// The worlds where today's store hands an ID out twice are in
+// TestSimulation_KnownHoles, each from the first seed that shows it.
 package sim

@@ -188,13 +188,6 @@ func (c *conn) QueryContext(ctx context.Context, q string, args []driver.NamedVa
 	return e.QueryContext(ctx, q, args)
 }
 
-func (c *conn) ResetSession(ctx context.Context) error {
-	if r, ok := c.c.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
-	}
-	return nil
-}
-
 type tx struct {
 	t driver.Tx
 	f *faults

@@ -313,19 +313,14 @@ func (w *world) lose(kind lossKind, failover bool) error {
 	i := slices.IndexFunc(w.hist.snaps, func(s snapshot) bool {
 		return now-s.commits <= maxLost && (kind != lossCreate || s.create)
 	})
-	if kind == lossKeepCreate {
-		// The snapshots from the last one taken before a creation on
-		// lack that creation.
-		last := -1
+	if kind == lossKeepCreate && i >= 0 {
+		// No snapshot from the last one taken before a creation on has it.
 		for j, s := range w.hist.snaps {
-			if s.create {
-				last = j
+			if s.create && j >= i {
+				i = j + 1
 			}
 		}
-		if i >= 0 {
-			i = max(i, last+1)
-		}
-		if i >= len(w.hist.snaps) {
+		if i == len(w.hist.snaps) {
 			i = -1
 		}
 	}

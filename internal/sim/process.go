@@ -224,10 +224,11 @@ func (w *world) shutdown(p *proc) error {
 		err := p.gen.Shutdown(context.Background())
 		w.trace("  release %d.%d: %v", p.id, p.inc, err)
 	}
-	if err := p.pres.Close(context.Background()); err != nil {
+	if p.pres != nil {
+		err := p.pres.Close(context.Background())
 		w.trace("  presence release %d.%d: %v", p.id, p.inc, err)
+		p.pres = nil
 	}
-	p.pres = nil
 	w.teardown(p)
 	return w.boot(p)
 }
