@@ -132,15 +132,8 @@ type conn struct {
 }
 
 func (c *conn) Prepare(q string) (driver.Stmt, error) {
-	return c.PrepareContext(context.Background(), q)
-}
-
-func (c *conn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	if err := c.f.stmt(); err != nil {
 		return nil, err
-	}
-	if p, ok := c.c.(driver.ConnPrepareContext); ok {
-		return p.PrepareContext(ctx, q)
 	}
 	return c.c.Prepare(q)
 }

@@ -39,10 +39,10 @@ type gated struct {
 	s    *store.Store
 }
 
-var (
-	_ segment.Releaser = (*gated)(nil)
-	_ segment.Raiser   = (*gated)(nil)
-)
+var _ interface {
+	segment.Releaser
+	segment.Raiser
+} = (*gated)(nil)
 
 // park waits until the simulator delivers c, then runs it.
 func (g *gated) park(ctx context.Context, c *call, run func() error) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 )
 
 // The database's history: snapshots of the whole SQLite file (VACUUM
@@ -77,21 +78,12 @@ func (h *history) restore(ctx context.Context, s snapshot, tables []string, stor
 		}
 	}()
 	if tables == nil {
-		rows, err := c.QueryContext(ctx, "SELECT name FROM snap.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-		if err != nil {
+		var all string
+		if err := c.QueryRowContext(ctx, "SELECT group_concat(name, ' ') FROM (SELECT name FROM snap.sqlite_master "+
+			"WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name)").Scan(&all); err != nil {
 			return err
 		}
-		for rows.Next() {
-			var t string
-			if err := rows.Scan(&t); err != nil {
-				_ = rows.Close()
-				return err
-			}
-			tables = append(tables, t)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
+		tables = strings.Fields(all)
 	}
 	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
