@@ -3,7 +3,6 @@ package sim
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -161,17 +160,17 @@ func (w Weights) table() ([]weighted, error) {
 	for name, weight := range w {
 		fn, ok := opFuncs[name]
 		if !ok {
-			return nil, fmt.Errorf("sim: unknown op %q in the weights", name)
+			return nil, fmt.Errorf("%w: unknown op %q in the weights", ErrConfig, name)
 		}
 		if weight < 0 {
-			return nil, fmt.Errorf("sim: op %q has a negative weight %d", name, weight)
+			return nil, fmt.Errorf("%w: op %q has a negative weight %d", ErrConfig, name, weight)
 		}
 		if weight > 0 {
 			out = append(out, weighted{name, fn, weight})
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("sim: every op has weight 0")
+		return nil, fmt.Errorf("%w: every op has weight 0", ErrConfig)
 	}
 	slices.SortFunc(out, func(a, b weighted) int { return cmp.Compare(a.name, b.name) })
 	return out, nil

@@ -201,3 +201,22 @@ func TestSimulation_KnownHoles(t *testing.T) {
 		})
 	}
 }
+
+// A Config that cannot run is refused before anything starts.
+func TestRun_RefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  sim.Config
+	}{
+		{"no dir", sim.Config{Steps: 1}},
+		{"no steps", sim.Config{Dir: t.TempDir()}},
+		{"negative margin", sim.Config{Dir: t.TempDir(), Steps: 1, Margin: -1}},
+		{"unknown op", sim.Config{Dir: t.TempDir(), Steps: 1, Weights: sim.Weights{"jump": 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := sim.Run(t, tc.cfg); !errors.Is(err, sim.ErrConfig) {
+				t.Fatalf("%+v: %v, want sim.ErrConfig", tc.cfg, err)
+			}
+		})
+	}
+}

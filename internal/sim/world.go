@@ -129,7 +129,13 @@ type world struct {
 	incs  int
 }
 
+// ErrConfig is returned for a Config that cannot run.
+var ErrConfig = errors.New("sim: invalid config")
+
 func run(cfg Config) (res Result, err error) {
+	if cfg.Dir == "" || cfg.Steps < 1 || cfg.Margin < 0 {
+		return Result{}, fmt.Errorf("%w: Dir %q, Steps %d, Margin %d: want a directory, a step and a margin not below 0", ErrConfig, cfg.Dir, cfg.Steps, cfg.Margin)
+	}
 	ops, err := cfg.Weights.table()
 	if err != nil {
 		return Result{}, err
