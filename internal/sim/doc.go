@@ -32,7 +32,7 @@
 // which renew on timers of their own, have TTLs a few milliseconds
 // apart, so that no two renew at one instant. Every step is traced and
 // the trace hashed (Result.TraceHash). One gap is left: a few seeds run
-// after others in one test process (45 and 80 of seeds 1 to 80) take
+// after others in one test process (two of 80 in one check) take
 // another path late in the run, through a commit counted or not (the
 // losses' lag); a seed replayed alone (IDGEN_SIM_SEED) takes the same
 // path every time.
