@@ -71,20 +71,27 @@ func runSeed(t *testing.T, seed uint64, steps int, w sim.Weights, margin int64) 
 	return sim.Run(t, cfg)
 }
 
+// seedRange is the seeds a test runs: 1 through seeds, or the one
+// IDGEN_SIM_SEED names.
+func seedRange(t *testing.T, seeds int) (first uint64, n int) {
+	v := os.Getenv("IDGEN_SIM_SEED")
+	if v == "" {
+		return 1, seeds
+	}
+	first, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("IDGEN_SIM_SEED=%q: %v", v, err)
+	}
+	return first, 1
+}
+
 // TestSimulation runs the CI budget of seeds with the default op mix.
 // IDGEN_SIM_SEED replays one seed, and with IDGEN_SIM_TRACE=1 prints
 // every step. A failure prints the command that replays it.
 func TestSimulation(t *testing.T) {
 	t.Parallel()
 	seeds, steps := budget(t)
-	first := uint64(1)
-	if v := os.Getenv("IDGEN_SIM_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("IDGEN_SIM_SEED=%q: %v", v, err)
-		}
-		first, seeds = n, 1
-	}
+	first, seeds := seedRange(t, seeds)
 	var total sim.Result
 	start := time.Now()
 	for seed := first; seed < first+uint64(seeds); seed++ {
@@ -138,10 +145,10 @@ var witnessWeights = sim.Weights{"crash": 0, "pause": 0, "shutdown": 0, "failove
 func TestSimulation_Witness(t *testing.T) {
 	t.Parallel()
 	seeds, steps := budget(t)
-	seeds = max(seeds/8, 1)
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+	first, seeds := seedRange(t, max(seeds/8, 1))
+	for seed := first; seed < first+uint64(seeds); seed++ {
 		if _, err := runSeed(t, seed, steps, sim.DefaultWeights().With(witnessWeights), 1); err != nil {
-			t.Fatalf("%v\nreplay: IDGEN_SIM_TRACE=1 go test ./internal/sim -run 'TestSimulation_Witness$' -v", err)
+			t.Fatalf("%v\nreplay: IDGEN_SIM_SEED=%d IDGEN_SIM_STEPS=%d IDGEN_SIM_TRACE=1 go test ./internal/sim -run 'TestSimulation_Witness$' -v", err, seed, steps)
 		}
 	}
 }
