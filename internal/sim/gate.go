@@ -164,7 +164,7 @@ func (w *world) run(c *call, faults bool) error {
 	}
 	if c.kind == "create" {
 		// What a loss of the tag's creation goes back to.
-		if err := w.snapshot(true); err != nil {
+		if err := w.snapshot(snapCreate); err != nil {
 			return err
 		}
 	}

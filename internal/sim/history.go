@@ -22,8 +22,18 @@ import (
 type snapshot struct {
 	path    string
 	commits int64
-	create  bool // taken just before a tag's creation
+	kind    snapKind
 }
+
+// snapKind says what a snapshot was taken just before: going back to it
+// loses that.
+type snapKind int
+
+const (
+	snapPlain  snapKind = iota
+	snapCreate          // a tag's creation
+	snapClaim           // a process's lease claims
+)
 
 // history holds the snapshots and the admin pool that takes and restores them.
 type history struct {
@@ -33,7 +43,7 @@ type history struct {
 	n     int
 }
 
-const keepSnaps = 6
+const keepSnaps = 10
 
 func openHistory(ctx context.Context, dir, path string) (*history, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_txlock=immediate")
@@ -48,9 +58,9 @@ func openHistory(ctx context.Context, dir, path string) (*history, error) {
 	return &history{db: db, dir: dir}, nil
 }
 
-func (h *history) snap(ctx context.Context, commits int64, create bool) error {
+func (h *history) snap(ctx context.Context, commits int64, kind snapKind) error {
 	h.n++
-	s := snapshot{path: filepath.Join(h.dir, fmt.Sprintf("snap%d.db", h.n)), commits: commits, create: create}
+	s := snapshot{path: filepath.Join(h.dir, fmt.Sprintf("snap%d.db", h.n)), commits: commits, kind: kind}
 	if _, err := h.db.ExecContext(ctx, "VACUUM INTO ?", s.path); err != nil {
 		return fmt.Errorf("sim: snapshot: %w", err)
 	}

@@ -77,7 +77,7 @@ var opFuncs = map[string]opFunc{
 	},
 	// One-shot commands, as `idgen tag create|bump|step` run them.
 	"cli-create": func(w *world, _ *proc, _ string) error {
-		if err := w.snapshot(true); err != nil {
+		if err := w.snapshot(snapCreate); err != nil {
 			return err
 		}
 		w.cli("create late", func(ctx context.Context, s *store.Store) error {
@@ -98,7 +98,7 @@ var opFuncs = map[string]opFunc{
 		return nil
 	},
 	// The history: see history.go.
-	"snap":          func(w *world, _ *proc, _ string) error { return w.snapshot(false) },
+	"snap":          func(w *world, _ *proc, _ string) error { return w.snapshot(snapPlain) },
 	"failover":      func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, true) },
 	"restore":       func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, false) },
 	"restore-table": func(w *world, _ *proc, _ string) error { return w.lose(lossTable, false) },
@@ -309,18 +309,20 @@ const maxLost = 8
 // new store_id if failover.
 func (w *world) lose(kind lossKind, failover bool) error {
 	now := w.commitCount()
-	i := slices.IndexFunc(w.hist.snaps, func(s snapshot) bool {
-		return now-s.commits <= maxLost && (kind != lossCreate || s.create)
-	})
-	if kind == lossKeepCreate && i >= 0 {
-		// No snapshot from the last one taken before a creation on has it.
-		for j, s := range w.hist.snaps {
-			if s.create && j >= i {
-				i = j + 1
-			}
+	// A loss that keeps creations keeps every lease claim too, and a
+	// loss of a creation keeps the claims: a live process whose claim
+	// was lost is invisible to a fence until it renews, and only the
+	// margin covers it (the 1 of fence.Config.Margin's I + 1).
+	floor := 0
+	for j, s := range w.hist.snaps {
+		if kind >= lossCreate && s.kind == snapClaim || kind == lossKeepCreate && s.kind == snapCreate {
+			floor = j + 1
 		}
-		if i == len(w.hist.snaps) {
-			i = -1
+	}
+	i := -1
+	for j := floor; j < len(w.hist.snaps) && i < 0; j++ {
+		if s := w.hist.snaps[j]; now-s.commits <= maxLost && (kind != lossCreate || s.kind == snapCreate) {
+			i = j
 		}
 	}
 	if i < 0 {

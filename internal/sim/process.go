@@ -90,6 +90,9 @@ func (w *world) open(ctx context.Context, f *faults, rangeCap int64) (*store.Sto
 
 // boot starts a new incarnation of p.
 func (w *world) boot(p *proc) error {
+	if err := w.snapshot(snapClaim); err != nil {
+		return err
+	}
 	w.incs++
 	p.inc = w.incs
 	p.dead = new(atomic.Bool)
@@ -141,6 +144,10 @@ func (w *world) leasedConfig(p *proc) snowflake.LeasedConfig {
 // claim claims p's snowflake worker lease.
 func (w *world) claim(p *proc) {
 	if !p.worker {
+		return
+	}
+	if err := w.snapshot(snapClaim); err != nil {
+		w.late(err)
 		return
 	}
 	p.f.arm(w.pickFault(w.faults))
@@ -272,6 +279,9 @@ func (w *world) cli(what string, do func(ctx context.Context, s *store.Store) er
 // a rolling update: it claims it (which must fail while a live owner
 // holds it), takes a few snowflake IDs and releases it.
 func (w *world) staticOneShot() error {
+	if err := w.snapshot(snapClaim); err != nil {
+		return err
+	}
 	w.incs++
 	p := &proc{id: 0, inc: w.incs, w: w, worker: true}
 	ctx := context.Background()

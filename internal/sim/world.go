@@ -182,7 +182,7 @@ func (w *world) setup() error {
 	if err != nil {
 		return err
 	}
-	return w.snapshot(false)
+	return w.snapshot(snapPlain)
 }
 
 // finish ends every process and closes the history's pool, so that no
@@ -218,8 +218,8 @@ func (w *world) pick(n int) int         { return w.rng.IntN(n) }
 func (w *world) chance(p float64) bool  { return w.rng.Float64() < p }
 func (w *world) commit()                { w.mu.Lock(); w.commits++; w.mu.Unlock() }
 func (w *world) commitCount() (n int64) { w.mu.Lock(); n = w.commits; w.mu.Unlock(); return n }
-func (w *world) snapshot(create bool) error {
-	return w.hist.snap(context.Background(), w.commitCount(), create)
+func (w *world) snapshot(kind snapKind) error {
+	return w.hist.snap(context.Background(), w.commitCount(), kind)
 }
 
 func (w *world) loop() error {
