@@ -186,7 +186,7 @@ func TestSimulation_KnownHoles(t *testing.T) {
 		// created again at the floor.
 		{"lose-create", "F3", witness.With(sim.Weights{"failover-lose-create": 3, "cli-create": 2}), 1, 1},
 		// Graceful shutdowns during fences' holds (F5).
-		{"shutdown-hold", "F5", witness.With(sim.Weights{"shutdown-in-hold": 30}), 1, 6},
+		{"shutdown-hold", "F5", witness.With(sim.Weights{"shutdown-in-hold": 30}), 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			from, to := tc.from, tc.from+2
