@@ -4,21 +4,27 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
 )
 
-// The oracle: every promise idgen makes about the IDs it hands out,
-// checked as they are handed out, and about the store calls the
-// allocator makes, checked as they are made.
+// The oracle: the promises idgen makes about the IDs it hands out,
+// checked as they are handed out, across every process and incarnation:
+// no ID twice, IDs strictly increasing per incarnation and tag, every
+// segment ID inside a range the real store reserved for that
+// incarnation, and no range handed back that holds an ID handed out.
 
-// handOut records IDs a process handed out and checks every promise about
-// them.
+// tagID is a segment ID; each tag is a space of its own.
+type tagID struct {
+	tag string
+	id  int64
+}
+
+// handOut records segment IDs an incarnation handed out.
 func (w *world) handOut(p *proc, tag string, ids []int64) error {
-	w.db.mu.Lock()
-	defer w.db.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	ranges := p.ranges[tag]
 	for _, id := range ids {
 		if !slices.ContainsFunc(ranges, func(r segment.Range) bool { return r.Start <= id && id < r.End }) {
@@ -28,73 +34,36 @@ func (w *world) handOut(p *proc, tag string, ids []int64) error {
 			return w.violation("process %d (incarnation %d): %s ID %d after %d, not increasing", p.id, p.inc, tag, id, p.last[tag])
 		}
 		p.last[tag] = id
-		if prev, bad := w.record(tag, id, p.inc); bad {
-			return w.violation("%s ID %d handed out twice: by incarnation %d and by process %d (incarnation %d) in %v", tag, id, prev, p.id, p.inc, ids)
+		if err := w.record(tag, id, p.inc); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// record notes that incarnation inc handed out a segment ID (db.mu
-// held), and reports a duplicate, with the incarnation that had it
-// before. There is no exception: since the store fences, a lost commit
-// explains no duplicate.
-func (w *world) record(tag string, id int64, inc int) (prev int, bad bool) {
+// record notes that incarnation inc handed out a segment ID (w.mu held).
+func (w *world) record(tag string, id int64, inc int) error {
 	k := tagID{tag, id}
 	if prev, dup := w.segIDs[k]; dup {
-		return prev, true
+		return w.violation("%s ID %d handed out twice: by incarnation %d and by incarnation %d", tag, id, prev, inc)
 	}
 	w.segIDs[k] = inc
-	return 0, false
+	return nil
 }
 
-// checkRelease checks a hand-back about to commit (db.mu held): no ID of
-// [from, to) may have been handed out, by anyone, or a later reservation
-// hands it out again.
-func (w *world) checkRelease(o *op) error {
-	for id := o.a; id < o.b && id-o.a < 1<<16; id++ {
-		if inc, ok := w.segIDs[tagID{o.tag, id}]; ok {
-			return w.violation("incarnation %d handed back %s [%d,%d), whose ID %d incarnation %d handed out", o.inc, o.tag, o.a, o.b, id, inc)
+// checkRelease checks a hand-back about to run (w.mu held): no ID of
+// [from, to) may have been handed out, or a later reservation hands it
+// out again.
+func (w *world) checkRelease(inc int, tag string, from, to int64) error {
+	for id := from; id < to && id-from < 1<<16; id++ {
+		if prev, ok := w.segIDs[tagID{tag, id}]; ok {
+			return w.violation("incarnation %d handed back %s [%d,%d), whose ID %d incarnation %d handed out", inc, tag, from, to, id, prev)
 		}
 	}
 	return nil
 }
 
-// checkNegative checks a store call about to park (db.mu held): a
-// process that was told a tag is unknown makes no store call for it for
-// NegativeTTL on its own clock.
-func (w *world) checkNegative(p *proc, o *op) error {
-	if p.inflight[inflightKey(o.tag, o.origin)] {
-		return nil
-	}
-	until, ok := p.neg[o.tag]
-	if ok && !p.wall().Before(until) {
-		// The allocator may have a handle on the tag again, whose calls
-		// a clock stepped back later must not count as lookups.
-		delete(p.neg, o.tag)
-		delete(p.negHi, o.tag)
-		p.forgetInflight(o.tag)
-		return nil
-	}
-	if ok {
-		return w.violation("process %d (incarnation %d) called the store for %s %v after it was told the tag is unknown, within the negative cache's %v", p.id, p.inc, o.tag, negativeTTL-until.Sub(p.wall()), negativeTTL)
-	}
-	return nil
-}
-
-// inflightKey names the operation a store call belongs to: one load or
-// ReserveRange of a tag (its origin).
-func inflightKey(tag, origin string) string { return tag + "\x00" + origin }
-
-// forgetInflight forgets the operations of tag in flight at its last miss.
-func (p *proc) forgetInflight(tag string) {
-	for k := range p.inflight {
-		if t, _, _ := strings.Cut(k, "\x00"); t == tag {
-			delete(p.inflight, k)
-		}
-	}
-}
-
+// snowNext takes a snowflake ID of p and checks it.
 func (w *world) snowNext(p *proc) error {
 	if p.gen == nil {
 		return nil
@@ -113,9 +82,24 @@ func (w *world) snowNext(p *proc) error {
 		return w.violation("process %d (incarnation %d): snowflake ID %d after %d, not increasing", p.id, p.inc, id, p.lastSF)
 	}
 	p.lastSF = id
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if prev, dup := w.snow[id]; dup {
 		return w.violation("snowflake ID %d handed out twice: incarnation %d and process %d (incarnation %d, worker %d)", id, prev, p.id, p.inc, p.gen.WorkerID())
 	}
 	w.snow[id] = p.inc
+	w.res.SnowflakeIDs++
 	return nil
+}
+
+// checkSegErr accepts the errors an allocator may return under faults.
+func (w *world) checkSegErr(p *proc, tag string, err error) error {
+	w.trace("  %d.%d %s: %v", p.id, p.inc, tag, err)
+	for _, ok := range []error{context.Canceled, context.DeadlineExceeded, segment.ErrUnavailable, segment.ErrExhausted,
+		segment.ErrClosed, segment.ErrTagNotFound, segment.ErrTagLimit} {
+		if errors.Is(err, ok) {
+			return nil
+		}
+	}
+	return w.violation("unexpected allocator error: %v", err)
 }

@@ -2,120 +2,55 @@ package sim
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
-	"sync"
 	"sync/atomic"
+	"testing/synctest"
 	"time"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
+	"github.com/idgen/idgen/store"
 	"github.com/idgen/idgen/store/fence"
+	"github.com/idgen/idgen/store/sqlite"
 )
 
-// The simulated processes' settings, the fence's among them: the
-// fence's RangeCap is the largest range one reservation of the process
-// takes (its MaxStep; ReserveRange asks for at most 30), and its LeaseTTL
-// the leases'. Process 1 runs with bigMaxStep, a cap above the others':
-// the margin of a fence by another must cover it from what its claims
-// recorded (fence.Live.RangeCap).
+// The processes' settings. Process 1 runs with a cap four times the
+// others': the margin of a fence by another must cover it from what its
+// claims recorded. Process 0 holds a static worker ID (ClaimStatic).
 const (
-	maxStep     = 640
-	bigMaxStep  = 4 * maxStep
-	leaseTTL    = 3 * time.Second
-	negativeTTL = 2 * time.Second
-	maxTags     = 6
-	staticID    = 3 // the worker ID process 0 pins while it runs static
+	maxStep    = 640
+	bigMaxStep = 4 * maxStep
+	leaseTTL   = 3 * time.Second
+	maxTags    = 6
+	staticID   = 3
 )
 
-// proc is a simulated process; each restart is a new incarnation with a
-// fresh allocator and generator, as after a crash.
+// proc is a simulated process: a real store.Store on the shared SQLite
+// file, through its own faulty connector, with a real segment allocator
+// behind the gate and a real leased snowflake generator or presence
+// lease. Each boot is a new incarnation with nothing in memory but what
+// the store keeps in its sidecar file, as after a crash.
 type proc struct {
 	id, inc int
 	w       *world
-	offset  atomic.Int64 // wall clock error, in nanoseconds
-	paused  time.Time    // takes no step before this (a GC pause)
+	f       *faults
+	s       *store.Store
 	alloc   *segment.Allocator
-	dead    *atomic.Bool // this incarnation crashed: its store calls fail
-	obs     *observer
-	ranges  map[string][]segment.Range // reserved for this incarnation, under db.mu
-	last    map[string]int64           // last segment ID per tag
-	// neg is, per tag, until when this incarnation's negative cache
-	// must answer ErrTagNotFound without a store call (under db.mu).
-	neg   map[string]time.Time
-	negHi map[string]time.Time // the latest the deadline may be (see missed)
-	// inflight marks the operations (inflightKey) that had a store call
-	// parked when a caller was told their tag is unknown (see missed),
-	// under db.mu.
-	inflight map[string]bool
-	gen      *snowflake.Leased // nil until a claim succeeded
-	owner    string
-	// lease is how the process is known to the lease table: by a
-	// snowflake worker lease, a presence lease (serve --snowflake=false:
-	// presence), or not at all (a library user of segment alone).
-	lease    leaseMode
-	presence snowflake.Lease // the presence lease held, Owner "" if none
-	// fenceCfg is the process's fence configuration (checked), its
-	// RangeCap its own MaxStep.
-	fenceCfg fence.Config
-	// hw is this incarnation's high-water marks (the store's Guard's),
-	// and told the generation each of its leases was last told, under
-	// db.mu.
-	hw     *fence.HighWater
-	told   map[int64]int64
-	beat   time.Time // the last renewal of SteadyLeases (renewDue)
-	lastSF int64
-	// static: process 0 starts with a static worker ID, pinned; the
-	// unpin op turns it into a leased one and back.
-	static bool
-	// mem is what the process knows of the store's history (package
-	// fence), under db.mu. A PostgreSQL or MariaDB process loses it when
-	// it restarts (boot); Config.KeepMemory keeps it across
-	// incarnations, as SQLite's sidecar file does.
-	mem fence.Memory
-	// holdUntil is the end of the newest fence hold p read in a record
-	// (sqlstore's Guard remembers it the same way), under db.mu.
-	holdUntil int64
-	// stocked marks tags whose buffers had IDs left when the calm phase
-	// began: none of their takes may wait for a load. Others may once.
-	stocked map[string]bool
+	dead    *atomic.Bool // this incarnation is gone: its parked calls fail
+	gen     *snowflake.Leased
+	pres    *store.Presence
+	offset  atomic.Int64 // wall clock error, in nanoseconds
+	paused  atomic.Bool
+	until   time.Time                  // paused until
+	worker  bool                       // holds a snowflake worker lease
+	ranges  map[string][]segment.Range // reserved for this incarnation, under w.mu
+	last    map[string]int64
+	lastSF  int64
 }
 
-type observer struct {
-	waits       map[string]int
-	regressions atomic.Int64
-	mu          sync.Mutex
-}
+func (p *proc) isPaused() bool { return p.paused.Load() }
 
-func (o *observer) SegmentLoaded(string, int64, time.Duration, error) {}
-func (o *observer) WaitedForLoad(tag string) {
-	o.mu.Lock()
-	o.waits[tag]++
-	o.mu.Unlock()
-}
-func (o *observer) SegmentRegressed(string, segment.Range, int64) { o.regressions.Add(1) }
-
-func (o *observer) waited(tag string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.waits[tag]
-}
-
-// options are process p's allocator options. Process 2 runs with
-// auto-create off, so it meets unknown tags and its negative cache;
-// every process holds at most maxTags tags. The timeouts are real ones:
-// they fire in simulated time.
-func (p *proc) options() segment.Options {
-	return segment.Options{
-		AutoCreate: p.id != 2, DefaultStep: 10, MaxTags: maxTags, NegativeTTL: negativeTTL,
-		WaitTimeout: 300 * time.Millisecond, LoadTimeout: time.Second, ReleaseTimeout: 500 * time.Millisecond,
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
-		GrowBelow: 2 * time.Second, ShrinkAbove: 4 * time.Second, MaxStep: p.maxStep(),
-		Observer: p.obs, Now: p.wall,
-	}
-}
-
-// maxStep is the largest step p's allocator grows to, which is its
-// fence's RangeCap.
 func (p *proc) maxStep() int64 {
 	if p.id == 1 {
 		return bigMaxStep
@@ -123,103 +58,248 @@ func (p *proc) maxStep() int64 {
 	return maxStep
 }
 
-type leaseMode int
+func (p *proc) wall() time.Time { return time.Now().Add(time.Duration(p.offset.Load())) }
 
-const (
-	leaseWorker   leaseMode = iota // a snowflake worker lease
-	leasePresence                  // a presence lease (store.Presence)
-	leaseNone                      // no lease: the documented hole
-)
+// procClock is the generator's clock: p's wall clock, and the bubble's
+// monotonic one.
+type procClock struct{ p *proc }
+
+func (c procClock) Now() (time.Time, time.Duration) {
+	return c.p.wall(), time.Since(c.p.w.start) + time.Hour
+}
+
+func (c procClock) Sleep(d time.Duration) { time.Sleep(max(d, 0)) }
+
+// open opens a real store on the world's file through a faulty
+// connector, with the fence configured as serve does.
+func (w *world) open(ctx context.Context, f *faults, rangeCap int64) (*store.Store, error) {
+	s, err := sqlite.OpenWrapped(ctx, w.path, func(c driver.Connector) driver.Connector { return connector{base: c, f: f} })
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ConfigureFence(fence.Config{RangeCap: rangeCap, LeaseTTL: leaseTTL, Margin: w.cfg.Margin}, nil); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.ObserveFences(func(fence.Event) {
+		w.fences.Add(1)
+		w.lastFence.Store(time.Now().UnixNano())
+	})
+	return s, nil
+}
 
 // boot starts a new incarnation of p.
 func (w *world) boot(p *proc) error {
+	if err := w.snapshot(snapClaim); err != nil {
+		return err
+	}
 	w.incs++
-	if p.obs != nil {
-		w.res.Regressions += int(p.obs.regressions.Load())
-	}
-	p.dead = new(atomic.Bool)
-	p.obs = &observer{waits: map[string]int{}}
-	w.db.mu.Lock()
 	p.inc = w.incs
+	p.dead = new(atomic.Bool)
+	p.f = &faults{commits: w.commit}
+	p.paused.Store(false)
+	w.mu.Lock()
 	p.ranges = map[string][]segment.Range{}
-	p.neg, p.negHi, p.inflight = map[string]time.Time{}, map[string]time.Time{}, map[string]bool{}
-	p.hw, p.told = &fence.HighWater{}, map[int64]int64{}
-	if !w.cfg.KeepMemory {
-		p.mem, p.holdUntil = fence.Memory{}, 0
-	}
-	w.db.mu.Unlock()
-	p.last = map[string]int64{}
-	p.lastSF = 0
-	a, err := segment.New(&store{p: p, inc: p.inc, dead: p.dead, hw: p.hw}, p.options())
+	w.mu.Unlock()
+	p.last, p.lastSF = map[string]int64{}, 0
+	ctx := context.Background()
+	s, err := w.open(ctx, p.f, p.maxStep())
 	if err != nil {
 		return err
 	}
-	p.alloc = a
-	p.owner = fmt.Sprintf("p%d.%d", p.id, p.inc)
-	p.gen, p.presence = nil, snowflake.Lease{}
+	p.s = s
+	p.alloc, err = segment.New(&gated{p: p, inc: p.inc, dead: p.dead, s: s}, segment.Options{
+		AutoCreate: p.id != 2, DefaultStep: 10, MaxTags: maxTags, NegativeTTL: 2 * time.Second,
+		WaitTimeout: 300 * time.Millisecond, LoadTimeout: time.Second, ReleaseTimeout: 500 * time.Millisecond,
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
+		GrowBelow: 2 * time.Second, ShrinkAbove: 4 * time.Second, MaxStep: p.maxStep(), Now: p.wall,
+	})
+	if err != nil {
+		return err
+	}
+	// Every process holds a presence lease, as serve does, with a TTL a
+	// few milliseconds apart from the others' so that no two renewals
+	// run at one instant; the fence's LeaseTTL stays the longest.
+	owner := fmt.Sprintf("p%d.%d", p.id, p.inc)
+	p.pres, err = s.Presence(ctx, store.PresenceConfig{Owner: owner, TTL: leaseTTL - time.Duration(7*p.id+1)*time.Millisecond})
+	w.trace("  presence %d.%d: %v", p.id, p.inc, err)
+	p.gen = nil
 	w.claim(p)
 	return nil
 }
 
-// crash ends an incarnation with no goodbye: its store calls fail, its
-// lease is left to expire, and a new incarnation starts.
+// leasedConfig is p's generator: a static worker ID for process 0.
+func (w *world) leasedConfig(p *proc) snowflake.LeasedConfig {
+	cfg := snowflake.LeasedConfig{
+		Owner: fmt.Sprintf("p%d.%d", p.id, p.inc), TTL: leaseTTL, RenewInterval: -1, Margin: leaseTTL / 10,
+		Generator: snowflake.Config{Epoch: w.start.Add(-24 * time.Hour).Truncate(time.Millisecond), TimeBits: 41,
+			WorkerBits: 3, SequenceBits: 19, Clock: procClock{p}},
+	}
+	if p.id == 0 {
+		cfg.Static, cfg.Generator.WorkerID = true, staticID
+	}
+	return cfg
+}
+
+// claim claims p's snowflake worker lease.
+func (w *world) claim(p *proc) {
+	if !p.worker {
+		return
+	}
+	if err := w.snapshot(snapClaim); err != nil {
+		w.late(err)
+		return
+	}
+	p.f.arm(w.pickFault(w.faults))
+	g, err := snowflake.NewLeased(context.Background(), p.s.Leases(), w.leasedConfig(p))
+	p.f.arm(0, false)
+	w.trace("  claim %d.%d: %v", p.id, p.inc, err)
+	if err == nil {
+		p.gen = g
+	}
+}
+
+// heartbeat renews p's worker lease, or claims one.
+func (w *world) heartbeat(p *proc) {
+	if !p.worker {
+		return
+	}
+	if p.gen == nil {
+		w.claim(p)
+		return
+	}
+	p.f.arm(w.pickFault(w.faults))
+	err := p.gen.Heartbeat(context.Background())
+	p.f.arm(0, false)
+	w.trace("  heartbeat %d.%d: worker %d, %v", p.id, p.inc, p.gen.WorkerID(), err)
+}
+
+// crash ends an incarnation with no goodbye: every statement of its
+// pool fails from now, so its leases stay in the table until they
+// expire, and its memory is gone.
 func (w *world) crash(p *proc) error {
 	w.res.Crashes++
 	p.dead.Store(true)
-	w.deliverAll(false, func(o *op) bool { return o.inc == p.inc }) // they fail
-	old := p.alloc
-	go func() { _ = old.Close() }() // frees goroutines; calls fail at once
-	if err := w.settle(); err != nil {
+	p.f.crash()
+	if err := w.deliverAll(func(c *call) bool { return c.inc == p.inc }); err != nil {
 		return err
 	}
+	w.teardown(p)
 	return w.boot(p)
 }
 
-// restart is a graceful stop (the unused rest of every range handed
-// back, several spans per tag when both buffers hold IDs, and the lease
-// released) and a new incarnation, overlapping as in a rolling update.
-func (w *world) restart(p *proc) error {
+// teardown frees what is left of a dead incarnation.
+func (w *world) teardown(p *proc) {
+	p.dead.Store(true)
+	p.f.crash()
+	a := p.alloc
+	go func() { _ = a.Close() }()
+	_ = w.deliverAll(func(c *call) bool { return c.inc == p.inc })
+	if p.pres != nil {
+		_ = p.pres.Close(context.Background())
+	}
+	_ = p.s.Close()
+	synctest.Wait()
+}
+
+// shutdown is a graceful stop, perhaps during a fence's hold: the
+// allocator hands back what it did not use, the worker lease and the
+// presence are released, the store closed; then a new incarnation.
+func (w *world) shutdown(p *proc) error {
 	w.res.Restarts++
-	old, gen := p.alloc, p.gen
-	// serve's --shutdown-timeout bounds the hand-back, in simulated time.
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), originKey{}, fmt.Sprintf("close#%d", w.step)), 2*time.Second)
-	go func() { defer cancel(); _ = old.Shutdown(ctx) }()
-	if gen != nil {
-		_ = gen.Shutdown(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	a := p.alloc
+	go func() { defer close(done); _ = a.Shutdown(ctx) }()
+	for i := 0; ; i++ {
+		if err := w.deliverAll(func(c *call) bool { return c.inc == p.inc }); err != nil {
+			return err
+		}
+		select {
+		case <-done:
+		default:
+			if i < 100 {
+				w.advance(50 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("sim: process %d's shutdown did not end", p.id)
+		}
+		break
 	}
-	if err := w.settle(); err != nil {
-		return err
+	if p.gen != nil {
+		err := p.gen.Shutdown(context.Background())
+		w.trace("  release %d.%d: %v", p.id, p.inc, err)
 	}
-	// The old incarnation's hand-backs may still be in flight.
+	if p.pres != nil {
+		err := p.pres.Close(context.Background())
+		w.trace("  presence release %d.%d: %v", p.id, p.inc, err)
+		p.pres = nil
+	}
+	w.teardown(p)
 	return w.boot(p)
 }
 
-// unpin turns process 0 from a static worker ID into a leased one, as an
-// operator who drops --worker-id does: a graceful restart, then Unpin so
-// that the ID returns to the pool once its lease has expired. Run again,
-// it turns the process static again.
-func (w *world) unpin(p *proc) error {
-	if p.id != 0 {
-		return nil
-	}
-	p.static = !p.static
-	if err := w.restart(p); err != nil {
-		return err
-	}
-	if !p.static {
-		err := w.db.leases.Unpin(context.Background(), staticID)
-		w.trace("unpin %d: %v", staticID, err)
-	}
-	return nil
+// pause stops p (a long GC pause, a stopped VM) for d: it takes no
+// step, its transactions wait, its leases lapse if d passes the TTL.
+func (w *world) pause(p *proc, d time.Duration) {
+	p.paused.Store(true)
+	p.f.pause(true)
+	p.until = time.Now().Add(d)
 }
 
-// checkProcs checks what every process promises between steps: at most
-// maxTags tags held.
-func (w *world) checkProcs() error {
+// wake ends the pauses that are over.
+func (w *world) wake(all bool) {
 	for _, p := range w.procs {
-		if n := len(p.alloc.Stats()); n > maxTags {
-			return w.violation("process %d holds %d tags, past MaxTags %d", p.id, n, maxTags)
+		if p.paused.Load() && (all || !time.Now().Before(p.until)) {
+			p.paused.Store(false)
+			p.f.pause(false)
+			w.trace("  woke %d.%d", p.id, p.inc)
 		}
 	}
-	return nil
+}
+
+// cli runs one command as `idgen tag …` does: a store of its own, one
+// call, Close. Its faults are the world's.
+func (w *world) cli(what string, do func(ctx context.Context, s *store.Store) error) {
+	ctx := context.Background()
+	f := &faults{commits: w.commit}
+	s, err := w.open(ctx, f, maxStep)
+	if err == nil {
+		f.arm(w.pickFault(w.faults))
+		err = do(ctx, s)
+		f.arm(0, false)
+		_ = s.Close()
+	}
+	w.trace("  cli %s: %v", what, err)
+}
+
+// staticOneShot runs a short-lived process with process 0's static
+// worker ID, as a second instance started with the same --worker-id in
+// a rolling update: it claims it (which must fail while a live owner
+// holds it), takes a few snowflake IDs and releases it.
+func (w *world) staticOneShot() error {
+	if err := w.snapshot(snapClaim); err != nil {
+		return err
+	}
+	w.incs++
+	p := &proc{id: 0, inc: w.incs, w: w, worker: true}
+	ctx := context.Background()
+	s, err := w.open(ctx, &faults{commits: w.commit}, maxStep)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close() }()
+	g, err := snowflake.NewLeased(ctx, s.Leases(), w.leasedConfig(p))
+	w.trace("  static one-shot %d: %v", p.inc, err)
+	if err != nil {
+		return nil
+	}
+	p.gen = g
+	for range 3 {
+		if err := w.snowNext(p); err != nil {
+			return err
+		}
+	}
+	return g.Shutdown(ctx)
 }

@@ -23,85 +23,207 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// budget is the CI budget: IDGEN_SIM_SEEDS seeds (default 200) of
-// IDGEN_SIM_STEPS steps (default 3000) each. The long mode is the same
-// with larger numbers, for example IDGEN_SIM_SEEDS=20000.
-//
-// Under the race detector the default is raceSeeds: a step costs about
-// ten times as much there, and what the detector checks (the segment
-// allocator's and the generators' goroutines under the simulator) is
-// the same in every seed, while the oracle's reach grows with seeds. So
-// the README's `go test -race` runs a few seeds for the detector, and CI
-// runs the whole budget in a build without it (.ci/run). -short runs 5.
+// dir is where a run keeps its database: a tmpfs if the machine has one,
+// since every commit syncs the file.
+func dir(t *testing.T) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "idgen-sim")
+		if err == nil {
+			t.Cleanup(func() { _ = os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+// budget is the CI budget: IDGEN_SIM_SEEDS seeds (default 200, raceSeeds
+// under the race detector, 5 with -short) of IDGEN_SIM_STEPS steps. A
+// step costs about ten times as much under the detector, and what it
+// checks (the goroutines of the allocators, the generators, the
+// presences and database/sql under the simulator) is the same in every
+// seed, while the oracle's reach grows with seeds: CI runs the whole
+// budget in a build without it (.ci/run).
 func budget(t *testing.T) (seeds, steps int) {
 	def := 200
 	if raceEnabled {
 		def = raceSeeds
 	}
-	seeds, steps = envInt(t, "IDGEN_SIM_SEEDS", def), envInt(t, "IDGEN_SIM_STEPS", 3000)
+	seeds, steps = envInt(t, "IDGEN_SIM_SEEDS", def), envInt(t, "IDGEN_SIM_STEPS", defaultSteps)
 	if testing.Short() {
 		seeds = 5
 	}
 	return seeds, steps
 }
 
-// raceSeeds is the default number of seeds under the race detector.
-const raceSeeds = 10
+const (
+	raceSeeds    = 3
+	defaultSteps = 250
+	// holeSteps are the steps of a known hole's world: its seeds are
+	// those of runs this long.
+	holeSteps = 300
+)
 
-// TestSimulation runs the CI budget (see budget) of seeds with the
-// default op mix. IDGEN_SIM_SEED replays one seed, and with
-// IDGEN_SIM_TRACE=1 prints every step. A failure prints the command that
-// replays it.
+func runSeed(t *testing.T, seed uint64, steps int, w sim.Weights, margin int64) (sim.Result, error) {
+	cfg := sim.Config{Seed: seed, Steps: steps, Dir: dir(t), Weights: w, Margin: margin}
+	if os.Getenv("IDGEN_SIM_TRACE") != "" {
+		cfg.Trace = func(step int, what string) { t.Logf("%5d %s", step, what) }
+	}
+	return sim.Run(t, cfg)
+}
+
+// seedRange is the seeds a test runs: 1 through seeds, or the one
+// IDGEN_SIM_SEED names.
+func seedRange(t *testing.T, seeds int) (first uint64, n int) {
+	v := os.Getenv("IDGEN_SIM_SEED")
+	if v == "" {
+		return 1, seeds
+	}
+	first, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("IDGEN_SIM_SEED=%q: %v", v, err)
+	}
+	return first, 1
+}
+
+// TestSimulation runs the CI budget of seeds with the default op mix.
+// IDGEN_SIM_SEED replays one seed, and with IDGEN_SIM_TRACE=1 prints
+// every step. A failure prints the command that replays it.
 func TestSimulation(t *testing.T) {
 	t.Parallel()
 	seeds, steps := budget(t)
-	first := uint64(1)
-	if v := os.Getenv("IDGEN_SIM_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("IDGEN_SIM_SEED=%q: %v", v, err)
-		}
-		first, seeds = n, 1
-	}
+	first, seeds := seedRange(t, seeds)
 	var total sim.Result
 	start := time.Now()
 	for seed := first; seed < first+uint64(seeds); seed++ {
-		cfg := sim.Config{Seed: seed, Steps: steps}
-		if os.Getenv("IDGEN_SIM_TRACE") != "" {
-			cfg.Trace = func(step int, what string) { t.Logf("%5d %s", step, what) }
-		}
-		res, err := sim.Run(t, cfg)
+		res, err := runSeed(t, seed, steps, nil, 0)
 		if err != nil {
 			var v *sim.Violation
 			if errors.As(err, &v) {
-				t.Fatalf("%v\nreplay: IDGEN_SIM_SEED=%d IDGEN_SIM_STEPS=%d go test ./internal/sim -run 'TestSimulation$' -v", err, seed, steps)
+				t.Fatalf("%v\nreplay: IDGEN_SIM_SEED=%d IDGEN_SIM_STEPS=%d IDGEN_SIM_TRACE=1 go test ./internal/sim -run 'TestSimulation$' -v", err, seed, steps)
 			}
-			t.Fatal(err)
+			t.Fatalf("seed %d: %v", seed, err)
 		}
 		total.Add(res)
 	}
-	t.Logf("%d seeds from %d, %d steps in %v: %d segment IDs from %d reservations and %d hand-backs (%d of a second span), %d snowflake IDs, "+
-		"%d crashes, %d graceful restarts, %d lease takeovers, %d failovers and %d restores losing %d commits, %d fences (%d of them adding lost fences' margins, %d forced by a regression), %d reservations held after fences, %d regressions caught, %d promotions reusing a timeline number, %d losses past %d commits, %d runs on MariaDB, 0 violations",
-		seeds, first, total.Steps, time.Since(start).Round(time.Millisecond), total.SegmentIDs, total.Reservations, total.Releases, total.MultiSpan, total.SnowflakeIDs,
-		total.Crashes, total.Restarts, total.Takeovers, total.Failovers, total.Restores, total.LostCommits, total.Fences, total.LostFences, total.RegressionFences, total.Held, total.Regressions, total.Reuses, total.LongLosses, 6, total.MariaDB)
+	t.Logf("%d seeds from %d, %d steps in %v: %d segment IDs from %d reservations, %d snowflake IDs, %d crashes, %d shutdowns, %d pauses, "+
+		"%d losses of %d commits, %d fences, 0 violations", seeds, first, total.Steps, time.Since(start).Round(time.Millisecond),
+		total.SegmentIDs, total.Reservations, total.SnowflakeIDs, total.Crashes, total.Restarts, total.Pauses, total.Losses, total.LostCommits, total.Fences)
 }
 
 // The same seed gives the same run, step by step: the same trace hash.
 // A different seed gives another, so the hash does cover the run.
 func TestSimulation_Replays(t *testing.T) {
 	t.Parallel()
+	steps := 300
+	if raceEnabled {
+		steps = 100
+	}
 	run := func(seed uint64) sim.Result {
-		res, err := sim.Run(t, sim.Config{Seed: seed, Steps: 800})
+		res, err := runSeed(t, seed, steps, nil, 0)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		return res
 	}
 	a, b, c := run(42), run(42), run(43)
-	if a.TraceHash != b.TraceHash || a != b {
-		t.Fatalf("seed 42 twice: trace hashes %x and %x, results %+v and %+v", a.TraceHash, b.TraceHash, a, b)
+	if a != b {
+		t.Fatalf("seed 42 twice: results %+v and %+v", a, b)
 	}
 	if a.TraceHash == c.TraceHash {
 		t.Fatalf("seeds 42 and 43 gave the same trace hash %x", a.TraceHash)
+	}
+}
+
+// witnessWeights make the witness world (TestSimulation_Witness): a
+// fence margin of 1, so that live processes' lost ranges are covered by
+// the witness raise and the hold alone, and no process that crashes or
+// stalls, which the margin alone covers.
+var witnessWeights = sim.Weights{"crash": 0, "pause": 0, "shutdown": 0, "failover": 0, "failover-keep-create": 2}
+
+// TestSimulation_Witness runs the witness world: failovers under live
+// processes with a fence margin of 1.
+func TestSimulation_Witness(t *testing.T) {
+	t.Parallel()
+	seeds, steps := budget(t)
+	first, seeds := seedRange(t, max(seeds/8, 1))
+	for seed := first; seed < first+uint64(seeds); seed++ {
+		if _, err := runSeed(t, seed, steps, sim.DefaultWeights().With(witnessWeights), 1); err != nil {
+			t.Fatalf("%v\nreplay: IDGEN_SIM_SEED=%d IDGEN_SIM_STEPS=%d IDGEN_SIM_TRACE=1 go test ./internal/sim -run 'TestSimulation_Witness$' -v", err, seed, steps)
+		}
+	}
+}
+
+// TestSimulation_KnownHoles runs the worlds where the real store has a
+// known hole today, each from the first seed known to break it: each
+// must find a duplicate within a few seeds, and logs its seed and step.
+// IDGEN_SIM_HUNT=N hunts from seed 1 through N instead. When a fix
+// lands, its world moves to a must-pass test (TestSimulation with its
+// weights).
+func TestSimulation_KnownHoles(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("hunts for known holes, which check the store, not goroutines")
+	}
+	hunt := uint64(envInt(t, "IDGEN_SIM_HUNT", 1))
+	d := sim.DefaultWeights()
+	witness := d.With(witnessWeights)
+	for _, tc := range []struct {
+		name   string
+		hole   string
+		w      sim.Weights
+		margin int64
+		from   uint64 // the first seed known to break it
+	}{
+		// A restore that keeps the identity (the same store_id, its ticks
+		// back), first reached by a process whose memory is behind what
+		// the restore lost: nothing fences, and a lost range or a lost
+		// tag creation is handed out again.
+		{"restore", "identity-kept restore reached first by a process behind it", d.With(sim.Weights{"failover": 0, "restore": 4}), 0, 5},
+		// id_sequence alone back, the rest as it was (F2).
+		{"restore-table", "F2", d.With(sim.Weights{"failover": 0, "restore-table": 4}), 0, 1},
+		// A failover that loses a tag's creation, under a live process
+		// that handed out IDs of it, with a margin too small to cover it
+		// (F3): the witness raise finds no row to raise, and the tag is
+		// created again at the floor.
+		{"lose-create", "F3", witness.With(sim.Weights{"failover-lose-create": 3, "cli-create": 2}), 1, 1},
+		// Graceful shutdowns during fences' holds (F5).
+		{"shutdown-hold", "F5", witness.With(sim.Weights{"shutdown-in-hold": 30}), 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from, to := tc.from, tc.from+2
+			if hunt > 1 {
+				from, to = 1, hunt
+			}
+			for seed := from; seed <= to; seed++ {
+				_, err := runSeed(t, seed, holeSteps, tc.w, tc.margin)
+				var v *sim.Violation
+				if errors.As(err, &v) {
+					t.Logf("%s: %v\nreplay: the world %q of TestSimulation_KnownHoles, IDGEN_SIM_TRACE=1", tc.hole, v, tc.name)
+					return
+				}
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+			}
+			t.Errorf("%s: no violation in seeds %d to %d: fixed? move the world to a must-pass test", tc.hole, from, to)
+		})
+	}
+}
+
+// A Config that cannot run is refused before anything starts.
+func TestRun_RefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  sim.Config
+	}{
+		{"no dir", sim.Config{Steps: 1}},
+		{"no steps", sim.Config{Dir: t.TempDir()}},
+		{"negative margin", sim.Config{Dir: t.TempDir(), Steps: 1, Margin: -1}},
+		{"unknown op", sim.Config{Dir: t.TempDir(), Steps: 1, Weights: sim.Weights{"jump": 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := sim.Run(t, tc.cfg); !errors.Is(err, sim.ErrConfig) {
+				t.Fatalf("%+v: %v, want sim.ErrConfig", tc.cfg, err)
+			}
+		})
 	}
 }
