@@ -23,7 +23,7 @@
 //
 // This package is the decision and the protocol, in plain Go, with no
 // SQL: Decide and NewPlan decide, and RunFence, Check, First and Witness
-// are the steps a store takes, over the primitives of Tx. The SQL stores
-// implement Tx in SQL and the simulator (internal/sim) in memory, so
-// that both run the same steps.
+// are the steps a store takes, over the primitives of Tx, which the SQL
+// stores implement in SQL (store/internal/sqlstore). The simulator
+// (internal/sim) runs those stores themselves over a faulty SQLite.
 package fence

@@ -12,10 +12,8 @@ import (
 )
 
 // The protocol: the steps a store takes in a checked transaction and in
-// the fence's transaction, written once over the primitives of Tx. The
-// SQL stores (store/internal/sqlstore) implement Tx in SQL, and the
-// simulator (internal/sim) in memory, so that the simulator runs these
-// very steps and not a copy of them.
+// the fence's transaction, written once over the primitives of Tx, which
+// the SQL stores (store/internal/sqlstore) implement in SQL.
 
 // Tx is what the protocol needs of one transaction of a store: small
 // reads and writes of its fence record, its worker lease table and its
