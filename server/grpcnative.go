@@ -93,7 +93,7 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 		grpc.ChainStreamInterceptor(g.stream),
 		grpc.UnknownServiceHandler(g.unknown),
 	)
-	gs.RegisterService(&idServiceDesc, g)
+	idgenv1.RegisterIDServiceServer(gs, grpcIDService{s: s})
 	healthpb.RegisterHealthServer(gs, grpcHealth{s: s})
 	reflection.Register(gs)
 	return gs
@@ -237,87 +237,38 @@ func (g grpcAdapter) unknown(_ any, ss grpc.ServerStream) error {
 	return status.Errorf(codes.Unimplemented, "unknown method %s: this server serves %s, %s and server reflection", method, idgenv1connect.IDServiceName, healthService)
 }
 
-// idService is what idServiceDesc's handlers are registered on; grpc-go
-// checks the implementation against it.
-type idService interface {
-	next(ctx context.Context, h http.Header, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error)
+// grpcIDService is idgen.v1.IDService on grpc-go, registered with the
+// generated descriptor (idgen_grpc.pb.go). Each method only carries the
+// call's metadata to the RPC code both transports share (rpcapi.go); the
+// interceptors (unary, stream) check the client certificate, recover
+// panics, map errors and record the call.
+type grpcIDService struct {
+	idgenv1.UnimplementedIDServiceServer
+	s *Server
 }
 
-// next adapts rpcNext.
-func (g grpcAdapter) next(ctx context.Context, h http.Header, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
-	out, replayed, err := g.s.rpcNext(ctx, h, m)
+func (g grpcIDService) Next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
+	out, replayed, err := g.s.rpcNext(ctx, grpcHeader(ctx), m)
 	if replayed {
 		_ = grpc.SetHeader(ctx, metadata.Pairs("idempotent-replayed", "true"))
 	}
 	return out, err
 }
 
-// unaryMethod is the MethodDesc of a unary procedure of IDService: it
-// decodes the request into a new Req, as protoc-gen-go-grpc's generated
-// handlers do, and calls fn through unaryCall.
-func unaryMethod[Req any, Resp any](name string, fn func(g grpcAdapter, ctx context.Context, h http.Header, m *Req) (*Resp, error)) grpc.MethodDesc {
-	full := "/" + idgenv1connect.IDServiceName + "/" + name
-	return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-		in := new(Req)
-		if err := dec(in); err != nil {
-			return nil, err
-		}
-		return unaryCall(srv.(grpcAdapter), ctx, full, in, fn)
-	}}
+func (g grpcIDService) ReserveRange(ctx context.Context, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
+	return g.s.rpcReserveRange(ctx, grpcHeader(ctx), m)
 }
 
-// unaryCall runs fn as grpcAdapter.unary runs a handler: the client
-// certificate check, a panic answered as INTERNAL, the error mapping,
-// metrics and access log. NewGRPCServer's only interceptor is
-// grpcAdapter.unary, so IDService's handlers run this in its place
-// rather than through it: inline, the call's metadata is read once for
-// the handler and the finish alike, and no interceptor closure or
-// UnaryServerInfo is made per call, on the hottest procedure of the API.
-// Health and reflection still go through the interceptor.
-func unaryCall[Req any, Resp any](g grpcAdapter, ctx context.Context, procedure string, in *Req, fn func(g grpcAdapter, ctx context.Context, h http.Header, m *Req) (*Resp, error)) (resp any, err error) {
-	start := time.Now()
-	h := grpcHeader(ctx)
-	defer func() {
-		if v := recover(); v != nil {
-			resp, err = nil, recovered(v)
-		}
-		err = g.finishWith(ctx, procedure, h, err, start)
-		if err != nil {
-			resp = nil
-		}
-	}()
-	if err := g.clientCert(ctx, procedure); err != nil {
-		return nil, err
-	}
-	out, err := fn(g, ctx, h, in)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+func (g grpcIDService) ReleaseRange(ctx context.Context, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
+	return g.s.rpcReleaseRange(ctx, grpcHeader(ctx), m)
 }
 
-// idServiceDesc is idgen.v1.IDService for grpc-go, written here rather
-// than generated: the API is four unary calls, and the module's code
-// generators are protoc-gen-go and protoc-gen-connect-go only.
-var idServiceDesc = grpc.ServiceDesc{
-	ServiceName: idgenv1connect.IDServiceName,
-	HandlerType: (*idService)(nil),
-	Methods: []grpc.MethodDesc{
-		unaryMethod("Next", grpcAdapter.next),
-		unaryMethod("ReserveRange", func(g grpcAdapter, ctx context.Context, h http.Header, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
-			return g.s.rpcReserveRange(ctx, h, m)
-		}),
-		unaryMethod("ReleaseRange", func(g grpcAdapter, ctx context.Context, h http.Header, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
-			return g.s.rpcReleaseRange(ctx, h, m)
-		}),
-		unaryMethod("DecodeSnowflake", func(g grpcAdapter, _ context.Context, _ http.Header, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
-			return g.s.rpcDecodeSnowflake(m)
-		}),
-		unaryMethod("DecodeReadable", func(_ grpcAdapter, _ context.Context, _ http.Header, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
-			return rpcDecodeReadable(m)
-		}),
-	},
-	Metadata: "idgen/v1/idgen.proto",
+func (g grpcIDService) DecodeSnowflake(_ context.Context, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
+	return g.s.rpcDecodeSnowflake(m)
+}
+
+func (g grpcIDService) DecodeReadable(_ context.Context, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
+	return rpcDecodeReadable(m)
 }
 
 // grpcHealth is the health service for grpc-go (rpchealth.go).
