@@ -210,7 +210,7 @@ func (s *Server) rpcNext(ctx context.Context, h http.Header, m *idgenv1.NextRequ
 	}
 	g := s.gens[mode]
 	if g == nil {
-		return nil, false, errModeDisabled
+		return nil, false, errModeDisabled // before the checks of format and count, as over HTTP
 	}
 	format := formatNumeric
 	switch m.GetFormat() {
@@ -228,20 +228,11 @@ func (s *Server) rpcNext(ctx context.Context, h http.Header, m *idgenv1.NextRequ
 	if keys := h[idempotency.KeyHeader]; keys != nil {
 		return s.keyedRPC(ctx, h, keys, g, keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true})
 	}
-	var ids []int64
-	if n == 0 {
-		id, err := g.Next(ctx, tag)
-		if err != nil {
-			return nil, false, err
-		}
-		ids = []int64{id}
-	} else {
-		var err error
-		if ids, err = g.NextN(ctx, tag, int(n)); err != nil {
-			return nil, false, err
-		}
+	var one [1]int64
+	ids, err := s.svc.issue(ctx, g, mode, tag, int(n), one[:0])
+	if err != nil {
+		return nil, false, err
 	}
-	s.issued(tag, mode, len(ids))
 	out, err := nextResponse(tag, format, ids)
 	return out, false, err
 }
@@ -273,7 +264,7 @@ const rpcAnswerType = "application/proto; idgen.v1.NextResponse"
 // the adapter sets Idempotent-Replayed: true in the response metadata.
 func (s *Server) keyedRPC(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest) (*idgenv1.NextResponse, bool, error) {
 	var out *idgenv1.NextResponse
-	ans, replayed, err := s.runKeyed(ctx, h, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
+	ans, replayed, err := s.svc.runKeyed(ctx, h, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
 		var err error
 		if out, err = nextResponse(r.tag, r.format, ids); err != nil {
 			return idempotency.Answer{}, err
@@ -322,22 +313,16 @@ func (s *Server) rpcReserveRange(ctx context.Context, h http.Header, m *idgenv1.
 		return nil, err
 	}
 	if s.cfg.Ranges == nil {
-		return nil, errModeDisabled
+		return nil, errModeDisabled // before the check of size, as over HTTP
 	}
 	if m.GetSize() < 1 {
 		return nil, s.errInvalidSize()
 	}
-	// Clamped as over HTTP (rangez.go), so a caching client learns the cap.
-	rg, err := s.cfg.Ranges.ReserveRange(ctx, tag, min(m.GetSize(), s.cfg.MaxRange))
+	rg, err := s.svc.reserve(ctx, tag, m.GetSize())
 	if err != nil {
 		return nil, err
 	}
-	s.issued(tag, "range", int(rg.Size()))
-	out := &idgenv1.ReserveRangeResponse{Tag: tag, Start: rg.Start, End: rg.End}
-	if s.releaser != nil {
-		out.ReleaseToken = s.book.issue(tag, rg)
-	}
-	return out, nil
+	return &idgenv1.ReserveRangeResponse{Tag: tag, Start: rg.Start, End: rg.End, ReleaseToken: s.svc.releaseToken(tag, rg)}, nil
 }
 
 // ReleaseRange takes back the unused end of a range as POST
@@ -358,7 +343,7 @@ func (s *Server) rpcReleaseRange(ctx context.Context, h http.Header, m *idgenv1.
 	if m.GetReleaseToken() == "" {
 		return nil, errInvalidRelease
 	}
-	rg, err := s.release(ctx, tag, m.GetReleaseToken(), m.GetFrom())
+	rg, err := s.svc.release(ctx, tag, m.GetReleaseToken(), m.GetFrom())
 	if err != nil {
 		return nil, err
 	}

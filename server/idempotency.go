@@ -68,7 +68,7 @@ func (r keyedRequest) fingerprint() string {
 // request with a key allocates and records its answer; repeats replay it
 // (see package idempotency for the protocol).
 func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys []string) {
-	ans, replayed, err := s.runKeyed(c.Request.Context(), c.Request.Header, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
+	ans, replayed, err := s.svc.runKeyed(c.Request.Context(), c.Request.Header, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
 		ct, b, err := idsBody(nil, r.tag, r.format, r.text, r.single, ids)
 		return idempotency.Answer{Status: http.StatusOK, ContentType: ct, Body: b}, err
 	})
@@ -88,9 +88,9 @@ func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys [
 // values are keys: the first request with a key allocates from g and
 // records the answer build makes of its IDs; a repeat gets the recorded
 // answer, with replayed true. Errors are those classify maps.
-func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
+func (v *service) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
 	build func(ids []int64) (idempotency.Answer, error)) (ans idempotency.Answer, replayed bool, err error) {
-	if s.cfg.Idempotency == nil {
+	if v.keeper == nil {
 		return ans, false, errIdemDisabled
 	}
 	if len(keys) != 1 {
@@ -100,29 +100,24 @@ func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g i
 	if err != nil {
 		return ans, false, err
 	}
-	ttl, err := s.cfg.Idempotency.ParseTTL(h.Get(idempotency.TTLHeader))
+	ttl, err := v.keeper.ParseTTL(h.Get(idempotency.TTLHeader))
 	if err != nil {
 		return ans, false, err
 	}
-	// Do renews the hold while allocate runs, and ends its context if
-	// the hold is lost: past that a retry may take the key over.
-	return s.cfg.Idempotency.Do(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
+	// Do renews the hold while issue runs, and ends its context if the
+	// hold is lost: past that a retry may take the key over.
+	return v.keeper.Do(ctx, idempotency.Request{Scope: v.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
 		func(ctx context.Context) (idempotency.Answer, error) {
-			ids, err := allocate(ctx, g, r)
+			n := r.n
+			if r.single {
+				n = 0
+			}
+			ids, err := v.issue(ctx, g, r.mode, r.tag, n, nil)
 			if err != nil {
 				return idempotency.Answer{}, err
 			}
-			s.issued(r.tag, r.mode, len(ids))
 			return build(ids)
 		})
-}
-
-func allocate(ctx context.Context, g idgen.Generator, r keyedRequest) ([]int64, error) {
-	if r.single {
-		id, err := g.Next(ctx, r.tag)
-		return []int64{id}, err
-	}
-	return g.NextN(ctx, r.tag, r.n)
 }
 
 // scope is the caller a key belongs to: the SHA-256 digest of its API

@@ -117,10 +117,8 @@ type Server struct {
 	// makes.
 	gens map[string]idgen.Generator
 	auth *authz
-	// releaser takes ranges back (Config.Ranges, when it can), book
-	// remembers the ones handed out.
-	releaser RangeReleaser
-	book     rangeBook
+	// svc issues IDs and reserves ranges for every transport.
+	svc *service
 
 	metricsToken *token
 
@@ -171,7 +169,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake
 	}
-	s.releaser, _ = cfg.Ranges.(RangeReleaser)
+	s.svc = &service{gens: s.gens, ranges: cfg.Ranges, maxRange: cfg.MaxRange,
+		keeper: cfg.Idempotency, scope: s.scope, metrics: cfg.Metrics}
+	s.svc.releaser, _ = cfg.Ranges.(RangeReleaser)
 	if s.gens[cfg.Mode] == nil {
 		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
@@ -337,33 +337,16 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 			return
 		}
 		if !many {
-			id, err := g.Next(ctx, tag)
-			if err != nil {
-				s.writeError(c, err)
-				return
-			}
-			s.issued(tag, mode, 1)
-			s.writeIDs(c, tag, format, text, true, id)
-			return
+			n = 0
 		}
-		ids, err := g.NextN(ctx, tag, n)
+		var one [1]int64
+		ids, err := s.svc.issue(ctx, g, mode, tag, n, one[:0])
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		s.issued(tag, mode, n)
-		s.writeIDs(c, tag, format, text, false, ids...)
+		s.writeIDs(c, tag, format, text, !many, ids...)
 	}
-}
-
-// generator is mode's generator; without one it answers mode_disabled
-// and returns false.
-func (s *Server) generator(c *gin.Context, mode string) (idgen.Generator, bool) {
-	g := s.gens[mode]
-	if g == nil {
-		s.writeError(c, errModeDisabled)
-	}
-	return g, g != nil
 }
 
 // writeIDs answers one ID as {"tag":…,"id":…}, several as
@@ -494,15 +477,4 @@ func (s *Server) readyz(c *gin.Context) {
 		return
 	}
 	c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
-}
-
-// issued counts IDs handed out. Snowflake tags are not checked against
-// any store, so they are not a label: every name would be a new series.
-func (s *Server) issued(tag, mode string, n int) {
-	if mode == ModeSnowflake {
-		tag = ""
-	}
-	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.countIssued(tag, mode, n)
-	}
 }

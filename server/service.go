@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/segment"
+)
+
+// service is the one place IDs are issued and ranges reserved, for every
+// transport: gin's routes (idgen's own and the compat APIs), connect-go
+// and grpc-go. Its methods take and return plain Go values; the
+// transports only parse requests and encode answers. Issued IDs are
+// counted here and nowhere else, so that no route can hand out IDs the
+// metrics miss, and its errors are those classify maps (errors.go,
+// rpcerrors.go) for every transport alike.
+type service struct {
+	// gens are the generators by mode.
+	gens map[string]idgen.Generator
+	// ranges reserves ranges (Config.Ranges), nil when disabled;
+	// releaser takes them back when ranges can, and book remembers the
+	// ones handed out for that.
+	ranges   RangeReserver
+	releaser RangeReleaser
+	book     rangeBook
+	maxRange int64
+	// keeper keeps idempotency keys (Config.Idempotency), nil when off.
+	keeper *idempotency.Keeper
+	// scope is the caller a key belongs to (Server.scope).
+	scope   func(h http.Header) string
+	metrics *Metrics
+}
+
+// issue hands out IDs of tag from g, the generator of mode: one (Next)
+// for n 0, appended to dst[:0], so that a caller passing an array of its
+// own allocates nothing on the hottest path; else a batch of n (NextN). A
+// nil g is errModeDisabled.
+func (v *service) issue(ctx context.Context, g idgen.Generator, mode, tag string, n int, dst []int64) ([]int64, error) {
+	if g == nil {
+		return nil, errModeDisabled
+	}
+	if n == 0 {
+		id, err := g.Next(ctx, tag)
+		if err != nil {
+			return nil, err
+		}
+		v.issued(tag, mode, 1)
+		return append(dst[:0], id), nil
+	}
+	ids, err := g.NextN(ctx, tag, n)
+	if err != nil {
+		return nil, err
+	}
+	v.issued(tag, mode, len(ids))
+	return ids, nil
+}
+
+// reserve reserves a range of at least size IDs of tag straight from
+// the store, for clients that cache ranges (HTTP, gRPC and tinyid's
+// segments alike). A size above maxRange is clamped to it rather than
+// refused: a client whose step grew past the server's cap then gets a
+// smaller range, and learns the cap from it, instead of a final error
+// that stops it. Without Config.Ranges it is errModeDisabled.
+func (v *service) reserve(ctx context.Context, tag string, size int64) (segment.Range, error) {
+	if v.ranges == nil {
+		return segment.Range{}, errModeDisabled
+	}
+	r, err := v.ranges.ReserveRange(ctx, tag, min(size, v.maxRange))
+	if err != nil {
+		return segment.Range{}, err
+	}
+	v.issued(tag, "range", int(r.Size()))
+	return r, nil
+}
+
+// releaseToken is the token the holder of r hands it back with, or ""
+// when this server takes no ranges back.
+func (v *service) releaseToken(tag string, r segment.Range) string {
+	if v.releaser == nil {
+		return ""
+	}
+	return v.book.issue(tag, r)
+}
+
+// issued counts IDs handed out. Snowflake tags are not checked against
+// any store, so they are not a label: every name would be a new series.
+func (v *service) issued(tag, mode string, n int) {
+	if mode == ModeSnowflake {
+		tag = ""
+	}
+	if v.metrics != nil {
+		v.metrics.countIssued(tag, mode, n)
+	}
+}
