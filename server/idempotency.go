@@ -88,9 +88,9 @@ func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys [
 // values are keys: the first request with a key allocates from g and
 // records the answer build makes of its IDs; a repeat gets the recorded
 // answer, with replayed true. Errors are those classify maps.
-func (v *service) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
+func (s *service) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
 	build func(ids []int64) (idempotency.Answer, error)) (ans idempotency.Answer, replayed bool, err error) {
-	if v.keeper == nil {
+	if s.keeper == nil {
 		return ans, false, errIdemDisabled
 	}
 	if len(keys) != 1 {
@@ -100,19 +100,19 @@ func (v *service) runKeyed(ctx context.Context, h http.Header, keys []string, g 
 	if err != nil {
 		return ans, false, err
 	}
-	ttl, err := v.keeper.ParseTTL(h.Get(idempotency.TTLHeader))
+	ttl, err := s.keeper.ParseTTL(h.Get(idempotency.TTLHeader))
 	if err != nil {
 		return ans, false, err
 	}
 	// Do renews the hold while issue runs, and ends its context if the
 	// hold is lost: past that a retry may take the key over.
-	return v.keeper.Do(ctx, idempotency.Request{Scope: v.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
+	return s.keeper.Do(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
 		func(ctx context.Context) (idempotency.Answer, error) {
 			n := r.n
 			if r.single {
 				n = 0
 			}
-			ids, err := v.issue(ctx, g, r.mode, r.tag, n, nil)
+			ids, err := s.issue(ctx, g, r.mode, r.tag, n, nil)
 			if err != nil {
 				return idempotency.Answer{}, err
 			}

@@ -154,11 +154,11 @@ func (s *Server) releaseRange(c *gin.Context) {
 // lie in it. The token is spent even when from is out of the range or the
 // store refuses: a second try must never succeed where the first did not
 // say what happened.
-func (v *service) release(ctx context.Context, tag, tok string, from int64) (heldRange, error) {
-	if v.releaser == nil {
+func (s *service) release(ctx context.Context, tag, tok string, from int64) (heldRange, error) {
+	if s.releaser == nil {
 		return heldRange{}, errReleaseDisabled
 	}
-	r, ok := v.book.take(tok, tag)
+	r, ok := s.book.take(tok, tag)
 	if !ok {
 		return heldRange{}, errRangeNotReleased
 	}
@@ -168,7 +168,7 @@ func (v *service) release(ctx context.Context, tag, tok string, from int64) (hel
 	if from == r.end {
 		return r, nil // nothing left unused
 	}
-	done, err := v.releaser.ReleaseRange(ctx, tag, from, r.end)
+	done, err := s.releaser.ReleaseRange(ctx, tag, from, r.end)
 	if err != nil {
 		return heldRange{}, err
 	}

@@ -37,23 +37,24 @@ type service struct {
 // for n 0, appended to dst[:0], so that a caller passing an array of its
 // own allocates nothing on the hottest path; else a batch of n (NextN). A
 // nil g is errModeDisabled.
-func (v *service) issue(ctx context.Context, g idgen.Generator, mode, tag string, n int, dst []int64) ([]int64, error) {
+func (s *service) issue(ctx context.Context, g idgen.Generator, mode, tag string, n int, dst []int64) ([]int64, error) {
 	if g == nil {
 		return nil, errModeDisabled
 	}
+	var ids []int64
 	if n == 0 {
 		id, err := g.Next(ctx, tag)
 		if err != nil {
 			return nil, err
 		}
-		v.issued(tag, mode, 1)
-		return append(dst[:0], id), nil
+		ids = append(dst[:0], id)
+	} else {
+		var err error
+		if ids, err = g.NextN(ctx, tag, n); err != nil {
+			return nil, err
+		}
 	}
-	ids, err := g.NextN(ctx, tag, n)
-	if err != nil {
-		return nil, err
-	}
-	v.issued(tag, mode, len(ids))
+	s.issued(tag, mode, len(ids))
 	return ids, nil
 }
 
@@ -63,34 +64,34 @@ func (v *service) issue(ctx context.Context, g idgen.Generator, mode, tag string
 // refused: a client whose step grew past the server's cap then gets a
 // smaller range, and learns the cap from it, instead of a final error
 // that stops it. Without Config.Ranges it is errModeDisabled.
-func (v *service) reserve(ctx context.Context, tag string, size int64) (segment.Range, error) {
-	if v.ranges == nil {
+func (s *service) reserve(ctx context.Context, tag string, size int64) (segment.Range, error) {
+	if s.ranges == nil {
 		return segment.Range{}, errModeDisabled
 	}
-	r, err := v.ranges.ReserveRange(ctx, tag, min(size, v.maxRange))
+	r, err := s.ranges.ReserveRange(ctx, tag, min(size, s.maxRange))
 	if err != nil {
 		return segment.Range{}, err
 	}
-	v.issued(tag, "range", int(r.Size()))
+	s.issued(tag, "range", int(r.Size()))
 	return r, nil
 }
 
 // releaseToken is the token the holder of r hands it back with, or ""
 // when this server takes no ranges back.
-func (v *service) releaseToken(tag string, r segment.Range) string {
-	if v.releaser == nil {
+func (s *service) releaseToken(tag string, r segment.Range) string {
+	if s.releaser == nil {
 		return ""
 	}
-	return v.book.issue(tag, r)
+	return s.book.issue(tag, r)
 }
 
 // issued counts IDs handed out. Snowflake tags are not checked against
 // any store, so they are not a label: every name would be a new series.
-func (v *service) issued(tag, mode string, n int) {
+func (s *service) issued(tag, mode string, n int) {
 	if mode == ModeSnowflake {
 		tag = ""
 	}
-	if v.metrics != nil {
-		v.metrics.countIssued(tag, mode, n)
+	if s.metrics != nil {
+		s.metrics.countIssued(tag, mode, n)
 	}
 }
