@@ -139,10 +139,10 @@ func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Hea
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		// The health service's NOT_FOUND, written for both transports.
-		return "", status.Error(codes.Code(ce.Code()), ce.Message())
+		return "", status.Error(grpcCodeOf(ce.Code()), ce.Message())
 	}
 	f := g.s.rpcFault(ctx, procedure, h, err)
-	st := status.New(codes.Code(f.code), f.message)
+	st := status.New(f.code.grpc, f.message)
 	details := make([]protoadapt.MessageV1, len(f.details))
 	for i, m := range f.details {
 		details[i] = protoadapt.MessageV1Of(m)
@@ -176,7 +176,7 @@ func (g grpcAdapter) finishWith(ctx context.Context, procedure string, h http.He
 			remote = p.Addr.String()
 		}
 	}
-	g.s.endRPC(ctx, procedure, "grpc", remote, h, connect.Code(status.Code(err)), rid, start)
+	g.s.endRPC(ctx, procedure, "grpc", remote, h, connectCodeOf(status.Code(err)), rid, start)
 	return err
 }
 

@@ -15,50 +15,13 @@ import (
 // error the gRPC API decides; its reason is the stable idgen error code.
 const ErrorDomain = "idgen"
 
-// rpcCode is the gRPC status of an answer: by its HTTP status, except
-// where gRPC has a code that says more.
-func rpcCode(ae *apiError) connect.Code {
-	switch ae.code {
-	case "mode_disabled", "idempotency_disabled", "release_disabled":
-		// Not enabled on this server, as gRPC defines UNIMPLEMENTED: a
-		// client can tell it from a mistake of its own without the detail.
-		return connect.CodeUnimplemented
-	case "tag_limit_reached", "idempotency_key_limit_reached":
-		return connect.CodeResourceExhausted
-	case "tag_exhausted", "time_exhausted", "idempotency_key_reused", "opaque_tag_range", "range_not_released", "opaque_key_conflict":
-		// Asking again does not help: an operator must act (a new tag or
-		// epoch), or the caller must send a new key or, for an opaque
-		// tag, ask for IDs instead of a range. (HTTP's 409 would read as
-		// ALREADY_EXISTS, which names a different mistake.)
-		return connect.CodeFailedPrecondition
-	case "idempotency_key_in_flight":
-		// A concurrency conflict the caller retries after RetryInfo.
-		return connect.CodeAborted
-	}
-	if c, ok := rpcCodes[ae.status]; ok {
-		return c
-	}
-	return connect.CodeInternal
-}
-
-// rpcCodes are the gRPC codes of the HTTP statuses answers have; any
-// other status is INTERNAL.
-var rpcCodes = map[int]connect.Code{
-	http.StatusBadRequest:         connect.CodeInvalidArgument,
-	http.StatusUnauthorized:       connect.CodeUnauthenticated,
-	http.StatusForbidden:          connect.CodePermissionDenied,
-	http.StatusNotFound:           connect.CodeNotFound,
-	http.StatusConflict:           connect.CodeAlreadyExists,
-	http.StatusServiceUnavailable: connect.CodeUnavailable,
-}
-
 // rpcFault is the gRPC status of a handler's error, whichever transport
 // answers it: its code and message, the idgen code as ErrorInfo and, when
 // retrying helps, a RetryInfo. A 5xx is logged under the request ID,
 // which the caller gets in ErrorInfo's metadata and the X-Request-Id
 // trailer.
 type rpcFault struct {
-	code      connect.Code
+	code      rpcCode
 	message   string
 	requestID string
 	details   []proto.Message
@@ -68,7 +31,7 @@ func (s *Server) rpcFault(ctx context.Context, procedure string, h http.Header, 
 	ae, retry := classify(err)
 	rid := rpcRequestID(h)
 	s.recordError(ctx, rid, procedure, ae, err)
-	f := rpcFault{code: rpcCode(ae), message: ae.message, requestID: rid,
+	f := rpcFault{code: rpcCodeOf(ae), message: ae.message, requestID: rid,
 		details: []proto.Message{&errdetails.ErrorInfo{Reason: ae.code, Domain: ErrorDomain, Metadata: map[string]string{"request_id": rid}}}}
 	if retry {
 		f.details = append(f.details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(err))})
@@ -87,7 +50,7 @@ func (s *Server) rpcError(ctx context.Context, procedure string, h http.Header, 
 		return err
 	}
 	f := s.rpcFault(ctx, procedure, h, err)
-	ce = connect.NewError(f.code, errors.New(f.message))
+	ce = connect.NewError(f.code.connect, errors.New(f.message))
 	ce.Meta().Set(requestIDHeader, f.requestID)
 	for _, m := range f.details {
 		if d, e := connect.NewErrorDetail(m); e == nil {
