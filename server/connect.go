@@ -93,11 +93,7 @@ func (s *Server) rpcHandler() http.Handler {
 		if s.cfg.RequireClientCert && !probePath(r.URL.Path) && !hasClientCert(r) {
 			start := time.Now()
 			_ = certErr.Write(w, r, s.rpcError(r.Context(), r.URL.Path, r.Header, errClientCert)) // the client went away
-			procedure := r.URL.Path
-			if _, ok := byProcedure[procedure]; !ok {
-				procedure = "unmatched"
-			}
-			s.observeRPC(procedure, connect.CodeUnauthenticated, start)
+			s.observeRPC(servedProcedure(r.URL.Path), connect.CodeUnauthenticated, start)
 			return
 		}
 		if h, ok := byProcedure[r.URL.Path]; ok {

@@ -81,6 +81,10 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 	gs := grpc.NewServer(
 		grpc.Creds(creds),
 		grpc.MaxRecvMsgSize(rpcMaxMessage),
+		// The main port's HTTP/2 limits (NewHTTPServer): grpc-go's own
+		// defaults are unlimited streams and 16 MiB header lists.
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle:     GRPCMaxConnectionIdle,
 			MaxConnectionAge:      GRPCMaxConnectionAge,
@@ -229,11 +233,10 @@ func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 }
 
 // unknown answers a call of a service or method not served as
-// UNIMPLEMENTED, counted as "unmatched" as on the main port.
+// UNIMPLEMENTED. The stream interceptor records it, as "unmatched" (endRPC),
+// as on the main port.
 func (g grpcAdapter) unknown(_ any, ss grpc.ServerStream) error {
-	start := time.Now()
 	method, _ := grpc.MethodFromServerStream(ss)
-	g.s.observeRPC("unmatched", connect.CodeUnimplemented, start)
 	return status.Errorf(codes.Unimplemented, "unknown method %s: this server serves %s, %s and server reflection", method, idgenv1connect.IDServiceName, healthService)
 }
 

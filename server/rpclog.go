@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 // Successful health checks are not logged, as /readyz is not: probes
 // every few seconds would drown the rest.
 func (s *Server) endRPC(ctx context.Context, procedure, protocol, remote string, h http.Header, code connect.Code, rid string, start time.Time) {
+	procedure = servedProcedure(procedure)
 	s.observeRPC(procedure, code, start)
 	if !s.cfg.AccessLog || (code == 0 && strings.HasPrefix(procedure, "/grpc.health.v1.")) {
 		return
@@ -61,4 +63,16 @@ func (s *Server) observeRPC(procedure string, code connect.Code, start time.Time
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.rpcObserver(procedure, code).Observe(time.Since(start).Seconds())
 	}
+}
+
+// servedProcedure is procedure if this server serves it, else
+// "unmatched": any caller can name any method, and a made-up name must
+// not become a series of its own, or a line of the access log that reads
+// as a call of this API. grpc-go runs its interceptors, and so endRPC,
+// for calls of unknown methods too.
+func servedProcedure(procedure string) string {
+	if i := strings.LastIndexByte(procedure, '/'); i > 0 && slices.Contains(rpcProcedures[procedure[:i+1]], procedure) {
+		return procedure
+	}
+	return "unmatched"
 }
