@@ -39,7 +39,7 @@ func (s *Server) noKeys(c *gin.Context) {
 type keyedRequest struct {
 	mode, tag, format string
 	text, single      bool
-	// rpc marks a gRPC request (grpc.go): its answer is a NextResponse
+	// rpc marks a gRPC request (rpcapi.go): its answer is a NextResponse
 	// message, not HTTP's body, so the two never replay each other.
 	rpc bool
 	n   int
