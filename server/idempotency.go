@@ -34,8 +34,9 @@ func (s *Server) noKeys(c *gin.Context) {
 	}
 }
 
-// keyedRequest is what a keyed ID request asks for: its fingerprint
-// and, when it wins the key, what it allocates.
+// keyedRequest is what an ID request of any transport asks for
+// (service.next): what it issues and, when it carries a key, its
+// fingerprint.
 type keyedRequest struct {
 	mode, tag, format string
 	text, single      bool
@@ -43,6 +44,14 @@ type keyedRequest struct {
 	// message, not HTTP's body, so the two never replay each other.
 	rpc bool
 	n   int
+}
+
+// count is the n of service.issue: 0 for one ID.
+func (r keyedRequest) count() int {
+	if r.single {
+		return 0
+	}
+	return r.n
 }
 
 // fingerprint covers every part of the request that shapes the answer,
@@ -62,25 +71,6 @@ func (r keyedRequest) fingerprint() string {
 		body = "text"
 	}
 	return idempotency.Fingerprint(r.mode, r.tag, count, r.format, body)
-}
-
-// keyed answers an ID request that carries an Idempotency-Key: the first
-// request with a key allocates and records its answer; repeats replay it
-// (see package idempotency for the protocol).
-func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys []string) {
-	ans, replayed, err := s.svc.runKeyed(c.Request.Context(), c.Request.Header, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
-		ct, b, err := idsBody(nil, r.tag, r.format, r.text, r.single, ids)
-		return idempotency.Answer{Status: http.StatusOK, ContentType: ct, Body: b}, err
-	})
-	switch {
-	case err != nil:
-		s.writeError(c, err)
-	case replayed:
-		c.Writer.Header()[idempotency.ReplayedHeader] = []string{"true"}
-		writeAnswer(c, ans)
-	default:
-		writeAnswer(c, ans)
-	}
 }
 
 // runKeyed runs the protocol for a keyed request of either API, whose
@@ -108,11 +98,7 @@ func (s *service) runKeyed(ctx context.Context, h http.Header, keys []string, g 
 	// hold is lost: past that a retry may take the key over.
 	return s.keeper.Do(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
 		func(ctx context.Context) (idempotency.Answer, error) {
-			n := r.n
-			if r.single {
-				n = 0
-			}
-			ids, err := s.issue(ctx, g, r.mode, r.tag, n, nil)
+			ids, err := s.issue(ctx, g, r.mode, r.tag, r.count(), nil)
 			if err != nil {
 				return idempotency.Answer{}, err
 			}

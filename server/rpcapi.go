@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/idgen/idgen"
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/readable"
@@ -73,16 +72,31 @@ func (s *Server) rpcNext(ctx context.Context, h http.Header, m *idgenv1.NextRequ
 		return nil, false, &apiError{http.StatusBadRequest, "invalid_count",
 			"count must be 0 (one ID) or a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
 	}
-	if keys := h[idempotency.KeyHeader]; keys != nil {
-		return s.keyedRPC(ctx, h, keys, g, keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true})
-	}
+	r := keyedRequest{mode: mode, tag: tag, format: format, single: n == 0, n: int(n), rpc: true}
+	var out *idgenv1.NextResponse
 	var one [1]int64
-	ids, err := s.svc.issue(ctx, g, mode, tag, int(n), one[:0])
-	if err != nil {
+	ids, ans, replayed, err := s.svc.next(ctx, g, r, h, one[:0], func(ids []int64) (idempotency.Answer, error) {
+		// The NextResponse message itself is kept, so that a repeat over
+		// any of the protocols (gRPC, gRPC-Web, Connect, grpc-go's
+		// transport) gets the same message.
+		var err error
+		if out, err = nextResponse(r.tag, r.format, ids); err != nil {
+			return idempotency.Answer{}, err
+		}
+		b, err := proto.Marshal(out)
+		return idempotency.Answer{Status: http.StatusOK, ContentType: rpcAnswerType, Body: b}, err
+	})
+	switch {
+	case err != nil:
 		return nil, false, err
+	case ans == nil:
+		out, err = nextResponse(tag, format, ids)
+		return out, false, err
+	case !replayed:
+		return out, false, nil
 	}
-	out, err := nextResponse(tag, format, ids)
-	return out, false, err
+	out, err = replayedResponse(*ans)
+	return out, err == nil, err
 }
 
 // nextResponse is the answer to Next for ids.
@@ -105,37 +119,18 @@ func nextResponse(tag, format string, ids []int64) (*idgenv1.NextResponse, error
 // NextResponse in the protobuf wire format.
 const rpcAnswerType = "application/proto; idgen.v1.NextResponse"
 
-// keyedRPC answers a Next call with Idempotency-Key metadata as keyed
-// does over HTTP, but records the NextResponse message itself, so that a
-// repeat over any of the protocols connect serves (gRPC, gRPC-Web,
-// Connect, and grpc-go's transport) gets the same message; replayed says
-// the adapter sets Idempotent-Replayed: true in the response metadata.
-func (s *Server) keyedRPC(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest) (*idgenv1.NextResponse, bool, error) {
-	var out *idgenv1.NextResponse
-	ans, replayed, err := s.svc.runKeyed(ctx, h, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
-		var err error
-		if out, err = nextResponse(r.tag, r.format, ids); err != nil {
-			return idempotency.Answer{}, err
-		}
-		b, err := proto.Marshal(out)
-		return idempotency.Answer{Status: http.StatusOK, ContentType: rpcAnswerType, Body: b}, err
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	if !replayed {
-		return out, false, nil
-	}
+// replayedResponse is the NextResponse a gRPC key's answer recorded.
+func replayedResponse(ans idempotency.Answer) (*idgenv1.NextResponse, error) {
 	// The fingerprint names gRPC, so the row holds a message this server
 	// (or one of its versions) recorded; anything else is a corrupt row.
-	out = new(idgenv1.NextResponse)
 	if ans.ContentType != rpcAnswerType {
-		return nil, false, fmt.Errorf("idempotency: a gRPC key's recorded answer is %q", ans.ContentType)
+		return nil, fmt.Errorf("idempotency: a gRPC key's recorded answer is %q", ans.ContentType)
 	}
+	out := new(idgenv1.NextResponse)
 	if err := proto.Unmarshal(ans.Body, out); err != nil {
-		return nil, false, fmt.Errorf("idempotency: a gRPC key's recorded answer: %w", err)
+		return nil, fmt.Errorf("idempotency: a gRPC key's recorded answer: %w", err)
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // rpcReserveRange is ReserveRange over either transport.

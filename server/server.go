@@ -331,17 +331,21 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 				return
 			}
 		}
-		if keys := c.Request.Header[idempotency.KeyHeader]; keys != nil {
-			s.keyed(c, g, keyedRequest{mode: mode, tag: tag, format: format, text: text, single: !many, n: n}, keys)
-			return
-		}
-		if !many {
-			n = 0
-		}
+		r := keyedRequest{mode: mode, tag: tag, format: format, text: text, single: !many, n: n}
 		var one [1]int64
-		ids, err := s.svc.issue(ctx, g, mode, tag, n, one[:0])
-		if err != nil {
+		ids, ans, replayed, err := s.svc.next(ctx, g, r, c.Request.Header, one[:0], func(ids []int64) (idempotency.Answer, error) {
+			ct, b, err := idsBody(nil, r.tag, r.format, r.text, r.single, ids)
+			return idempotency.Answer{Status: http.StatusOK, ContentType: ct, Body: b}, err
+		})
+		switch {
+		case err != nil:
 			s.writeError(c, err)
+			return
+		case ans != nil:
+			if replayed {
+				c.Writer.Header()[idempotency.ReplayedHeader] = []string{"true"}
+			}
+			writeAnswer(c, *ans)
 			return
 		}
 		s.writeIDs(c, tag, format, text, !many, ids...)

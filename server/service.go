@@ -33,6 +33,26 @@ type service struct {
 	metrics *Metrics
 }
 
+// next answers a request for IDs from any transport, whose metadata
+// (HTTP headers, gRPC metadata) is h. Without an Idempotency-Key it
+// issues them (issue, with dst) and returns them. With one it runs the
+// idempotency protocol (runKeyed): the first request with the key issues
+// the IDs and keeps the answer record makes of them, which it returns as
+// ans; a repeat gets the kept answer, replayed. The transport writes
+// either, in its own encoding.
+func (s *service) next(ctx context.Context, g idgen.Generator, r keyedRequest, h http.Header, dst []int64,
+	record func(ids []int64) (idempotency.Answer, error)) (ids []int64, ans *idempotency.Answer, replayed bool, err error) {
+	if keys := h[idempotency.KeyHeader]; keys != nil {
+		a, replayed, err := s.runKeyed(ctx, h, keys, g, r, record)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return nil, &a, replayed, nil
+	}
+	ids, err = s.issue(ctx, g, r.mode, r.tag, r.count(), dst)
+	return ids, nil, false, err
+}
+
 // issue hands out IDs of tag from g, the generator of mode: one (Next)
 // for n 0, appended to dst[:0], so that a caller passing an array of its
 // own allocates nothing on the hottest path; else a batch of n (NextN). A
