@@ -103,7 +103,9 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 	return gs
 }
 
-// grpcAdapter serves the rpc* methods of Server through grpc-go.
+// grpcAdapter is what every call on grpc-go passes through: its
+// interceptors check the client certificate, recover panics, map errors
+// and record the call.
 type grpcAdapter struct{ s *Server }
 
 // grpcMetadata are the metadata keys the API reads, with the header
@@ -161,11 +163,7 @@ func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Hea
 // finish maps err, echoes the caller's request ID on success, and
 // records the call in the metrics and the access log.
 func (g grpcAdapter) finish(ctx context.Context, procedure string, err error, start time.Time) error {
-	return g.finishWith(ctx, procedure, grpcHeader(ctx), err, start)
-}
-
-// finishWith is finish with the call's metadata h already read.
-func (g grpcAdapter) finishWith(ctx context.Context, procedure string, h http.Header, err error, start time.Time) error {
+	h := grpcHeader(ctx)
 	rid, err := g.grpcError(ctx, procedure, h, err)
 	if err == nil {
 		if v := h[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
