@@ -93,12 +93,14 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 			Timeout:               GRPCKeepaliveTimeout,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(g.unary),
+		// No unary interceptor: with one, grpc-go's generated handlers
+		// make a closure and a UnaryServerInfo per call. The unary
+		// methods run through unaryCall instead.
 		grpc.ChainStreamInterceptor(g.stream),
 		grpc.UnknownServiceHandler(g.unknown),
 	)
-	idgenv1.RegisterIDServiceServer(gs, grpcIDService{s: s})
-	healthpb.RegisterHealthServer(gs, grpcHealth{s: s})
+	idgenv1.RegisterIDServiceServer(gs, grpcIDService{g: g})
+	healthpb.RegisterHealthServer(gs, grpcHealth{g: g})
 	reflection.Register(gs)
 	return gs
 }
@@ -162,8 +164,7 @@ func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Hea
 
 // finish maps err, echoes the caller's request ID on success, and
 // records the call in the metrics and the access log.
-func (g grpcAdapter) finish(ctx context.Context, procedure string, err error, start time.Time) error {
-	h := grpcHeader(ctx)
+func (g grpcAdapter) finish(ctx context.Context, procedure string, h http.Header, err error, start time.Time) error {
 	rid, err := g.grpcError(ctx, procedure, h, err)
 	if err == nil {
 		if v := h[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
@@ -186,18 +187,25 @@ func (g grpcAdapter) finish(ctx context.Context, procedure string, err error, st
 // value, never with a stack trace in the answer, as rpcRecover does.
 func recovered(v any) error { return fmt.Errorf("panic: %v", v) }
 
-func (g grpcAdapter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+// unaryCall runs fn as the unary call procedure, with the work of an
+// interceptor inline: the client certificate check, a panic answered as
+// INTERNAL, the error mapping, metrics and access log. fn gets the
+// call's metadata, read once for it and the finish alike.
+func unaryCall[Resp any](ctx context.Context, g grpcAdapter, procedure string, fn func(h http.Header) (*Resp, error)) (resp *Resp, err error) {
 	start := time.Now()
+	h := grpcHeader(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			resp, err = nil, recovered(v)
 		}
-		err = g.finish(ctx, info.FullMethod, err, start)
+		if err = g.finish(ctx, procedure, h, err, start); err != nil {
+			resp = nil
+		}
 	}()
-	if err := g.clientCert(ctx, info.FullMethod); err != nil {
+	if err := g.clientCert(ctx, procedure); err != nil {
 		return nil, err
 	}
-	return handler(ctx, req)
+	return fn(h)
 }
 
 // clientCert is Config.RequireClientCert on grpc-go's transport, as
@@ -222,7 +230,7 @@ func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 		if v := recover(); v != nil {
 			err = recovered(v)
 		}
-		err = g.finish(ss.Context(), info.FullMethod, err, start)
+		err = g.finish(ss.Context(), info.FullMethod, grpcHeader(ss.Context()), err, start)
 	}()
 	if err := g.clientCert(ss.Context(), info.FullMethod); err != nil {
 		return err
@@ -239,57 +247,69 @@ func (g grpcAdapter) unknown(_ any, ss grpc.ServerStream) error {
 }
 
 // grpcIDService is idgen.v1.IDService on grpc-go, registered with the
-// generated descriptor (idgen_grpc.pb.go). Each method only carries the
-// call's metadata to the RPC code both transports share (rpcapi.go); the
-// interceptors (unary, stream) check the client certificate, recover
-// panics, map errors and record the call.
+// generated descriptor (idgen_grpc.pb.go). Each method runs the RPC code
+// both transports share (rpcapi.go) through unaryCall.
 type grpcIDService struct {
 	idgenv1.UnimplementedIDServiceServer
-	s *Server
+	g grpcAdapter
 }
 
-func (g grpcIDService) Next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
-	out, replayed, err := g.s.rpcNext(ctx, grpcHeader(ctx), m)
-	if replayed {
-		_ = grpc.SetHeader(ctx, metadata.Pairs("idempotent-replayed", "true"))
-	}
-	return out, err
+func (i grpcIDService) Next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_Next_FullMethodName, func(h http.Header) (*idgenv1.NextResponse, error) {
+		out, replayed, err := i.g.s.rpcNext(ctx, h, m)
+		if replayed {
+			_ = grpc.SetHeader(ctx, metadata.Pairs("idempotent-replayed", "true"))
+		}
+		return out, err
+	})
 }
 
-func (g grpcIDService) ReserveRange(ctx context.Context, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
-	return g.s.rpcReserveRange(ctx, grpcHeader(ctx), m)
+func (i grpcIDService) ReserveRange(ctx context.Context, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_ReserveRange_FullMethodName, func(h http.Header) (*idgenv1.ReserveRangeResponse, error) {
+		return i.g.s.rpcReserveRange(ctx, h, m)
+	})
 }
 
-func (g grpcIDService) ReleaseRange(ctx context.Context, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
-	return g.s.rpcReleaseRange(ctx, grpcHeader(ctx), m)
+func (i grpcIDService) ReleaseRange(ctx context.Context, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_ReleaseRange_FullMethodName, func(h http.Header) (*idgenv1.ReleaseRangeResponse, error) {
+		return i.g.s.rpcReleaseRange(ctx, h, m)
+	})
 }
 
-func (g grpcIDService) DecodeSnowflake(_ context.Context, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
-	return g.s.rpcDecodeSnowflake(m)
+func (i grpcIDService) DecodeSnowflake(ctx context.Context, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_DecodeSnowflake_FullMethodName, func(http.Header) (*idgenv1.DecodeSnowflakeResponse, error) {
+		return i.g.s.rpcDecodeSnowflake(m)
+	})
 }
 
-func (g grpcIDService) DecodeReadable(_ context.Context, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
-	return rpcDecodeReadable(m)
+func (i grpcIDService) DecodeReadable(ctx context.Context, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_DecodeReadable_FullMethodName, func(http.Header) (*idgenv1.DecodeReadableResponse, error) {
+		return rpcDecodeReadable(m)
+	})
 }
 
 // grpcHealth is the health service for grpc-go (rpchealth.go).
 type grpcHealth struct {
 	healthpb.UnimplementedHealthServer
-	s *Server
+	g grpcAdapter
 }
 
 func (h grpcHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	st, err := h.s.healthOf(ctx, req.GetService())
-	if err != nil {
-		return nil, err
-	}
-	return &healthpb.HealthCheckResponse{Status: st}, nil
+	return unaryCall(ctx, h.g, healthCheck, func(http.Header) (*healthpb.HealthCheckResponse, error) {
+		st, err := h.g.s.healthOf(ctx, req.GetService())
+		if err != nil {
+			return nil, err
+		}
+		return &healthpb.HealthCheckResponse{Status: st}, nil
+	})
 }
 
 func (h grpcHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
-	return h.s.watchHealth(stream.Context(), req.GetService(), stream.Send)
+	return h.g.s.watchHealth(stream.Context(), req.GetService(), stream.Send)
 }
 
 func (h grpcHealth) List(ctx context.Context, _ *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
-	return h.s.listHealth(ctx)
+	return unaryCall(ctx, h.g, healthList, func(http.Header) (*healthpb.HealthListResponse, error) {
+		return h.g.s.listHealth(ctx)
+	})
 }
