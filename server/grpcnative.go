@@ -105,9 +105,11 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 	return gs
 }
 
-// grpcAdapter is what every call on grpc-go passes through: its
-// interceptors check the client certificate, recover panics, map errors
-// and record the call.
+// grpcAdapter is what every call on grpc-go passes through, unary calls
+// by unaryCall and streams (health's Watch, reflection, unknown methods)
+// by its stream interceptor: both check the client certificate, recover
+// panics, map errors and record the call. A unary method registered
+// without unaryCall would skip all of that.
 type grpcAdapter struct{ s *Server }
 
 // grpcMetadata are the metadata keys the API reads, with the header
