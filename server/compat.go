@@ -76,18 +76,13 @@ func (s *Server) compatRoutes(e *gin.Engine, c Compat) {
 // as the whole body.
 func (s *Server) leafID(mode string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		g, ok := s.generator(c, mode)
-		if !ok {
-			return
-		}
-		tag := c.Param("tag")
-		id, err := g.Next(c.Request.Context(), tag)
+		var one [1]int64
+		ids, err := s.svc.issue(c.Request.Context(), s.gens[mode], mode, c.Param("tag"), 0, one[:0])
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		s.issued(tag, mode, 1)
-		c.Data(http.StatusOK, "text/plain; charset=utf-8", strconv.AppendInt(nil, id, 10))
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", strconv.AppendInt(nil, ids[0], 10))
 	}
 }
 
@@ -153,12 +148,11 @@ func (s *Server) tinyid(asJSON bool) gin.HandlerFunc {
 			}
 			n = min(n, s.cfg.MaxBatch, tinyidMaxBatch)
 		}
-		ids, err := s.gens[ModeSegment].NextN(c.Request.Context(), tag, n)
+		ids, err := s.svc.issue(c.Request.Context(), s.gens[ModeSegment], ModeSegment, tag, n, nil)
 		if err != nil {
 			fail(err)
 			return
 		}
-		s.issued(tag, ModeSegment, n)
 		b := make([]byte, 0, 16+len(ids)*20)
 		if asJSON {
 			b = append(b, `{"data":[`...)

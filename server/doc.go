@@ -1,7 +1,15 @@
-// Package server is idgen's HTTP API, built on gin. It adapts the
-// generators of package idgen to HTTP and owns the one mapping from
-// errors to status codes and stable error codes (errors.go): handlers
-// return errors and never pick a status themselves.
+// Package server is idgen's HTTP API, built on gin, and its gRPC API. It
+// adapts the generators of package idgen to HTTP and gRPC and owns the
+// one mapping from errors to status codes and stable error codes
+// (errors.go, errtable.go): handlers return errors and never pick a
+// status themselves.
+//
+// IDs are issued and ranges reserved in one place, the service
+// (service.go), which counts them in the metrics and runs the
+// idempotency protocol. The transports are adapters over it: gin's
+// routes (server.go, rangez.go, compat.go), connect-go on the main port
+// (connect.go) and grpc-go on a port of its own (grpcnative.go), the two
+// gRPC ones sharing the calls of rpcapi.go.
 //
 // Every error answer has the shape
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
 	"github.com/idgen/idgen/api/errcode"
 )
 
@@ -80,8 +81,9 @@ func retryAfterSeconds(d time.Duration) string {
 
 // classify is the one mapping from errors to answers (from the table of
 // api/errcode, which the client reads too), shared by HTTP and gRPC
-// (grpc.go): the status, stable code and message of err, and whether
-// the caller should retry (after retryDelay).
+// (errtable.go gives each answer's gRPC code): the status, stable code
+// and message of err, and whether the caller should retry (after
+// retryDelay).
 func classify(err error) (ae *apiError, retry bool) {
 	if errors.As(err, &ae) {
 		return ae, false

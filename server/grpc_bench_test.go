@@ -83,19 +83,15 @@ func BenchmarkServeGRPC(b *testing.B) {
 	b.Run("idgen-batch1000", func(b *testing.B) { benchRPC(b, h, idgenv1connect.IDServiceNextProcedure, batch) })
 }
 
-// floorNativeDesc is internal/bench/cmd/floor's bare grpc-go handler:
-// Next answers a counter, with no interceptor.
-var floorNativeDesc = grpc.ServiceDesc{
-	ServiceName: idgenv1connect.IDServiceName,
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Next", Handler: func(srv any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-		in := new(idgenv1.NextRequest)
-		if err := dec(in); err != nil {
-			return nil, err
-		}
-		return &idgenv1.NextResponse{Tag: in.GetTag(), Ids: []int64{srv.(*atomic.Int64).Add(1)}}, nil
-	}}},
-	Metadata: "idgen/v1/idgen.proto",
+// floorNative is internal/bench/cmd/floor's bare grpc-go handler: Next
+// answers a counter, through the generated handler, with no interceptor.
+type floorNative struct {
+	idgenv1.UnimplementedIDServiceServer
+	n *atomic.Int64
+}
+
+func (f floorNative) Next(_ context.Context, in *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
+	return &idgenv1.NextResponse{Tag: in.GetTag(), Ids: []int64{f.n.Add(1)}}, nil
 }
 
 // benchNative calls unary Next on a grpc-go server on a loopback port
@@ -140,7 +136,7 @@ func BenchmarkServeGRPCNative(b *testing.B) {
 	b.Run("idgen", func(b *testing.B) { benchNative(b, benchServer(b).NewGRPCServer(nil)) })
 	b.Run("floor", func(b *testing.B) {
 		gs := grpc.NewServer()
-		gs.RegisterService(&floorNativeDesc, new(atomic.Int64))
+		idgenv1.RegisterIDServiceServer(gs, floorNative{n: new(atomic.Int64)})
 		benchNative(b, gs)
 	})
 }

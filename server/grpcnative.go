@@ -81,6 +81,10 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 	gs := grpc.NewServer(
 		grpc.Creds(creds),
 		grpc.MaxRecvMsgSize(rpcMaxMessage),
+		// The main port's HTTP/2 limits (NewHTTPServer): grpc-go's own
+		// defaults are unlimited streams and 16 MiB header lists.
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle:     GRPCMaxConnectionIdle,
 			MaxConnectionAge:      GRPCMaxConnectionAge,
@@ -89,17 +93,23 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 			Timeout:               GRPCKeepaliveTimeout,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(g.unary),
+		// No unary interceptor: with one, grpc-go's generated handlers
+		// make a closure and a UnaryServerInfo per call. The unary
+		// methods run through unaryCall instead.
 		grpc.ChainStreamInterceptor(g.stream),
 		grpc.UnknownServiceHandler(g.unknown),
 	)
-	gs.RegisterService(&idServiceDesc, g)
-	healthpb.RegisterHealthServer(gs, grpcHealth{s: s})
+	idgenv1.RegisterIDServiceServer(gs, grpcIDService{g: g})
+	healthpb.RegisterHealthServer(gs, grpcHealth{g: g})
 	reflection.Register(gs)
 	return gs
 }
 
-// grpcAdapter serves the rpc* methods of Server through grpc-go.
+// grpcAdapter is what every call on grpc-go passes through, unary calls
+// by unaryCall and streams (health's Watch, reflection, unknown methods)
+// by its stream interceptor: both check the client certificate, recover
+// panics, map errors and record the call. A unary method registered
+// without unaryCall would skip all of that.
 type grpcAdapter struct{ s *Server }
 
 // grpcMetadata are the metadata keys the API reads, with the header
@@ -139,10 +149,10 @@ func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Hea
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		// The health service's NOT_FOUND, written for both transports.
-		return "", status.Error(codes.Code(ce.Code()), ce.Message())
+		return "", status.Error(grpcCodeOf(ce.Code()), ce.Message())
 	}
 	f := g.s.rpcFault(ctx, procedure, h, err)
-	st := status.New(codes.Code(f.code), f.message)
+	st := status.New(f.code.grpc, f.message)
 	details := make([]protoadapt.MessageV1, len(f.details))
 	for i, m := range f.details {
 		details[i] = protoadapt.MessageV1Of(m)
@@ -156,12 +166,7 @@ func (g grpcAdapter) grpcError(ctx context.Context, procedure string, h http.Hea
 
 // finish maps err, echoes the caller's request ID on success, and
 // records the call in the metrics and the access log.
-func (g grpcAdapter) finish(ctx context.Context, procedure string, err error, start time.Time) error {
-	return g.finishWith(ctx, procedure, grpcHeader(ctx), err, start)
-}
-
-// finishWith is finish with the call's metadata h already read.
-func (g grpcAdapter) finishWith(ctx context.Context, procedure string, h http.Header, err error, start time.Time) error {
+func (g grpcAdapter) finish(ctx context.Context, procedure string, h http.Header, err error, start time.Time) error {
 	rid, err := g.grpcError(ctx, procedure, h, err)
 	if err == nil {
 		if v := h[requestIDKey]; len(v) > 0 && saneRequestID(v[0]) {
@@ -176,7 +181,7 @@ func (g grpcAdapter) finishWith(ctx context.Context, procedure string, h http.He
 			remote = p.Addr.String()
 		}
 	}
-	g.s.endRPC(ctx, procedure, "grpc", remote, h, connect.Code(status.Code(err)), rid, start)
+	g.s.endRPC(ctx, procedure, "grpc", remote, h, connectCodeOf(status.Code(err)), rid, start)
 	return err
 }
 
@@ -184,18 +189,25 @@ func (g grpcAdapter) finishWith(ctx context.Context, procedure string, h http.He
 // value, never with a stack trace in the answer, as rpcRecover does.
 func recovered(v any) error { return fmt.Errorf("panic: %v", v) }
 
-func (g grpcAdapter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+// unaryCall runs fn as the unary call procedure, with the work of an
+// interceptor inline: the client certificate check, a panic answered as
+// INTERNAL, the error mapping, metrics and access log. fn gets the
+// call's metadata, read once for it and the finish alike.
+func unaryCall[Resp any](ctx context.Context, g grpcAdapter, procedure string, fn func(h http.Header) (*Resp, error)) (resp *Resp, err error) {
 	start := time.Now()
+	h := grpcHeader(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			resp, err = nil, recovered(v)
 		}
-		err = g.finish(ctx, info.FullMethod, err, start)
+		if err = g.finish(ctx, procedure, h, err, start); err != nil {
+			resp = nil
+		}
 	}()
-	if err := g.clientCert(ctx, info.FullMethod); err != nil {
+	if err := g.clientCert(ctx, procedure); err != nil {
 		return nil, err
 	}
-	return handler(ctx, req)
+	return fn(h)
 }
 
 // clientCert is Config.RequireClientCert on grpc-go's transport, as
@@ -220,7 +232,7 @@ func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 		if v := recover(); v != nil {
 			err = recovered(v)
 		}
-		err = g.finish(ss.Context(), info.FullMethod, err, start)
+		err = g.finish(ss.Context(), info.FullMethod, grpcHeader(ss.Context()), err, start)
 	}()
 	if err := g.clientCert(ss.Context(), info.FullMethod); err != nil {
 		return err
@@ -229,115 +241,77 @@ func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 }
 
 // unknown answers a call of a service or method not served as
-// UNIMPLEMENTED, counted as "unmatched" as on the main port.
+// UNIMPLEMENTED. The stream interceptor records it, as "unmatched" (endRPC),
+// as on the main port.
 func (g grpcAdapter) unknown(_ any, ss grpc.ServerStream) error {
-	start := time.Now()
 	method, _ := grpc.MethodFromServerStream(ss)
-	g.s.observeRPC("unmatched", connect.CodeUnimplemented, start)
 	return status.Errorf(codes.Unimplemented, "unknown method %s: this server serves %s, %s and server reflection", method, idgenv1connect.IDServiceName, healthService)
 }
 
-// idService is what idServiceDesc's handlers are registered on; grpc-go
-// checks the implementation against it.
-type idService interface {
-	next(ctx context.Context, h http.Header, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error)
+// grpcIDService is idgen.v1.IDService on grpc-go, registered with the
+// generated descriptor (idgen_grpc.pb.go). Each method runs the RPC code
+// both transports share (rpcapi.go) through unaryCall.
+type grpcIDService struct {
+	idgenv1.UnimplementedIDServiceServer
+	g grpcAdapter
 }
 
-// next adapts rpcNext.
-func (g grpcAdapter) next(ctx context.Context, h http.Header, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
-	out, replayed, err := g.s.rpcNext(ctx, h, m)
-	if replayed {
-		_ = grpc.SetHeader(ctx, metadata.Pairs("idempotent-replayed", "true"))
-	}
-	return out, err
-}
-
-// unaryMethod is the MethodDesc of a unary procedure of IDService: it
-// decodes the request into a new Req, as protoc-gen-go-grpc's generated
-// handlers do, and calls fn through unaryCall.
-func unaryMethod[Req any, Resp any](name string, fn func(g grpcAdapter, ctx context.Context, h http.Header, m *Req) (*Resp, error)) grpc.MethodDesc {
-	full := "/" + idgenv1connect.IDServiceName + "/" + name
-	return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-		in := new(Req)
-		if err := dec(in); err != nil {
-			return nil, err
+func (i grpcIDService) Next(ctx context.Context, m *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_Next_FullMethodName, func(h http.Header) (*idgenv1.NextResponse, error) {
+		out, replayed, err := i.g.s.rpcNext(ctx, h, m)
+		if replayed {
+			_ = grpc.SetHeader(ctx, metadata.Pairs("idempotent-replayed", "true"))
 		}
-		return unaryCall(srv.(grpcAdapter), ctx, full, in, fn)
-	}}
+		return out, err
+	})
 }
 
-// unaryCall runs fn as grpcAdapter.unary runs a handler: the client
-// certificate check, a panic answered as INTERNAL, the error mapping,
-// metrics and access log. NewGRPCServer's only interceptor is
-// grpcAdapter.unary, so IDService's handlers run this in its place
-// rather than through it: inline, the call's metadata is read once for
-// the handler and the finish alike, and no interceptor closure or
-// UnaryServerInfo is made per call, on the hottest procedure of the API.
-// Health and reflection still go through the interceptor.
-func unaryCall[Req any, Resp any](g grpcAdapter, ctx context.Context, procedure string, in *Req, fn func(g grpcAdapter, ctx context.Context, h http.Header, m *Req) (*Resp, error)) (resp any, err error) {
-	start := time.Now()
-	h := grpcHeader(ctx)
-	defer func() {
-		if v := recover(); v != nil {
-			resp, err = nil, recovered(v)
-		}
-		err = g.finishWith(ctx, procedure, h, err, start)
-		if err != nil {
-			resp = nil
-		}
-	}()
-	if err := g.clientCert(ctx, procedure); err != nil {
-		return nil, err
-	}
-	out, err := fn(g, ctx, h, in)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+func (i grpcIDService) ReserveRange(ctx context.Context, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_ReserveRange_FullMethodName, func(h http.Header) (*idgenv1.ReserveRangeResponse, error) {
+		return i.g.s.rpcReserveRange(ctx, h, m)
+	})
 }
 
-// idServiceDesc is idgen.v1.IDService for grpc-go, written here rather
-// than generated: the API is four unary calls, and the module's code
-// generators are protoc-gen-go and protoc-gen-connect-go only.
-var idServiceDesc = grpc.ServiceDesc{
-	ServiceName: idgenv1connect.IDServiceName,
-	HandlerType: (*idService)(nil),
-	Methods: []grpc.MethodDesc{
-		unaryMethod("Next", grpcAdapter.next),
-		unaryMethod("ReserveRange", func(g grpcAdapter, ctx context.Context, h http.Header, m *idgenv1.ReserveRangeRequest) (*idgenv1.ReserveRangeResponse, error) {
-			return g.s.rpcReserveRange(ctx, h, m)
-		}),
-		unaryMethod("ReleaseRange", func(g grpcAdapter, ctx context.Context, h http.Header, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
-			return g.s.rpcReleaseRange(ctx, h, m)
-		}),
-		unaryMethod("DecodeSnowflake", func(g grpcAdapter, _ context.Context, _ http.Header, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
-			return g.s.rpcDecodeSnowflake(m)
-		}),
-		unaryMethod("DecodeReadable", func(_ grpcAdapter, _ context.Context, _ http.Header, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
-			return rpcDecodeReadable(m)
-		}),
-	},
-	Metadata: "idgen/v1/idgen.proto",
+func (i grpcIDService) ReleaseRange(ctx context.Context, m *idgenv1.ReleaseRangeRequest) (*idgenv1.ReleaseRangeResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_ReleaseRange_FullMethodName, func(h http.Header) (*idgenv1.ReleaseRangeResponse, error) {
+		return i.g.s.rpcReleaseRange(ctx, h, m)
+	})
+}
+
+func (i grpcIDService) DecodeSnowflake(ctx context.Context, m *idgenv1.DecodeSnowflakeRequest) (*idgenv1.DecodeSnowflakeResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_DecodeSnowflake_FullMethodName, func(http.Header) (*idgenv1.DecodeSnowflakeResponse, error) {
+		return i.g.s.rpcDecodeSnowflake(m)
+	})
+}
+
+func (i grpcIDService) DecodeReadable(ctx context.Context, m *idgenv1.DecodeReadableRequest) (*idgenv1.DecodeReadableResponse, error) {
+	return unaryCall(ctx, i.g, idgenv1.IDService_DecodeReadable_FullMethodName, func(http.Header) (*idgenv1.DecodeReadableResponse, error) {
+		return rpcDecodeReadable(m)
+	})
 }
 
 // grpcHealth is the health service for grpc-go (rpchealth.go).
 type grpcHealth struct {
 	healthpb.UnimplementedHealthServer
-	s *Server
+	g grpcAdapter
 }
 
 func (h grpcHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	st, err := h.s.healthOf(ctx, req.GetService())
-	if err != nil {
-		return nil, err
-	}
-	return &healthpb.HealthCheckResponse{Status: st}, nil
+	return unaryCall(ctx, h.g, healthCheck, func(http.Header) (*healthpb.HealthCheckResponse, error) {
+		st, err := h.g.s.healthOf(ctx, req.GetService())
+		if err != nil {
+			return nil, err
+		}
+		return &healthpb.HealthCheckResponse{Status: st}, nil
+	})
 }
 
 func (h grpcHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
-	return h.s.watchHealth(stream.Context(), req.GetService(), stream.Send)
+	return h.g.s.watchHealth(stream.Context(), req.GetService(), stream.Send)
 }
 
 func (h grpcHealth) List(ctx context.Context, _ *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
-	return h.s.listHealth(ctx)
+	return unaryCall(ctx, h.g, healthList, func(http.Header) (*healthpb.HealthListResponse, error) {
+		return h.g.s.listHealth(ctx)
+	})
 }

@@ -26,6 +26,21 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxConcurrentStreams},
 	}
 }
+
+// MaxConcurrentStreams bounds the streams (calls) in flight on one HTTP/2
+// connection, on the main port and the gRPC port (NewGRPCServer) alike:
+// net/http's default, which grpc-go would leave unlimited.
+const MaxConcurrentStreams = 250
+
+// maxHeaderBytes bounds a request's header on the main port. Over HTTP/2
+// net/http advertises it as maxHeaderListSize, with HTTP/2's 32 bytes of
+// overhead for each of ten fields, and the gRPC port advertises and
+// enforces the same.
+const (
+	maxHeaderBytes    = 64 << 10
+	maxHeaderListSize = maxHeaderBytes + 10*32
+)

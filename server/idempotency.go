@@ -34,15 +34,24 @@ func (s *Server) noKeys(c *gin.Context) {
 	}
 }
 
-// keyedRequest is what a keyed ID request asks for: its fingerprint
-// and, when it wins the key, what it allocates.
+// keyedRequest is what an ID request of any transport asks for
+// (service.next): what it issues and, when it carries a key, its
+// fingerprint.
 type keyedRequest struct {
 	mode, tag, format string
 	text, single      bool
-	// rpc marks a gRPC request (grpc.go): its answer is a NextResponse
+	// rpc marks a gRPC request (rpcapi.go): its answer is a NextResponse
 	// message, not HTTP's body, so the two never replay each other.
 	rpc bool
 	n   int
+}
+
+// count is the n of service.issue: 0 for one ID.
+func (r keyedRequest) count() int {
+	if r.single {
+		return 0
+	}
+	return r.n
 }
 
 // fingerprint covers every part of the request that shapes the answer,
@@ -64,33 +73,14 @@ func (r keyedRequest) fingerprint() string {
 	return idempotency.Fingerprint(r.mode, r.tag, count, r.format, body)
 }
 
-// keyed answers an ID request that carries an Idempotency-Key: the first
-// request with a key allocates and records its answer; repeats replay it
-// (see package idempotency for the protocol).
-func (s *Server) keyed(c *gin.Context, g idgen.Generator, r keyedRequest, keys []string) {
-	ans, replayed, err := s.runKeyed(c.Request.Context(), c.Request.Header, keys, g, r, func(ids []int64) (idempotency.Answer, error) {
-		ct, b, err := idsBody(nil, r.tag, r.format, r.text, r.single, ids)
-		return idempotency.Answer{Status: http.StatusOK, ContentType: ct, Body: b}, err
-	})
-	switch {
-	case err != nil:
-		s.writeError(c, err)
-	case replayed:
-		c.Writer.Header()[idempotency.ReplayedHeader] = []string{"true"}
-		writeAnswer(c, ans)
-	default:
-		writeAnswer(c, ans)
-	}
-}
-
 // runKeyed runs the protocol for a keyed request of either API, whose
 // header (HTTP headers, gRPC metadata) is h and whose Idempotency-Key
 // values are keys: the first request with a key allocates from g and
 // records the answer build makes of its IDs; a repeat gets the recorded
 // answer, with replayed true. Errors are those classify maps.
-func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
+func (s *service) runKeyed(ctx context.Context, h http.Header, keys []string, g idgen.Generator, r keyedRequest,
 	build func(ids []int64) (idempotency.Answer, error)) (ans idempotency.Answer, replayed bool, err error) {
-	if s.cfg.Idempotency == nil {
+	if s.keeper == nil {
 		return ans, false, errIdemDisabled
 	}
 	if len(keys) != 1 {
@@ -100,29 +90,20 @@ func (s *Server) runKeyed(ctx context.Context, h http.Header, keys []string, g i
 	if err != nil {
 		return ans, false, err
 	}
-	ttl, err := s.cfg.Idempotency.ParseTTL(h.Get(idempotency.TTLHeader))
+	ttl, err := s.keeper.ParseTTL(h.Get(idempotency.TTLHeader))
 	if err != nil {
 		return ans, false, err
 	}
-	// Do renews the hold while allocate runs, and ends its context if
-	// the hold is lost: past that a retry may take the key over.
-	return s.cfg.Idempotency.Do(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
+	// Do renews the hold while issue runs, and ends its context if the
+	// hold is lost: past that a retry may take the key over.
+	return s.keeper.Do(ctx, idempotency.Request{Scope: s.scope(h), Key: key, Fingerprint: r.fingerprint(), TTL: ttl},
 		func(ctx context.Context) (idempotency.Answer, error) {
-			ids, err := allocate(ctx, g, r)
+			ids, err := s.issue(ctx, g, r.mode, r.tag, r.count(), nil)
 			if err != nil {
 				return idempotency.Answer{}, err
 			}
-			s.issued(r.tag, r.mode, len(ids))
 			return build(ids)
 		})
-}
-
-func allocate(ctx context.Context, g idgen.Generator, r keyedRequest) ([]int64, error) {
-	if r.single {
-		id, err := g.Next(ctx, r.tag)
-		return []int64{id}, err
-	}
-	return g.NextN(ctx, r.tag, r.n)
 }
 
 // scope is the caller a key belongs to: the SHA-256 digest of its API

@@ -97,11 +97,9 @@ func (b *rangeBook) take(tok, tag string) (heldRange, bool) {
 }
 
 // reserveRange answers POST /segment/{tag}/range?size=N with a contiguous
-// range reserved straight from the store. The range holds at least size
-// IDs, more when the tag's step is larger, but a size above MaxRange is
-// clamped to it rather than refused: a client whose step grew past the
-// server's cap then gets a smaller range, and learns the cap from it,
-// instead of a final 400 that stops it (see the client package).
+// range reserved straight from the store (service.reserve). The range
+// holds at least size IDs, more when the tag's step is larger; a size
+// above MaxRange is clamped (see the client package).
 func (s *Server) reserveRange(c *gin.Context) {
 	if s.cfg.Ranges == nil {
 		s.writeError(c, errModeDisabled)
@@ -113,17 +111,15 @@ func (s *Server) reserveRange(c *gin.Context) {
 		s.writeError(c, s.errInvalidSize())
 		return
 	}
-	size = min(size, s.cfg.MaxRange)
 	tag := c.Param("tag")
-	r, err := s.cfg.Ranges.ReserveRange(c.Request.Context(), tag, size)
+	r, err := s.svc.reserve(c.Request.Context(), tag, size)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	s.issued(tag, "range", int(r.Size()))
 	out := gin.H{"tag": tag, "start": strconv.FormatInt(r.Start, 10), "end": strconv.FormatInt(r.End, 10)}
-	if s.releaser != nil {
-		out["release_token"] = s.book.issue(tag, r)
+	if tok := s.svc.releaseToken(tag, r); tok != "" {
+		out["release_token"] = tok
 	}
 	c.PureJSON(http.StatusOK, out)
 }
@@ -145,7 +141,7 @@ func (s *Server) releaseRange(c *gin.Context) {
 		s.writeError(c, errInvalidRelease)
 		return
 	}
-	r, err := s.release(c.Request.Context(), c.Param("tag"), body.Token, from)
+	r, err := s.svc.release(c.Request.Context(), c.Param("tag"), body.Token, from)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -158,7 +154,7 @@ func (s *Server) releaseRange(c *gin.Context) {
 // lie in it. The token is spent even when from is out of the range or the
 // store refuses: a second try must never succeed where the first did not
 // say what happened.
-func (s *Server) release(ctx context.Context, tag, tok string, from int64) (heldRange, error) {
+func (s *service) release(ctx context.Context, tag, tok string, from int64) (heldRange, error) {
 	if s.releaser == nil {
 		return heldRange{}, errReleaseDisabled
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -117,10 +116,8 @@ type Server struct {
 	// makes.
 	gens map[string]idgen.Generator
 	auth *authz
-	// releaser takes ranges back (Config.Ranges, when it can), book
-	// remembers the ones handed out.
-	releaser RangeReleaser
-	book     rangeBook
+	// svc issues IDs and reserves ranges for every transport.
+	svc *service
 
 	metricsToken *token
 
@@ -171,7 +168,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Snowflake != nil {
 		s.gens[ModeSnowflake] = cfg.Snowflake
 	}
-	s.releaser, _ = cfg.Ranges.(RangeReleaser)
+	s.svc = &service{gens: s.gens, ranges: cfg.Ranges, maxRange: cfg.MaxRange,
+		keeper: cfg.Idempotency, scope: s.scope, metrics: cfg.Metrics}
+	s.svc.releaser, _ = cfg.Ranges.(RangeReleaser)
 	if s.gens[cfg.Mode] == nil {
 		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
@@ -332,70 +331,24 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 				return
 			}
 		}
-		if keys := c.Request.Header[idempotency.KeyHeader]; keys != nil {
-			s.keyed(c, g, keyedRequest{mode: mode, tag: tag, format: format, text: text, single: !many, n: n}, keys)
-			return
-		}
-		if !many {
-			id, err := g.Next(ctx, tag)
-			if err != nil {
-				s.writeError(c, err)
-				return
-			}
-			s.issued(tag, mode, 1)
-			s.writeIDs(c, tag, format, text, true, id)
-			return
-		}
-		ids, err := g.NextN(ctx, tag, n)
-		if err != nil {
+		r := keyedRequest{mode: mode, tag: tag, format: format, text: text, single: !many, n: n}
+		var one [1]int64
+		ids, ans, replayed, err := s.svc.next(ctx, g, r, c.Request.Header, one[:0], func(ids []int64) (idempotency.Answer, error) {
+			ct, b, err := idsBody(nil, r.tag, r.format, r.text, r.single, ids)
+			return idempotency.Answer{Status: http.StatusOK, ContentType: ct, Body: b}, err
+		})
+		switch {
+		case err != nil:
 			s.writeError(c, err)
 			return
+		case ans != nil:
+			if replayed {
+				c.Writer.Header()[idempotency.ReplayedHeader] = []string{"true"}
+			}
+			writeAnswer(c, *ans)
+			return
 		}
-		s.issued(tag, mode, n)
-		s.writeIDs(c, tag, format, text, false, ids...)
-	}
-}
-
-// generator is mode's generator; without one it answers mode_disabled
-// and returns false.
-func (s *Server) generator(c *gin.Context, mode string) (idgen.Generator, bool) {
-	g := s.gens[mode]
-	if g == nil {
-		s.writeError(c, errModeDisabled)
-	}
-	return g, g != nil
-}
-
-// writeIDs answers one ID as {"tag":…,"id":…}, several as
-// {"tag":…,"ids":[…]}, or either as text, one per line. The JSON is
-// written by hand: a valid tag and both ID formats need no escaping, and
-// this is the hottest path of the service. It ends with a newline, like
-// every JSON answer (PureJSON), so curl's output does not run into the
-// prompt.
-//
-// A batch's answer is written into a buffer kept from one batch to the
-// next (bodies): net/http has copied it out when Write returns.
-func (s *Server) writeIDs(c *gin.Context, tag, format string, text, single bool, ids ...int64) {
-	var buf *[]byte
-	if len(ids) >= pooledFrom {
-		buf, _ = s.bodies.Get().(*[]byte)
-		if buf == nil {
-			buf = new([]byte)
-		}
-	}
-	var dst []byte
-	if buf != nil {
-		dst = (*buf)[:0]
-	}
-	contentType, b, err := idsBody(dst, tag, format, text, single, ids)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	writeOK(c, contentType, b)
-	if buf != nil && cap(b) <= pooledMax {
-		*buf = b
-		s.bodies.Put(buf)
+		s.writeIDs(c, tag, format, text, !many, ids...)
 	}
 }
 
@@ -408,66 +361,6 @@ const (
 	pooledFrom = 256
 	pooledMax  = 4 << 20
 )
-
-// idsBody is the answer writeIDs writes, and the one a keyed request
-// records for its repeats, appended to dst (nil for a body of its own).
-func idsBody(dst []byte, tag, format string, text, single bool, ids []int64) (contentType string, body []byte, err error) {
-	per := 22
-	if format == formatPrefixed {
-		per += len(tag) + 4
-	}
-	b := slices.Grow(dst[:0], 32+len(tag)+len(ids)*per)
-	if !text {
-		b = append(b, `{"tag":"`...)
-		b = append(b, tag...)
-		if single {
-			b = append(b, `","id":`...)
-		} else {
-			b = append(b, `","ids":[`...)
-		}
-	}
-	for i, id := range ids {
-		switch {
-		case text && i > 0:
-			b = append(b, '\n')
-		case !text && i > 0:
-			b = append(b, ',')
-		}
-		if !text {
-			b = append(b, '"')
-		}
-		if b, err = appendID(b, tag, id, format); err != nil {
-			return "", nil, err
-		}
-		if !text {
-			b = append(b, '"')
-		}
-	}
-	switch {
-	case text:
-		if !single {
-			b = append(b, '\n')
-		}
-		return "text/plain; charset=utf-8", b, nil
-	case single:
-		return "application/json", append(b, "}\n"...), nil
-	default:
-		return "application/json", append(b, "]}\n"...), nil
-	}
-}
-
-// writeOK answers 200 with body, as c.Data would, minus its costs on the
-// hot path: the header keys are already canonical, and net/http works out
-// the Content-Length of a body it buffers whole (under 2 KiB) by itself.
-func writeOK(c *gin.Context, contentType string, body []byte) {
-	h := c.Writer.Header()
-	h["Content-Type"] = []string{contentType}
-	if len(body) >= 2048 {
-		h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	}
-	c.Writer.WriteHeader(http.StatusOK)
-	_, _ = c.Writer.Write(body)
-}
 
 // parseCount accepts exactly one count from 1 to MaxBatch. A repeated
 // parameter is refused rather than guessed at.
@@ -494,15 +387,4 @@ func (s *Server) readyz(c *gin.Context) {
 		return
 	}
 	c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
-}
-
-// issued counts IDs handed out. Snowflake tags are not checked against
-// any store, so they are not a label: every name would be a new series.
-func (s *Server) issued(tag, mode string, n int) {
-	if mode == ModeSnowflake {
-		tag = ""
-	}
-	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.countIssued(tag, mode, n)
-	}
 }

@@ -27,16 +27,11 @@ func (s *Server) tinyidSegment(asJSON bool) gin.HandlerFunc {
 		if !ok {
 			return
 		}
-		if s.cfg.Ranges == nil {
-			fail(errModeDisabled)
-			return
-		}
-		r, err := s.cfg.Ranges.ReserveRange(c.Request.Context(), tag, 1)
+		r, err := s.svc.reserve(c.Request.Context(), tag, 1)
 		if err != nil {
 			fail(err)
 			return
 		}
-		s.issued(tag, "range", int(r.Size()))
 		if asJSON {
 			c.Data(http.StatusOK, "application/json", appendTinyidSegmentJSON(make([]byte, 0, 128), r))
 			return

@@ -57,7 +57,7 @@ func checkBufVersion(t *testing.T, bin string) {
 func TestGenerated_UpToDate(t *testing.T) {
 	out := t.TempDir()
 	buf(t, "generate", "--output", out)
-	for _, f := range []string{"idgen.pb.go", "idgenv1connect/idgen.connect.go"} {
+	for _, f := range []string{"idgen.pb.go", "idgen_grpc.pb.go", "idgenv1connect/idgen.connect.go"} {
 		want, err := os.ReadFile(filepath.Join(out, "idgen", "v1", f))
 		if err != nil {
 			t.Fatal(err)

@@ -71,7 +71,7 @@ func run(ctx context.Context, addr, grpcAddr string) error {
 			return err
 		}
 		gs := grpc.NewServer()
-		gs.RegisterService(&floorDesc, &n)
+		idgenv1.RegisterIDServiceServer(gs, floorGRPC{n: &n})
 		defer gs.Stop()
 		go func() { errc <- gs.Serve(gln) }()
 		native = gln.Addr().String()
@@ -139,18 +139,13 @@ func ginHandler() http.Handler {
 	return e
 }
 
-// floorDesc is idgen.v1.IDService for grpc-go with Next only, answering
-// the counter, as protoc-gen-go-grpc's generated handler would, with no
-// interceptor.
-var floorDesc = grpc.ServiceDesc{
-	ServiceName: idgenv1connect.IDServiceName,
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Next", Handler: func(srv any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-		in := new(idgenv1.NextRequest)
-		if err := dec(in); err != nil {
-			return nil, err
-		}
-		return &idgenv1.NextResponse{Tag: in.GetTag(), Ids: []int64{srv.(*atomic.Int64).Add(1)}}, nil
-	}}},
-	Metadata: "idgen/v1/idgen.proto",
+// floorGRPC is idgen.v1.IDService for grpc-go with Next only, answering
+// the counter through the generated handler, with no interceptor.
+type floorGRPC struct {
+	idgenv1.UnimplementedIDServiceServer
+	n *atomic.Int64
+}
+
+func (f floorGRPC) Next(_ context.Context, in *idgenv1.NextRequest) (*idgenv1.NextResponse, error) {
+	return &idgenv1.NextResponse{Tag: in.GetTag(), Ids: []int64{f.n.Add(1)}}, nil
 }
