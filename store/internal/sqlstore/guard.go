@@ -394,10 +394,18 @@ func (g *Guard) save(m fence.Memory) {
 }
 
 // read reads the identity columns alone and checks them.
+//
+// A process's first reading also adopts the fleet's fence parameters,
+// which its hold checks use from then on.
 func (g *Guard) read(ctx context.Context, q Querier, snap fence.Memory) (*reading, error) {
 	r, err := g.readAll(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	if !snap.Known && g.params.Load() == nil {
+		if _, err := g.readParams(ctx, q); err != nil {
+			return nil, err
+		}
 	}
 	return r, g.check(ctx, q, snap, r)
 }
