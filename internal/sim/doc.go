@@ -17,12 +17,10 @@
 // a faulty VFS. Nothing here implements the store.
 //
 // The files follow fuzzy/'s roles: world.go (the run and its phases),
-// process.go (a process and its lifecycle: crash, graceful shutdown,
-// pause, one-shot commands), ops.go (the weight table, the ops and the
-// losses), oracle.go (the promises), gate.go (the allocators' store
-// calls and their delivery), faults.go (the faulty database/sql layer
-// beneath each store, through sqlite.OpenWrapped) and history.go (the
-// snapshots and what a failover or a restore puts back).
+// process.go (a process's lifecycle), ops.go (the ops, their weights and
+// the losses), oracle.go (the promises), gate.go (the delivery of the
+// allocators' store calls), faults.go (the faulty database/sql layer) and
+// history.go (the snapshots that a failover or a restore goes back to).
 //
 // A run replays from its seed because nothing happens unless the
 // simulator lets it: it runs in a testing/synctest bubble, whose fake

@@ -8,13 +8,12 @@ import (
 )
 
 // The faulty layer beneath each process's store: a database/sql
-// connector around the real SQLite one (sqlite.OpenWrapped), as raft's
-// fuzzy/ runs real raft over a faulty transport. It breaks a connection
-// in the middle of a transaction (a statement fails, and the store rolls
-// back), loses the answer to a commit that happened (an ambiguous
-// commit), stalls a paused process at its next transaction and fails
-// everything of a crashed one. The simulator arms a fault before it
-// lets a store call of the process run, and disarms it after.
+// connector around the real SQLite one (sqlite.OpenWrapped). It breaks a
+// connection in the middle of a transaction (a statement fails, and the
+// store rolls back), loses the answer to a commit that happened (an
+// ambiguous commit), stalls a paused process at its next transaction and
+// fails everything of a crashed one. A fault is armed only while the
+// simulator lets one store call of the process run.
 
 var (
 	errBroken    = errors.New("sim: connection broke mid-transaction")
@@ -38,14 +37,12 @@ func (f *faults) arm(failAt int, ambiguous bool) {
 	f.mu.Unlock()
 }
 
+// crash fails everything from now, and lets go what a pause holds.
 func (f *faults) crash() {
 	f.mu.Lock()
 	f.dead = true
-	if f.resume != nil {
-		close(f.resume)
-		f.resume = nil
-	}
 	f.mu.Unlock()
+	f.pause(false)
 }
 
 func (f *faults) pause(on bool) {
@@ -140,9 +137,7 @@ func (c *conn) Prepare(q string) (driver.Stmt, error) {
 
 func (c *conn) Close() error { return c.c.Close() }
 
-func (c *conn) Begin() (driver.Tx, error) {
-	return c.BeginTx(context.Background(), driver.TxOptions{})
-}
+func (c *conn) Begin() (driver.Tx, error) { return c.BeginTx(context.Background(), driver.TxOptions{}) }
 
 func (c *conn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, error) {
 	if err := c.f.begin(ctx); err != nil {
@@ -160,25 +155,23 @@ func (c *conn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, erro
 }
 
 func (c *conn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	e, ok := c.c.(driver.ExecerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	if err := c.f.stmt(); err != nil {
-		return nil, err
-	}
-	return e.ExecContext(ctx, q, args)
+	return viaStmt(c, func(e driver.ExecerContext) (driver.Result, error) { return e.ExecContext(ctx, q, args) })
 }
 
 func (c *conn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	e, ok := c.c.(driver.QueryerContext)
+	return viaStmt(c, func(e driver.QueryerContext) (driver.Rows, error) { return e.QueryContext(ctx, q, args) })
+}
+
+// viaStmt runs do after the fault plan; ErrSkip has database/sql Prepare.
+func viaStmt[I, R any](c *conn, do func(I) (R, error)) (r R, err error) {
+	e, ok := c.c.(I)
 	if !ok {
-		return nil, driver.ErrSkip
+		return r, driver.ErrSkip
 	}
 	if err := c.f.stmt(); err != nil {
-		return nil, err
+		return r, err
 	}
-	return e.QueryContext(ctx, q, args)
+	return do(e)
 }
 
 type tx struct {

@@ -21,9 +21,7 @@ import (
 type originKey struct{}
 
 type call struct {
-	p      *proc
-	inc    int
-	dead   *atomic.Bool
+	g      *gated
 	origin string // "load", or the client operation it belongs to
 	kind   string
 	tag    string
@@ -45,12 +43,12 @@ var _ interface {
 } = (*gated)(nil)
 
 // park waits until the simulator delivers c, then runs it.
-func (g *gated) park(ctx context.Context, c *call, run func() error) error {
+func park[T any](ctx context.Context, g *gated, c *call, run func() (T, error)) (v T, err error) {
 	if g.dead.Load() {
-		return errGone
+		return v, errGone
 	}
 	w := g.p.w
-	c.p, c.inc, c.dead, c.start = g.p, g.inc, g.dead, make(chan bool, 1)
+	c.g, c.start = g, make(chan bool, 1)
 	c.origin, _ = ctx.Value(originKey{}).(string)
 	if c.origin == "" {
 		c.origin = "load"
@@ -61,26 +59,21 @@ func (g *gated) park(ctx context.Context, c *call, run func() error) error {
 	select {
 	case ok := <-c.start:
 		if !ok {
-			return errGone
+			return v, errGone
 		}
 	case <-ctx.Done():
 		w.mu.Lock()
 		w.pending = slices.DeleteFunc(w.pending, func(x *call) bool { return x == c })
 		w.mu.Unlock()
-		return ctx.Err()
+		return v, ctx.Err()
 	}
-	err := run()
-	w.trace("  done %d %s %s %s a=%d b=%d: %v", c.inc, c.origin, c.kind, c.tag, c.a, c.b, err)
-	return err
+	v, err = run()
+	w.trace("  done %d %s %s %s a=%d b=%d: %v", g.inc, c.origin, c.kind, c.tag, c.a, c.b, err)
+	return v, err
 }
 
 func (g *gated) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
-	var r segment.Range
-	err := g.park(ctx, &call{kind: "reserve", tag: tag, a: step}, func() error {
-		var err error
-		r, err = g.s.Reserve(ctx, tag, step)
-		return err
-	})
+	r, err := park(ctx, g, &call{kind: "reserve", tag: tag, a: step}, func() (segment.Range, error) { return g.s.Reserve(ctx, tag, step) })
 	if err == nil {
 		w := g.p.w
 		w.mu.Lock()
@@ -93,72 +86,54 @@ func (g *gated) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 }
 
 func (g *gated) CreateTag(ctx context.Context, t segment.Tag) error {
-	return g.park(ctx, &call{kind: "create", tag: t.Name, a: t.MaxID, b: t.Step}, func() error { return g.s.CreateTag(ctx, t) })
+	_, err := park(ctx, g, &call{kind: "create", tag: t.Name, a: t.MaxID, b: t.Step}, func() (struct{}, error) {
+		return struct{}{}, g.s.CreateTag(ctx, t)
+	})
+	return err
 }
 
 func (g *gated) Release(ctx context.Context, tag string, from, to int64) (bool, error) {
-	var ok bool
-	err := g.park(ctx, &call{kind: "release", tag: tag, a: from, b: to}, func() error {
+	return park(ctx, g, &call{kind: "release", tag: tag, a: from, b: to}, func() (bool, error) {
 		w := g.p.w
 		w.mu.Lock()
 		verr := w.checkRelease(g.inc, tag, from, to)
 		w.mu.Unlock()
 		if verr != nil {
 			w.late(verr)
-			return verr
+			return false, verr
 		}
-		var err error
-		ok, err = g.s.Release(ctx, tag, from, to)
-		return err
+		return g.s.Release(ctx, tag, from, to)
 	})
-	return ok, err
 }
 
 func (g *gated) Raise(ctx context.Context, tag string, to int64) (bool, error) {
-	var ok bool
-	err := g.park(ctx, &call{kind: "raise", tag: tag, a: to}, func() error {
-		var err error
-		ok, err = g.s.Raise(ctx, tag, to)
-		return err
-	})
-	return ok, err
-}
-
-// sortPending orders the parked calls by who made them (w.mu held), so
-// that a pick by index is the same on every run.
-func (w *world) sortPending() {
-	slices.SortFunc(w.pending, func(x, y *call) int {
-		return cmp.Or(cmp.Compare(x.inc, y.inc), strings.Compare(x.origin, y.origin), strings.Compare(x.tag, y.tag),
-			strings.Compare(x.kind, y.kind), cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b))
-	})
+	return park(ctx, g, &call{kind: "raise", tag: tag, a: to}, func() (bool, error) { return g.s.Raise(ctx, tag, to) })
 }
 
 // take removes and returns the parked call the pick chooses among those
-// only selects (nil: any), or nil.
+// only selects (nil: any), or nil. The calls are sorted by who made them
+// first, so that a pick by index is the same on every run.
 func (w *world) take(only func(*call) bool, pick func(n int) int) *call {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.sortPending()
-	var idx []int
-	for i, c := range w.pending {
-		if (only == nil || only(c)) && !c.p.isPaused() {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
+	slices.SortFunc(w.pending, func(x, y *call) int {
+		return cmp.Or(cmp.Compare(x.g.inc, y.g.inc), strings.Compare(x.origin, y.origin), strings.Compare(x.tag, y.tag),
+			strings.Compare(x.kind, y.kind), cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b))
+	})
+	can := slices.DeleteFunc(slices.Clone(w.pending), func(c *call) bool { return only != nil && !only(c) || c.g.p.paused.Load() })
+	if len(can) == 0 {
 		return nil
 	}
-	i := idx[pick(len(idx))]
-	c := w.pending[i]
-	w.pending = slices.Delete(w.pending, i, i+1)
+	c := can[pick(len(can))]
+	w.pending = slices.DeleteFunc(w.pending, func(x *call) bool { return x == c })
 	return c
 }
 
 // run lets c go, with a fault armed in its process's connections if
 // faults is set, and waits until it is done or blocked.
 func (w *world) run(c *call, faults bool) error {
-	w.trace("  deliver %d %s %s %s a=%d b=%d", c.inc, c.origin, c.kind, c.tag, c.a, c.b)
-	if c.dead.Load() {
+	w.trace("  deliver %d %s %s %s a=%d b=%d", c.g.inc, c.origin, c.kind, c.tag, c.a, c.b)
+	if c.g.dead.Load() {
 		c.start <- false
 		return nil
 	}
@@ -168,28 +143,29 @@ func (w *world) run(c *call, faults bool) error {
 			return err
 		}
 	}
-	fail, amb := w.pickFault(faults)
-	c.p.f.arm(fail, amb)
-	c.start <- true
-	synctest.Wait()
-	c.p.f.arm(0, false)
+	w.faulty(c.g.p.f, faults, func() {
+		c.start <- true
+		synctest.Wait()
+	})
 	return nil
 }
 
-// pickFault picks the fault armed for a delivery: one in ten breaks a
+// faulty runs do with a fault armed in f, if on: one in ten breaks a
 // connection at one of the transaction's first statements, one in
 // twenty loses a commit's answer.
-func (w *world) pickFault(on bool) (failAt int, ambiguous bool) {
-	if !on {
-		return 0, false
+func (w *world) faulty(f *faults, on bool, do func()) {
+	failAt, ambiguous := 0, false
+	if on {
+		switch r := w.pick(100); {
+		case r < 10:
+			failAt = 1 + w.pick(6)
+		case r < 15:
+			ambiguous = true
+		}
 	}
-	switch r := w.pick(100); {
-	case r < 10:
-		return 1 + w.pick(6), false
-	case r < 15:
-		return 0, true
-	}
-	return 0, false
+	f.arm(failAt, ambiguous)
+	do()
+	f.arm(0, false)
 }
 
 func (w *world) deliverOne() error {
@@ -219,8 +195,6 @@ func (w *world) deliverAll(only func(*call) bool) error {
 // late records a violation found off the simulator's goroutine.
 func (w *world) late(err error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.lateErr == nil {
-		w.lateErr = err
-	}
+	w.lateErr = cmp.Or(w.lateErr, err)
+	w.mu.Unlock()
 }

@@ -101,11 +101,10 @@ func (h *history) restore(ctx context.Context, s snapshot, tables []string, stor
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, t := range tables {
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM main.%q", t)); err != nil {
-			return fmt.Errorf("sim: restore %s: %w", t, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO main.%q SELECT * FROM snap.%q", t, t)); err != nil {
-			return fmt.Errorf("sim: restore %s: %w", t, err)
+		for _, q := range []string{"DELETE FROM main.%[1]q", "INSERT INTO main.%[1]q SELECT * FROM snap.%[1]q"} {
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(q, t)); err != nil {
+				return fmt.Errorf("sim: restore %s: %w", t, err)
+			}
 		}
 	}
 	if storeID != "" {

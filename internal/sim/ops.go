@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -12,9 +13,8 @@ import (
 	"github.com/idgen/idgen/store"
 )
 
-// An op is one kind of step. Each has a name, for the weight table and
-// the trace, and a weight: how often it is picked relative to the others
-// (pebble's metamorphic config does the same).
+// An op is one kind of step, named for the weight table and the trace;
+// its weight is how often it is picked (as in pebble's metamorphic config).
 type opFunc func(w *world, p *proc, tag string) error
 
 var opFuncs = map[string]opFunc{
@@ -58,11 +58,9 @@ var opFuncs = map[string]opFunc{
 	// Every process at once, in the same millisecond: where two holders
 	// of one worker ID would collide.
 	"snow-all": func(w *world, _ *proc, _ string) error {
-		for _, q := range w.procs {
-			if !q.isPaused() {
-				if err := w.snowNext(q); err != nil {
-					return err
-				}
+		for _, q := range w.awake() {
+			if err := w.snowNext(q); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -110,8 +108,7 @@ var opFuncs = map[string]opFunc{
 	"failover-keep-create": func(w *world, _ *proc, _ string) error { return w.lose(lossKeepCreate, true) },
 }
 
-// Weights is an op mix: a weight per op name. Ops it leaves out are never
-// picked.
+// Weights is an op mix: a weight per op name; ops left out are never picked.
 type Weights map[string]int
 
 // DefaultWeights is the mix CI runs: mostly clients, deliveries and
@@ -135,12 +132,8 @@ func DefaultWeights() Weights {
 // With returns w with the weights of change replacing its own.
 func (w Weights) With(change Weights) Weights {
 	out := Weights{}
-	for k, v := range w {
-		out[k] = v
-	}
-	for k, v := range change {
-		out[k] = v
-	}
+	maps.Copy(out, w)
+	maps.Copy(out, change)
 	return out
 }
 
@@ -191,14 +184,14 @@ func (w *world) pickOp() weighted {
 	panic("unreachable")
 }
 
-// once takes one random step. A paused process takes none.
+// awake is the processes not paused: a paused process takes no step.
+func (w *world) awake() []*proc {
+	return slices.DeleteFunc(slices.Clone(w.procs), func(p *proc) bool { return p.paused.Load() })
+}
+
+// once takes one random step.
 func (w *world) once() error {
-	var awake []*proc
-	for _, p := range w.procs {
-		if !p.isPaused() {
-			awake = append(awake, p)
-		}
-	}
+	awake := w.awake()
 	if len(awake) == 0 {
 		w.trace("all paused")
 		w.advance(time.Duration(1+w.pick(200)) * time.Millisecond)
@@ -239,44 +232,26 @@ func (w *world) next(p *proc, tag string, n int) error {
 	return w.handOut(p, tag, ids)
 }
 
-// reserveRange runs a range client: the range's IDs are all handed out
-// at once, checked on the client's goroutine when the reservation
-// returns.
+// reserveRange runs a range client: all the range's IDs are handed out,
+// and checked on its goroutine, when the reservation returns.
 func (w *world) reserveRange(p *proc, tag string, n int64) {
 	a, inc := p.alloc, p.inc
 	ctx := context.WithValue(context.Background(), originKey{}, fmt.Sprintf("range#%d", w.step))
 	go func() {
-		r, err := a.ReserveRange(ctx, tag, n)
-		if err != nil {
-			return
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		for id := r.Start; id < r.End; id++ {
-			if err := w.record(tag, id, inc); err != nil {
-				w.lateErr = cmp.Or(w.lateErr, err)
-				return
-			}
+		if r, err := a.ReserveRange(ctx, tag, n); err == nil {
+			w.handOutRange(inc, tag, r.Start, r.End)
 		}
 	}()
 }
 
-// rangeHandBack runs a range client that reserves two ranges of n IDs,
-// hands out the first ID of the first, and hands back [first+1, end of
-// the first) and the whole second range concurrently.
+// rangeHandBack reserves two ranges of n IDs, hands out the first ID of
+// the first, and hands back the rest of it and the second concurrently.
 func (w *world) rangeHandBack(p *proc, tag string, n int64) {
 	a, inc := p.alloc, p.inc
 	ctx := context.WithValue(context.Background(), originKey{}, fmt.Sprintf("hand-back#%d", w.step))
 	go func() {
 		r1, err := a.ReserveRange(ctx, tag, n)
-		if err != nil {
-			return
-		}
-		w.mu.Lock()
-		err = w.record(tag, r1.Start, inc)
-		w.mu.Unlock()
-		if err != nil {
-			w.late(err)
+		if err != nil || !w.handOutRange(inc, tag, r1.Start, r1.Start+1) {
 			return
 		}
 		r2, err := a.ReserveRange(ctx, tag, n)
@@ -290,7 +265,6 @@ func (w *world) rangeHandBack(p *proc, tag string, n int64) {
 	}()
 }
 
-// The kinds of loss.
 type lossKind int
 
 const (
@@ -319,16 +293,14 @@ func (w *world) lose(kind lossKind, failover bool) error {
 			floor = j + 1
 		}
 	}
-	i := -1
-	for j := floor; j < len(w.hist.snaps) && i < 0; j++ {
-		if s := w.hist.snaps[j]; now-s.commits <= maxLost && (kind != lossCreate || s.kind == snapCreate) {
-			i = j
-		}
-	}
+	i := slices.IndexFunc(w.hist.snaps[floor:], func(s snapshot) bool {
+		return now-s.commits <= maxLost && (kind != lossCreate || s.kind == snapCreate)
+	})
 	if i < 0 {
 		w.trace("  no snapshot within %d commits", maxLost)
 		return nil
 	}
+	i += floor
 	s := w.hist.snaps[i]
 	var tables []string
 	if kind == lossTable {

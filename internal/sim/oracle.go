@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -51,9 +52,22 @@ func (w *world) record(tag string, id int64, inc int) error {
 	return nil
 }
 
-// checkRelease checks a hand-back about to run (w.mu held): no ID of
-// [from, to) may have been handed out, or a later reservation hands it
-// out again.
+// handOutRange records a range client's IDs [from, to), on its own
+// goroutine: a violation is found late.
+func (w *world) handOutRange(inc int, tag string, from, to int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := from; id < to; id++ {
+		if err := w.record(tag, id, inc); err != nil {
+			w.lateErr = cmp.Or(w.lateErr, err)
+			return false
+		}
+	}
+	return true
+}
+
+// checkRelease checks a hand-back about to run (w.mu held): an ID of
+// [from, to) handed out would be handed out again by a later reservation.
 func (w *world) checkRelease(inc int, tag string, from, to int64) error {
 	for id := from; id < to && id-from < 1<<16; id++ {
 		if prev, ok := w.segIDs[tagID{tag, id}]; ok {
@@ -71,10 +85,8 @@ func (w *world) snowNext(p *proc) error {
 	id, err := p.gen.Next(context.Background(), "t")
 	w.trace("  snowflake %d.%d: %d %v", p.id, p.inc, id, err)
 	if err != nil {
-		for _, ok := range []error{snowflake.ErrNoWorkerLease, snowflake.ErrClockMovedBackwards, snowflake.ErrClosed} {
-			if errors.Is(err, ok) {
-				return nil
-			}
+		if isAny(err, snowflake.ErrNoWorkerLease, snowflake.ErrClockMovedBackwards, snowflake.ErrClosed) {
+			return nil
 		}
 		return w.violation("unexpected snowflake error: %v", err)
 	}
@@ -95,11 +107,13 @@ func (w *world) snowNext(p *proc) error {
 // checkSegErr accepts the errors an allocator may return under faults.
 func (w *world) checkSegErr(p *proc, tag string, err error) error {
 	w.trace("  %d.%d %s: %v", p.id, p.inc, tag, err)
-	for _, ok := range []error{context.Canceled, context.DeadlineExceeded, segment.ErrUnavailable, segment.ErrExhausted,
-		segment.ErrClosed, segment.ErrTagNotFound, segment.ErrTagLimit} {
-		if errors.Is(err, ok) {
-			return nil
-		}
+	if isAny(err, context.Canceled, context.DeadlineExceeded, segment.ErrUnavailable, segment.ErrExhausted,
+		segment.ErrClosed, segment.ErrTagNotFound, segment.ErrTagLimit) {
+		return nil
 	}
 	return w.violation("unexpected allocator error: %v", err)
+}
+
+func isAny(err error, targets ...error) bool {
+	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
 }

@@ -26,11 +26,9 @@ const (
 	staticID   = 3
 )
 
-// proc is a simulated process: a real store.Store on the shared SQLite
-// file, through its own faulty connector, with a real segment allocator
-// behind the gate and a real leased snowflake generator or presence
-// lease. Each boot is a new incarnation with nothing in memory but what
-// the store keeps in its sidecar file, as after a crash.
+// proc is a simulated process (see the package doc). Each boot is a new
+// incarnation with nothing in memory but what the store keeps in its
+// sidecar file, as after a crash.
 type proc struct {
 	id, inc int
 	w       *world
@@ -49,8 +47,6 @@ type proc struct {
 	lastSF  int64
 }
 
-func (p *proc) isPaused() bool { return p.paused.Load() }
-
 func (p *proc) maxStep() int64 {
 	if p.id == 1 {
 		return bigMaxStep
@@ -60,15 +56,11 @@ func (p *proc) maxStep() int64 {
 
 func (p *proc) wall() time.Time { return time.Now().Add(time.Duration(p.offset.Load())) }
 
-// procClock is the generator's clock: p's wall clock, and the bubble's
-// monotonic one.
-type procClock struct{ p *proc }
+// Now and Sleep make p its generator's clock: p's wall clock, and the
+// bubble's monotonic one.
+func (p *proc) Now() (time.Time, time.Duration) { return p.wall(), time.Since(p.w.start) + time.Hour }
 
-func (c procClock) Now() (time.Time, time.Duration) {
-	return c.p.wall(), time.Since(c.p.w.start) + time.Hour
-}
-
-func (c procClock) Sleep(d time.Duration) { time.Sleep(max(d, 0)) }
+func (p *proc) Sleep(d time.Duration) { time.Sleep(max(d, 0)) }
 
 // open opens a real store on the world's file through a faulty
 // connector, with the fence configured as serve does.
@@ -133,7 +125,7 @@ func (w *world) leasedConfig(p *proc) snowflake.LeasedConfig {
 	cfg := snowflake.LeasedConfig{
 		Owner: fmt.Sprintf("p%d.%d", p.id, p.inc), TTL: leaseTTL, RenewInterval: -1, Margin: leaseTTL / 10,
 		Generator: snowflake.Config{Epoch: w.start.Add(-24 * time.Hour).Truncate(time.Millisecond), TimeBits: 41,
-			WorkerBits: 3, SequenceBits: 19, Clock: procClock{p}},
+			WorkerBits: 3, SequenceBits: 19, Clock: p},
 	}
 	if p.id == 0 {
 		cfg.Static, cfg.Generator.WorkerID = true, staticID
@@ -150,9 +142,9 @@ func (w *world) claim(p *proc) {
 		w.late(err)
 		return
 	}
-	p.f.arm(w.pickFault(w.faults))
-	g, err := snowflake.NewLeased(context.Background(), p.s.Leases(), w.leasedConfig(p))
-	p.f.arm(0, false)
+	var g *snowflake.Leased
+	var err error
+	w.faulty(p.f, w.faults, func() { g, err = snowflake.NewLeased(context.Background(), p.s.Leases(), w.leasedConfig(p)) })
 	w.trace("  claim %d.%d: %v", p.id, p.inc, err)
 	if err == nil {
 		p.gen = g
@@ -161,16 +153,12 @@ func (w *world) claim(p *proc) {
 
 // heartbeat renews p's worker lease, or claims one.
 func (w *world) heartbeat(p *proc) {
-	if !p.worker {
-		return
-	}
 	if p.gen == nil {
 		w.claim(p)
 		return
 	}
-	p.f.arm(w.pickFault(w.faults))
-	err := p.gen.Heartbeat(context.Background())
-	p.f.arm(0, false)
+	var err error
+	w.faulty(p.f, w.faults, func() { err = p.gen.Heartbeat(context.Background()) })
 	w.trace("  heartbeat %d.%d: worker %d, %v", p.id, p.inc, p.gen.WorkerID(), err)
 }
 
@@ -181,7 +169,7 @@ func (w *world) crash(p *proc) error {
 	w.res.Crashes++
 	p.dead.Store(true)
 	p.f.crash()
-	if err := w.deliverAll(func(c *call) bool { return c.inc == p.inc }); err != nil {
+	if err := w.deliverAll(func(c *call) bool { return c.g.inc == p.inc }); err != nil {
 		return err
 	}
 	w.teardown(p)
@@ -194,7 +182,7 @@ func (w *world) teardown(p *proc) {
 	p.f.crash()
 	a := p.alloc
 	go func() { _ = a.Close() }()
-	_ = w.deliverAll(func(c *call) bool { return c.inc == p.inc })
+	_ = w.deliverAll(func(c *call) bool { return c.g.inc == p.inc })
 	if p.pres != nil {
 		_ = p.pres.Close(context.Background())
 	}
@@ -209,23 +197,20 @@ func (w *world) shutdown(p *proc) error {
 	w.res.Restarts++
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), originKey{}, fmt.Sprintf("close#%d", w.step)), 2*time.Second)
 	defer cancel()
-	done := make(chan struct{})
+	var done atomic.Bool
 	a := p.alloc
-	go func() { defer close(done); _ = a.Shutdown(ctx) }()
+	go func() { _ = a.Shutdown(ctx); done.Store(true) }()
 	for i := 0; ; i++ {
-		if err := w.deliverAll(func(c *call) bool { return c.inc == p.inc }); err != nil {
+		if err := w.deliverAll(func(c *call) bool { return c.g.inc == p.inc }); err != nil {
 			return err
 		}
-		select {
-		case <-done:
-		default:
-			if i < 100 {
-				w.advance(50 * time.Millisecond)
-				continue
-			}
+		if done.Load() {
+			break
+		}
+		if i == 100 {
 			return fmt.Errorf("sim: process %d's shutdown did not end", p.id)
 		}
-		break
+		w.advance(50 * time.Millisecond)
 	}
 	if p.gen != nil {
 		err := p.gen.Shutdown(context.Background())
@@ -266,18 +251,15 @@ func (w *world) cli(what string, do func(ctx context.Context, s *store.Store) er
 	f := &faults{commits: w.commit}
 	s, err := w.open(ctx, f, maxStep)
 	if err == nil {
-		f.arm(w.pickFault(w.faults))
-		err = do(ctx, s)
-		f.arm(0, false)
+		w.faulty(f, w.faults, func() { err = do(ctx, s) })
 		_ = s.Close()
 	}
 	w.trace("  cli %s: %v", what, err)
 }
 
-// staticOneShot runs a short-lived process with process 0's static
-// worker ID, as a second instance started with the same --worker-id in
-// a rolling update: it claims it (which must fail while a live owner
-// holds it), takes a few snowflake IDs and releases it.
+// staticOneShot is a second instance started with process 0's static
+// --worker-id, as in a rolling update: its claim must fail while a live
+// owner holds the ID; else it takes a few snowflake IDs and releases it.
 func (w *world) staticOneShot() error {
 	if err := w.snapshot(snapClaim); err != nil {
 		return err

@@ -30,11 +30,10 @@ type Config struct {
 	Dir string
 	// Weights is the op mix (see DefaultWeights); nil means DefaultWeights.
 	Weights Weights
-	// Margin, if set, is the fence's margin (fence.Config) in place of
-	// the automatic one: a small one leaves live processes' lost ranges
-	// to the witness raise and the hold alone. Processes that crash or
-	// stall through a hold are covered by the margin only, so worlds
-	// with a small one leave crashes and pauses out.
+	// Margin, if set, replaces the fence's automatic margin (fence.Config):
+	// a small one leaves live processes' lost ranges to the witness raise
+	// and the hold alone, and covers no process that crashes or stalls
+	// through a hold, so its worlds leave crashes and pauses out.
 	Margin int64
 }
 
@@ -80,20 +79,18 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("sim: seed %d, step %d: %s", v.Seed, v.Step, v.Msg)
 }
 
-// tags are the tags every process must make progress on once the faults
-// stop. The steps also use edge, which starts a few reservations below
-// the int64 limit, and late, which exists once a one-shot command
-// created it.
+// tags must make progress in every process once the faults stop. The
+// steps also use edge, a few reservations below the int64 limit, and
+// late, which exists once a one-shot command created it.
 var tags = []string{"a", "b"}
 
-const edgeStart = math.MaxInt64 - 3*10 - 7
+const (
+	edgeStart = math.MaxInt64 - 3*10 - 7
+	procs     = 3 // processes running at once
+)
 
-// procs is how many processes run at once.
-const procs = 3
-
-// Run runs one simulation in a testing/synctest bubble of its own. It
-// returns a *Violation if a promise broke, or another error if the
-// simulation itself failed.
+// Run runs one simulation in a testing/synctest bubble of its own: a
+// *Violation if a promise broke, another error if the simulation failed.
 func Run(t *testing.T, cfg Config) (Result, error) {
 	var res Result
 	var err error
@@ -195,7 +192,6 @@ func (w *world) setup() error {
 // finish ends every process and closes the history's pool, so that no
 // goroutine outlives the bubble.
 func (w *world) finish() error {
-	w.faults = false
 	w.wake(true)
 	for _, p := range w.procs {
 		if p.gen != nil {
@@ -203,7 +199,6 @@ func (w *world) finish() error {
 		}
 		w.teardown(p)
 	}
-	synctest.Wait()
 	return w.hist.db.Close()
 }
 
@@ -268,8 +263,7 @@ func (w *world) settle() error {
 }
 
 // calm stops every fault and checks that both protocols make progress:
-// each process gets a snowflake ID, if it holds a worker lease, and IDs
-// of tags a and b.
+// each process gets a snowflake ID if it holds a worker lease, and IDs.
 func (w *world) calm() error {
 	w.faults = false
 	w.wake(true)
