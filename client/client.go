@@ -424,8 +424,15 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, hdr 
 // doBody is do with a JSON request body, sent again on every attempt.
 func (c *Client) doBody(ctx context.Context, method, path string, q url.Values, hdr http.Header, body []byte, out any) error {
 	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	// path is escaped already (url.PathEscape of the tag): Path must be
+	// its unescaped form, or String escapes it a second time ("bad tag"
+	// would reach the server as "bad%20tag").
 	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + path
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return err
+	}
+	u.Path = p
 	u.RawQuery = q.Encode()
 	return c.retry(ctx, func() (time.Duration, error) { return c.once(ctx, method, u.String(), hdr, body, out) })
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,6 +143,32 @@ func TestClient_PerIDCalls(t *testing.T) {
 		if err := tc.call(); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A refused tag reaches the server once escaped, so the error names the
+// tag the caller passed, not its escaped form.
+func TestClient_TagEscapedOnce(t *testing.T) {
+	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct{ mode, tag string }{
+		{"segment", "bad tag"},
+		{"segment", "100%"},
+		{"segment", "a?b"},
+		{"segment", "caf\u00e9"},
+		{"snowflake", "bad tag"},
+	} {
+		t.Run(tc.mode+" "+tc.tag, func(t *testing.T) {
+			c, err := client.New(ts.URL, client.WithMode(tc.mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Next(ctx, tc.tag)
+			var ce *client.Error
+			if !errors.As(err, &ce) || ce.Code != "invalid_tag" || !strings.Contains(ce.Message, strconv.Quote(tc.tag)) {
+				t.Fatalf("Next(%q): err = %v, want invalid_tag naming %q", tc.tag, err, tc.tag)
+			}
+		})
 	}
 }
 
