@@ -22,6 +22,9 @@ func TestCheckTag(t *testing.T) {
 		{"..", "path segment"},
 		{"order tag", `byte 6 of "order tag" is ' '`},
 		{"a/b", `byte 2 of "a/b" is '/'`},
+		{"✓", `byte 1 of "✓" is '✓'`},
+		{"ordér", `byte 4 of "ordér" is 'é'`},
+		{"ab\xff", `byte 3 of "ab\xff" is 0xff, not UTF-8`},
 	} {
 		err := idgen.CheckTag(tc.name)
 		if tc.want == "" {

@@ -3,6 +3,7 @@ package idgen
 import (
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // maxTagLen is the longest tag, in bytes.
@@ -29,13 +30,19 @@ func CheckTag(name string) error {
 	case name == "." || name == "..":
 		return fmt.Errorf("%w: %q is a path segment, not a tag", ErrInvalidTag, name)
 	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
+	// Positions count bytes from 1, as the idempotency key's errors do;
+	// the offender is the whole character, so "✓" is reported as '✓',
+	// not as the first byte of its UTF-8 encoding.
+	for i, c := range name {
+		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		case c == '_' || c == '.' || c == ':' || c == '-':
+		case c == utf8.RuneError:
+			return fmt.Errorf("%w: byte %d of %q is 0x%02x, not UTF-8",
+				ErrInvalidTag, i+1, name, name[i])
 		default:
 			return fmt.Errorf("%w: byte %d of %q is %s",
-				ErrInvalidTag, i+1, name, strconv.QuoteRune(rune(c)))
+				ErrInvalidTag, i+1, name, strconv.QuoteRune(c))
 		}
 	}
 	return nil

@@ -90,14 +90,14 @@ func ParseKey(v string) (string, error) {
 		// caller's mistake) and a stray quote an unbalanced string:
 		// taking either as one key would make a retry that sends it
 		// differently a new request.
-		return "", fmt.Errorf("%w: a bare key must not hold %q (byte %d): send one key, quoted as a Structured Fields string (\"…\") if it holds a comma or quote", ErrInvalidKey, v[i], i)
+		return "", fmt.Errorf("%w: a bare key must not hold %q (byte %d): send one key, quoted as a Structured Fields string (\"…\") if it holds a comma or quote", ErrInvalidKey, v[i], i+1)
 	}
 	if v == "" || len(v) > MaxKeyLength {
 		return "", fmt.Errorf("%w: a key must be 1 to %d characters, got %d", ErrInvalidKey, MaxKeyLength, len(v))
 	}
 	for i := range len(v) {
 		if v[i] < 0x20 || v[i] > 0x7e {
-			return "", fmt.Errorf("%w: a key must be printable ASCII; byte %d is 0x%02x", ErrInvalidKey, i, v[i])
+			return "", fmt.Errorf("%w: a key must be printable ASCII; byte %d is 0x%02x", ErrInvalidKey, i+1, v[i])
 		}
 	}
 	return v, nil
