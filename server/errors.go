@@ -96,7 +96,7 @@ func classify(err error) (ae *apiError, retry bool) {
 	if msg == "" {
 		msg = serverErrorMessage
 		if c.Status < 500 {
-			msg = err.Error()
+			msg = errcode.Message(err)
 		}
 	}
 	return &apiError{c.Status, c.Name, msg}, c.Retry

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/api/errcode"
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/server"
 	"github.com/idgen/idgen/snowflake"
@@ -128,9 +129,13 @@ func TestTagRule_SameAnswerOnEveryRoute(t *testing.T) {
 		{"space", "bad tag"},
 		{"65 bytes", strings.Repeat("x", 65)},
 		{"non-ASCII", "ordér"},
+		{"non-ASCII first", "✓"},
 		{"star", "a*b"},
 	} {
-		want := tagAnswer{http.StatusBadRequest, "invalid_tag", idgen.CheckTag(tc.tag).Error()}
+		want := tagAnswer{http.StatusBadRequest, "invalid_tag", errcode.Message(idgen.CheckTag(tc.tag))}
+		if strings.HasPrefix(want.message, "idgen:") || strings.Contains(want.message, "\u00e2") {
+			t.Fatalf("message %q: a Go package name or a mangled character reaches the caller", want.message)
+		}
 		for _, r := range routes {
 			t.Run(tc.name+"/"+r.name, func(t *testing.T) {
 				if got := r.answer(tc.tag)(t); got != want {

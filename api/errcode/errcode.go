@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"regexp"
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/idempotency"
@@ -141,6 +142,26 @@ var rules = []struct {
 	{idempotency.ErrInFlight, "idempotency_key_in_flight"},
 	{idempotency.ErrKeyLimit, "idempotency_key_limit_reached"},
 	{idempotency.ErrStore, "unavailable"},
+}
+
+// pkgPrefix is a Go package's name at the start of an error's text or of
+// one of its wrapped parts ("readable: invalid ID: …").
+var pkgPrefix = regexp.MustCompile(`(^|: )(?:idgen|segment|readable|snowflake|opaque|idempotency): `)
+
+// Message is the text of a 4xx err as a caller reads it: the error's own
+// text without the Go package names its parts start with, which mean
+// something to a Go programmer reading a log and nothing to an HTTP or
+// gRPC caller.
+func Message(err error) string {
+	msg := err.Error()
+	for {
+		// Again until none is left: "segment: idgen: " loses one per pass.
+		plain := pkgPrefix.ReplaceAllString(msg, "$1")
+		if plain == msg {
+			return msg
+		}
+		msg = plain
+	}
 }
 
 // ForError returns the code of err: the first sentinel err matches.

@@ -1,8 +1,15 @@
 package errcode
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/readable"
+	"github.com/idgen/idgen/segment"
 )
 
 func TestTable(t *testing.T) {
@@ -33,5 +40,25 @@ func TestTable(t *testing.T) {
 func TestForError_Unknown(t *testing.T) {
 	if c, ok := ForError(http.ErrAbortHandler); ok {
 		t.Errorf("ForError of an error no rule names = %q, want none", c.Name)
+	}
+}
+
+func TestMessage(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{idgen.CheckTag("bad tag"), `invalid tag: use 1 to 64 characters of A-Z a-z 0-9 _ . : -: byte 4 of "bad tag" is ' '`},
+		{fmt.Errorf("%w: check characters do not match", readable.ErrInvalid), "invalid ID: check characters do not match"},
+		{fmt.Errorf("%w: %w", segment.ErrInvalidStep, idgen.ErrInvalidCount), "invalid step or start: invalid count: ask for at least one ID"},
+		{fmt.Errorf("%w: too long", idempotency.ErrInvalidKey), "invalid key: too long"},
+		{fmt.Errorf("segment: create: %w", idgen.CheckTag("")), "create: invalid tag: use 1 to 64 characters of A-Z a-z 0-9 _ . : -: the tag is empty"},
+		{fmt.Errorf("segment: %w", idgen.ErrInvalidCount), "invalid count: ask for at least one ID"},
+		// A package name inside a quoted tag is the caller's text.
+		{idgen.CheckTag("segment:x y"), `byte 10 of "segment:x y"`},
+	} {
+		if got := Message(tc.err); !strings.Contains(got, tc.want) || pkgPrefix.MatchString(got) {
+			t.Errorf("Message(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

@@ -102,7 +102,7 @@ func TestServe_CompatRoutes(t *testing.T) {
 		status int
 		says   string
 	}{
-		{"/api/segment/get/bad%20tag", 400, `invalid_tag: idgen: invalid tag`},
+		{"/api/segment/get/bad%20tag", 400, `invalid_tag: invalid tag: use 1 to 64`},
 		{"/api/segment/get/" + strings.Repeat("k", 65), 400, "65 bytes, more than 64"},
 		{"/api/segment/get/a!b", 400, `byte 2 of "a!b" is '!'`},
 		{"/decodeSnowflakeId?snowflakeId=abc", 400, "invalid_id: snowflakeId must be"},
