@@ -89,8 +89,10 @@ var codes = func() map[string]Code {
 		{Name: "invalid_idempotency_key", Status: http.StatusBadRequest, Match: []error{idempotency.ErrInvalidKey}},
 		{Name: "invalid_idempotency_ttl", Status: http.StatusBadRequest},
 		{Name: "idempotency_key_reused", Status: http.StatusUnprocessableEntity, Final: true, BadRequest: true,
+			// The fingerprint is a hash, so the message cannot say which
+			// part differs; the API is the part a newcomer misses.
 			Match:   []error{idempotency.ErrKeyReused},
-			Message: "this Idempotency-Key was first used for another request (another tag, mode, count or format); send a new key for a new request"},
+			Message: "this Idempotency-Key was first used for another request: another tag, mode, count or format, or the other API (a key first sent over HTTP is refused over gRPC, and the reverse); send a new key for a new request"},
 		{Name: "idempotency_key_in_flight", Status: http.StatusConflict, Retry: true, Final: true,
 			Match:   []error{idempotency.ErrInFlight},
 			Message: "the first request with this Idempotency-Key is still running; retry after the Retry-After delay to get its answer"},

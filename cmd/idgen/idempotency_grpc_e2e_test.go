@@ -182,9 +182,23 @@ func TestServe_IdempotencyGRPCurl(t *testing.T) {
 	bin := proctest.Binary(t, dir)
 	grpcurl := proctest.Tool(t, dir, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
 	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}, "--access-log=false")
-	call := func(body string) (string, error) {
-		return runTool(t, grpcurl, "-plaintext", "-v", "-H", "idempotency-key: order-c7f1", "-H", "idempotency-ttl: 600",
+	// docs/idempotency.md: the HTTP example's key, then the gRPC
+	// example's own key.
+	callKey := func(key, body string) (string, error) {
+		return runTool(t, grpcurl, "-plaintext", "-v", "-H", "idempotency-key: "+key, "-H", "idempotency-ttl: 600",
 			"-d", body, p.Addr(), "idgen.v1.IDService/Next")
+	}
+	call := func(body string) (string, error) { return callKey("order-9b2e", body) }
+	req, _ := http.NewRequest("GET", "http://"+p.Addr()+"/id/order?count=2", nil)
+	req.Header.Set("Idempotency-Key", "order-c7f1")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HTTP example: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	out, err := callKey("order-c7f1", `{"tag":"order","count":2}`)
+	if err == nil || !strings.Contains(out, "Code: FailedPrecondition") || !strings.Contains(out, "the other API") {
+		t.Fatalf("the HTTP example's key over gRPC: %v\n%s\nwant FailedPrecondition naming the other API", err, out)
 	}
 	first, err := call(`{"tag":"order","count":2}`)
 	if err != nil || strings.Contains(first, "idempotent-replayed") || !strings.Contains(responseBody(first), `"ids"`) {
@@ -194,7 +208,7 @@ func TestServe_IdempotencyGRPCurl(t *testing.T) {
 	if err != nil || !strings.Contains(again, "idempotent-replayed: true") || responseBody(again) != responseBody(first) {
 		t.Fatalf("repeat: %v\n%s\nwant the first answer replayed:\n%s", err, again, first)
 	}
-	out, err := call(`{"tag":"order","count":3}`)
+	out, err = call(`{"tag":"order","count":3}`)
 	if err == nil || !strings.Contains(out, "Code: FailedPrecondition") || !strings.Contains(out, `"reason": "idempotency_key_reused"`) {
 		t.Fatalf("reused key: %v\n%s", err, out)
 	}
