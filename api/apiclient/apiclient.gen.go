@@ -32,6 +32,7 @@ const (
 	Internal                   ErrorErrorCode = "internal"
 	InvalidBody                ErrorErrorCode = "invalid_body"
 	InvalidCount               ErrorErrorCode = "invalid_count"
+	InvalidDescription         ErrorErrorCode = "invalid_description"
 	InvalidFormat              ErrorErrorCode = "invalid_format"
 	InvalidId                  ErrorErrorCode = "invalid_id"
 	InvalidIdempotencyKey      ErrorErrorCode = "invalid_idempotency_key"
@@ -59,6 +60,7 @@ const (
 	TagNotFound                ErrorErrorCode = "tag_not_found"
 	TagNotOpaque               ErrorErrorCode = "tag_not_opaque"
 	TimeExhausted              ErrorErrorCode = "time_exhausted"
+	UiDisabled                 ErrorErrorCode = "ui_disabled"
 	Unauthorized               ErrorErrorCode = "unauthorized"
 	Unavailable                ErrorErrorCode = "unavailable"
 	WorkerFloorAhead           ErrorErrorCode = "worker_floor_ahead"
@@ -92,6 +94,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case InvalidBody:
 		return true
 	case InvalidCount:
+		return true
+	case InvalidDescription:
 		return true
 	case InvalidFormat:
 		return true
@@ -146,6 +150,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case TagNotOpaque:
 		return true
 	case TimeExhausted:
+		return true
+	case UiDisabled:
 		return true
 	case Unauthorized:
 		return true

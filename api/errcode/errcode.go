@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/idempotency"
@@ -104,6 +105,32 @@ var codes = func() map[string]Code {
 	}
 	return m
 }()
+
+// detected are the codes the server answers where it detects the
+// mistake, with a message about the request, and so without a row in
+// codes. With codes they are every code an answer carries: the set the
+// API document, docs/operations.md and docs/grpc.md list
+// (codeset_test.go).
+var detected = []string{
+	"invalid_body", "invalid_format", "invalid_release", "not_found", "method_not_allowed",
+	"mode_disabled", "internal", "not_ready", "unauthorized", "forbidden", "admin_disabled",
+	"admin_unavailable", "client_certificate_required", "opaque_fixed", "idempotency_disabled",
+	"idempotency_not_supported", "range_not_released", "release_disabled", "ui_disabled",
+	// gRPC only: an enum value the server does not know.
+	"invalid_mode",
+}
+
+// Names returns every code an answer may carry, sorted.
+func Names() []string {
+	names := slices.Clone(detected)
+	for name := range codes {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
 
 // rules map sentinels to codes, in order: the first match wins, so a
 // specific error that also wraps a general one (ErrHeld wraps
