@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -572,8 +573,14 @@ func loadAPITokens(v string) (server.APITokens, error) {
 	}
 	// The operator names the file on the command line; reading it is
 	// the point.
-	if b, err := os.ReadFile(v); err == nil { //nolint:gosec // G304, see above
+	b, err := os.ReadFile(v) //nolint:gosec // G304, see above
+	switch {
+	case err == nil:
 		v = string(b)
+	case !strings.Contains(v, "="):
+		// No inline entry has no "=": v names a file, and what is
+		// wrong is the file, not the syntax of its name.
+		return nil, fmt.Errorf("cannot read the token file: %w (inline tokens are TOKEN=tag1,tag2;TOKEN2=*)", err)
 	}
 	return server.ParseAPITokens(v)
 }
