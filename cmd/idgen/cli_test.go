@@ -34,6 +34,8 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--admin-token", "abc"}, "--admin-token must be at least 16 characters"},
 		{[]string{"--metrics-token", "abc"}, "--metrics-token must be at least 16 characters"},
 		{[]string{"--api-tokens", "short=*"}, "--api-tokens: "},
+		{[]string{"--api-tokens", "/nonexistent/tokens"}, "--api-tokens: cannot read the token file: open /nonexistent/tokens: no such file or directory"},
+		{[]string{"--port", "8081"}, "unknown flag: --port: the listen address is --addr (IDGEN_ADDR)"},
 		{[]string{"--admin-token", "same-token-for-both", "--api-tokens", "same-token-for-both=*"}, "--admin-token must differ"},
 		{[]string{"--trusted-proxies", "10.0.0.0/33"}, "--trusted-proxies: \"10.0.0.0/33\""},
 		{[]string{"--max-batch", "0"}, "--max-batch must be from 1 to 100000"},
@@ -168,6 +170,25 @@ func TestServe_BusyPortNamesAddr(t *testing.T) {
 	}
 	if _, err := os.Stat(db); err == nil {
 		t.Fatalf("serve on a busy port created the store before failing")
+	}
+}
+
+// A bad value in the environment names the variable and what it takes,
+// not strconv's words.
+func TestCLI_BadEnvNamesVariable(t *testing.T) {
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	for _, tc := range []struct{ env, want string }{
+		{"IDGEN_ACCESS_LOG=maybe", `IDGEN_ACCESS_LOG="maybe" is not a boolean: set it to true or false`},
+		{"IDGEN_AUTO_CREATE_TAGS=yes", `IDGEN_AUTO_CREATE_TAGS="yes" is not a boolean`},
+		{"IDGEN_MAX_BATCH=1e3", `IDGEN_MAX_BATCH="1e3": "1e3" is not a whole number`},
+	} {
+		c := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--store", "sqlite://"+filepath.Join(dir, "never.db"))
+		c.Env = append(os.Environ(), tc.env)
+		out, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "strconv") {
+			t.Errorf("%s: err %v, output %q; want a failure saying %q", tc.env, err, out, tc.want)
+		}
 	}
 }
 

@@ -53,6 +53,13 @@ func newRoot() *cobra.Command {
 		"table segments are reserved from: id_sequence (idgen's own) or leaf_alloc (Meituan Leaf's, shared with Leaf servers; see docs/migrating.md)")
 	root.AddCommand(newServe(), newMigrate(), newTag(), newHealth(), newDecode(), newImport(), newVersion(), newOpaque(), newSnowflake())
 	root.SetVersionTemplate("idgen {{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// Other servers take a port; idgen takes an address.
+		if strings.HasPrefix(err.Error(), "unknown flag: --port") && cmd.Flags().Lookup("addr") != nil {
+			return fmt.Errorf("%w: the listen address is --addr (IDGEN_ADDR), host:port or :port, such as --addr :8081", err)
+		}
+		return err
+	})
 	return root
 }
 
@@ -68,6 +75,10 @@ func flagsFromEnv(cmd *cobra.Command) error {
 		if v, ok := os.LookupEnv(name); ok {
 			if e := f.Value.Set(v); e != nil {
 				err = fmt.Errorf("%s=%q: %w", name, v, e)
+				if f.Value.Type() == "bool" {
+					// strconv.ParseBool's own text names neither.
+					err = fmt.Errorf("%s=%q is not a boolean: set it to true or false (1, 0, t and f work too)", name, v)
+				}
 			}
 		}
 	})
