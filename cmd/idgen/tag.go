@@ -197,8 +197,8 @@ func newBump() *cobra.Command {
 		Use:   "bump [TAG...]",
 		Short: "Move max_id up, by --by IDs or to at least --to, after a restore or a lossy failover",
 		Long: `Move max_id up so that no ID handed out before a restore or a lossy
-failover can be handed out again. Never moves max_id down. See
-docs/deploy.md for how large --by must be.`,
+failover can be handed out again. Never moves max_id down. How large
+--by must be: docs/deploy.md, "Sizing idgen tag bump --by".`,
 		Example: "  idgen tag bump --all --by 100000000\n  idgen tag bump order --to 5000000000",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			all, _ := cmd.Flags().GetBool("all")
