@@ -98,7 +98,7 @@ type Tag struct {
 // Validate checks a row before it is created, so that every Store
 // refuses the same input before any I/O: a valid name (idgen.CheckTag),
 // a step from 1 to 2^31-1
-// (an INT column in every dialect), a first ID from 0 up to where one
+// (an INT column in every dialect), a first ID from 1 up to where one
 // step still fits below the int64 limit, so that no reservation's
 // arithmetic can wrap, and a description every database can store
 // (CheckDescription).
@@ -112,8 +112,9 @@ func (t Tag) Validate() error {
 	if len(t.Opaque) > MaxOpaqueLen {
 		return fmt.Errorf("%w: key fingerprint of %d bytes, at most %d", ErrInvalidTag, len(t.Opaque), MaxOpaqueLen)
 	}
-	if t.MaxID < 0 || t.MaxID > math.MaxInt64-t.Step {
-		return fmt.Errorf("%w: start %d is not from 0 to %d (the int64 limit less one step)", ErrInvalidStep, t.MaxID, math.MaxInt64-t.Step)
+	if t.MaxID < 1 || t.MaxID > math.MaxInt64-t.Step {
+		// 0 is no ID: most databases and languages read it as unset.
+		return fmt.Errorf("%w: start %d is not from 1 to %d (the int64 limit less one step); IDs are never 0", ErrInvalidStep, t.MaxID, math.MaxInt64-t.Step)
 	}
 	return CheckDescription(t.Description)
 }

@@ -149,7 +149,7 @@ func TestCheckTag(t *testing.T) {
 		want error
 	}{
 		{"ok", segment.Tag{Name: "a", MaxID: 1, Step: 1000}, nil},
-		{"start 0", segment.Tag{Name: "a", MaxID: 0, Step: 1}, nil},
+		{"start 0", segment.Tag{Name: "a", MaxID: 0, Step: 1}, segment.ErrInvalidStep},
 		{"highest start", segment.Tag{Name: "a", MaxID: math.MaxInt64 - 1000, Step: 1000}, nil},
 		{"start past the last step", segment.Tag{Name: "a", MaxID: math.MaxInt64 - 999, Step: 1000}, segment.ErrInvalidStep},
 		{"start MaxInt64", segment.Tag{Name: "a", MaxID: math.MaxInt64, Step: 1}, segment.ErrInvalidStep},

@@ -67,7 +67,7 @@ func TestOpen_FallbackHost(t *testing.T) {
 	if _, err := st.Migrate(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	tag := segment.Tag{Name: "fallback", Step: 10}
+	tag := segment.Tag{Name: "fallback", MaxID: 1, Step: 10}
 	if err := st.CreateTag(ctx, tag); err != nil {
 		t.Fatal(err)
 	}
