@@ -108,14 +108,14 @@ func TestCLI_Tags(t *testing.T) {
 		{[]string{"tag", "add", "top", "--start", "9223372036854775000"}, true, "invalid step or start: start 9223372036854775000 is not from 1"},
 		{[]string{"tag", "add", "zero", "--start", "0"}, true, "invalid step or start: start 0 is not from 1 to 9223372036854774807 (the int64 limit less one step); IDs are never 0"},
 		{[]string{"tag", "add", "other", "--start", "5"}, false, "created other"},
-		{[]string{"tag", "bump", "--all", "--by", "100"}, false, "other: max_id 105"},
+		{[]string{"tag", "bump", "--all", "--by", "100"}, false, "other: next_id 105"},
 		{[]string{"tag", "list"}, false, "other  105"},
 		// --all raises the tag floor too: a tag created afterwards, such
 		// as one whose creation the restore lost, starts above it.
 		{[]string{"tag", "add", "late", "--start", "3"}, false, "created late: first ID 103, step 1000 (--start 3 plus the store's tag floor 100"},
 		{[]string{"tag", "list"}, false, "late   103"},
 		{[]string{"tag", "bump", "user", "--to", "500"}, false, "user: already at or above 500"},
-		{[]string{"tag", "bump", "user", "--to", "5000"}, false, "user: max_id 5000"},
+		{[]string{"tag", "bump", "user", "--to", "5000"}, false, "user: next_id 5000"},
 		{[]string{"tag", "bump", "user"}, true, "exactly one of --by N or --to N"},
 		{[]string{"tag", "bump", "--by", "5"}, true, "name the tags to bump, or pass --all"},
 		{[]string{"tag", "list"}, false, "user   5000"},

@@ -195,9 +195,10 @@ func withStore(cmd *cobra.Command, fn func(st *store.Store) error) (err error) {
 func newBump() *cobra.Command {
 	bump := &cobra.Command{
 		Use:   "bump [TAG...]",
-		Short: "Move max_id up, by --by IDs or to at least --to, after a restore or a lossy failover",
-		Long: `Move max_id up so that no ID handed out before a restore or a lossy
-failover can be handed out again. Never moves max_id down. How large
+		Short: "Move next_id up, by --by IDs or to at least --to, after a restore or a lossy failover",
+		Long: `Move next_id (the NEXT_ID of idgen tag list; max_id in the database)
+up so that no ID handed out before a restore or a lossy failover can be
+handed out again. Never moves it down. How large
 --by must be: docs/deploy.md, "Sizing idgen tag bump --by".`,
 		Example: "  idgen tag bump --all --by 100000000\n  idgen tag bump order --to 5000000000",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -212,7 +213,7 @@ failover can be handed out again. Never moves max_id down. How large
 			case (by > 0) == (to > 0):
 				return errors.New("pass exactly one of --by N or --to N, with N at least 1")
 			case by < 0 || to < 0:
-				return errors.New("--by and --to must be at least 1: max_id only moves up")
+				return errors.New("--by and --to must be at least 1: next_id only moves up")
 			}
 			return withExistingStore(cmd, func(st *store.Store) error {
 				ctx := cmd.Context()
@@ -225,7 +226,7 @@ failover can be handed out again. Never moves max_id down. How large
 						return err
 					}
 					for _, t := range tags {
-						out.printf("%s: max_id %d\n", t.Name, t.MaxID)
+						out.printf("%s: next_id %d\n", t.Name, t.MaxID)
 					}
 					out.printf("tag floor raised by %d: tags created from now on start that far above their --start\n", by)
 					return out.err
@@ -245,7 +246,7 @@ failover can be handed out again. Never moves max_id down. How large
 						if err != nil {
 							return tagNotFound(name, err)
 						}
-						out.printf("%s: max_id %d\n", name, n)
+						out.printf("%s: next_id %d\n", name, n)
 						continue
 					}
 					raised, err := st.Raise(ctx, name, to)
@@ -253,7 +254,7 @@ failover can be handed out again. Never moves max_id down. How large
 						return tagNotFound(name, err)
 					}
 					if raised {
-						out.printf("%s: max_id %d\n", name, to)
+						out.printf("%s: next_id %d\n", name, to)
 					} else {
 						out.printf("%s: already at or above %d\n", name, to)
 					}
@@ -264,6 +265,6 @@ failover can be handed out again. Never moves max_id down. How large
 	}
 	bump.Flags().Bool("all", false, "bump every tag")
 	int64Flag(bump.Flags(), "by", 0, "skip this many IDs")
-	int64Flag(bump.Flags(), "to", 0, "raise max_id to at least this")
+	int64Flag(bump.Flags(), "to", 0, "raise next_id to at least this")
 	return bump
 }
