@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -367,7 +368,36 @@ func (a *Allocator) reserveOnce(ctx context.Context, tag string, step int64) (Ra
 	if err != nil && !errors.Is(err, ErrTagExists) {
 		return Range{}, err
 	}
+	if err == nil {
+		a.warnCaseTwin(ctx, tag)
+	}
 	return a.store.Reserve(ctx, tag, step)
+}
+
+// warnCaseTwin logs a warning when tag, just auto-created, differs only
+// in case from a tag the store already has: tags are case-sensitive, so
+// /id/Order starts a counter of its own at 1 beside order's, which is
+// rarely what the caller meant. Only the process that created the tag
+// looks, once, so the warning is one line per tag; a store that cannot
+// list its tags is not asked.
+func (a *Allocator) warnCaseTwin(ctx context.Context, tag string) {
+	l, ok := a.store.(interface {
+		ListTags(context.Context) ([]Tag, error)
+	})
+	if !ok {
+		return
+	}
+	tags, err := l.ListTags(ctx)
+	if err != nil {
+		return
+	}
+	for _, t := range tags {
+		if t.Name != tag && strings.EqualFold(t.Name, tag) {
+			a.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "segment: a new tag differs from an existing one only in case; tags are case-sensitive, so it counts from its own start",
+				slog.String("tag", tag), slog.String("existing", t.Name))
+			return
+		}
+	}
 }
 
 // Stats returns a snapshot of every tag the allocator has seen, sorted by
