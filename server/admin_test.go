@@ -70,11 +70,13 @@ func TestAdmin_Auth(t *testing.T) {
 		token  string
 		status int
 		code   string
+		says   string
 	}{
-		{"no admin token configured", open.URL, "anything", 403, "admin_disabled"},
-		{"missing token", guarded.URL, "", 401, "unauthorized"},
-		{"wrong token", guarded.URL, "s3cret-admiN", 403, "forbidden"},
-		{"right token", guarded.URL, "s3cret-admin-token", 200, ""},
+		{"no admin token configured", open.URL, "anything", 403, "admin_disabled", "--admin-token"},
+		{"missing token", guarded.URL, "", 401, "unauthorized", "Bearer"},
+		// A wrong admin token is no question of tags.
+		{"wrong token", guarded.URL, "s3cret-admiN", 403, "forbidden", "not this server's admin token (--admin-token"},
+		{"right token", guarded.URL, "s3cret-admin-token", 200, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := do(t, "GET", tc.url+"/admin/tags", tc.token, "")
@@ -83,6 +85,9 @@ func TestAdmin_Auth(t *testing.T) {
 			}
 			if tc.code != "" && errCode(t, a.body) != tc.code {
 				t.Fatalf("code %s, want %s", errCode(t, a.body), tc.code)
+			}
+			if !strings.Contains(a.body, tc.says) || strings.Contains(a.body, "tag") && tc.code == "forbidden" {
+				t.Fatalf("body %s, want a message saying %q and nothing of tags", a.body, tc.says)
 			}
 		})
 	}

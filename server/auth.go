@@ -28,6 +28,14 @@ var (
 		"this server requires mutual TLS: send a client certificate signed by its client CA (--tls-client-ca); only /healthz, /readyz and grpc.health.v1 answer without one"}
 )
 
+// On /admin and /metrics there is no tag: the one token is wrong.
+var (
+	errNotAdmin = &apiError{http.StatusForbidden, "forbidden",
+		"the token is not this server's admin token (--admin-token, IDGEN_ADMIN_TOKEN); client tokens (--api-tokens) do not open the admin API"}
+	errNotMetrics = &apiError{http.StatusForbidden, "forbidden",
+		"the token is not this server's metrics token (--metrics-token, IDGEN_METRICS_TOKEN)"}
+)
+
 // token is a secret kept as its SHA-256 digest, so that comparisons take
 // the same time whatever the length or content of the guess.
 type token [sha256.Size]byte
@@ -124,7 +132,7 @@ func (s *Server) requireMetrics(c *gin.Context) {
 		c.Next()
 		return
 	}
-	s.requireBearer(c, "idgen-metrics", s.metricsToken)
+	s.requireBearer(c, "idgen-metrics", s.metricsToken, errNotMetrics)
 }
 
 // requireAdmin guards /admin/*: closed unless a token is configured.
@@ -133,12 +141,12 @@ func (s *Server) requireAdmin(c *gin.Context) {
 		s.writeError(c, errAdminDisabled)
 		return
 	}
-	s.requireBearer(c, "idgen-admin", s.auth.admin)
+	s.requireBearer(c, "idgen-admin", s.auth.admin, errNotAdmin)
 }
 
 // requireBearer lets the request on only with the bearer token whose
-// digest is want: 401 without a token, 403 with another one.
-func (s *Server) requireBearer(c *gin.Context, realm string, want *token) {
+// digest is want: 401 without a token, 403 (wrong) with another one.
+func (s *Server) requireBearer(c *gin.Context, realm string, want *token, wrong *apiError) {
 	tok, ok := bearer(c)
 	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`"`)
@@ -147,7 +155,7 @@ func (s *Server) requireBearer(c *gin.Context, realm string, want *token) {
 	}
 	d := digest(tok)
 	if subtle.ConstantTimeCompare(d[:], want[:]) != 1 {
-		s.writeError(c, errForbidden)
+		s.writeError(c, wrong)
 		return
 	}
 	c.Next()
