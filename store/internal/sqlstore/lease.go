@@ -360,7 +360,6 @@ func (s *Leases) takeStatic(ctx context.Context, q Querier, owner string, worker
 	}
 	w := fence.Worker{Owned: holder != "", Expires: expires, Seen: seen}
 	if plant.On("F12") {
-		w.Expires = max(w.Expires, 0)
 		w.Seen = 0 // the hold ignored, as before: lapsed is free
 	}
 	if !fence.Claimable(fence.Record{FenceUntil: holdUntil}, time.UnixMilli(nowMs), w, holder == owner) {
