@@ -78,6 +78,9 @@ func (g *gated) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 		w := g.p.w
 		w.mu.Lock()
 		g.p.ranges[tag] = append(g.p.ranges[tag], r)
+		if !g.dead.Load() {
+			w.reserver.Store(g.p)
+		}
 		w.res.Reservations++
 		w.mu.Unlock()
 		w.trace("  reserved %d %s [%d,%d)", g.inc, tag, r.Start, r.End)

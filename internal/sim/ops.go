@@ -100,9 +100,18 @@ var opFuncs = map[string]opFunc{
 	"failover":      func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, true) },
 	"restore":       func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, false) },
 	"restore-table": func(w *world, _ *proc, _ string) error { return w.lose(lossTable, false) },
-	"failover-lose-create": func(w *world, _ *proc, _ string) error {
-		return w.lose(lossCreate, true)
+	// A restore checked at once by the process that reserved last: if
+	// it lost a reservation, that one, and the process fences.
+	"restore-checked": func(w *world, _ *proc, _ string) error {
+		if p := w.reserver.Load(); p != nil && !p.paused.Load() {
+			if err := w.lose(lossWhole, false); err != nil {
+				return err
+			}
+			w.trace("  check %d.%d: %v", p.id, p.inc, p.s.CheckIdentity(context.Background()))
+		}
+		return nil
 	},
+	"failover-lose-create": func(w *world, _ *proc, _ string) error { return w.lose(lossCreate, true) },
 	// A failover that loses no tag's creation: a lost creation is the
 	// tag floor's, and the floor moves by the margin.
 	"failover-keep-create": func(w *world, _ *proc, _ string) error { return w.lose(lossKeepCreate, true) },
@@ -113,11 +122,8 @@ type Weights map[string]int
 
 // DefaultWeights is the mix CI runs: mostly clients, deliveries and
 // time, with a crash, a graceful shutdown, a pause or a failover every
-// fifty steps or so. Restores that keep the identity, of the whole
-// database or of one table, are out: a restore first reached by a
-// process that had not seen what it lost goes undetected (seed 17 of
-// the restore world), and the store has holes there today
-// (TestSimulation_KnownHoles).
+// fifty steps or so. Restores that keep the identity have worlds of
+// their own (TestSimulation_Holes, TestSimulation_KnownLimit).
 func DefaultWeights() Weights {
 	return Weights{
 		"next": 20, "next-n": 8, "reserve-range": 3, "range-hand-back": 2,
@@ -311,6 +317,7 @@ func (w *world) lose(kind lossKind, failover bool) error {
 		id = fmt.Sprintf("history-%d-%d", w.cfg.Seed, w.step)
 	}
 	w.res.Losses++
+	w.lost.Store(true)
 	w.res.LostCommits += now - s.commits
 	w.trace("  lose %d commits back to %s (tables %v, store_id %q)", now-s.commits, filepath.Base(s.path), tables, id)
 	if err := w.hist.restore(context.Background(), s, tables, id); err != nil {

@@ -73,8 +73,10 @@ func (w *world) open(ctx context.Context, f *faults, rangeCap int64) (*store.Sto
 		_ = s.Close()
 		return nil, err
 	}
-	s.ObserveFences(func(fence.Event) {
-		w.fences.Add(1)
+	s.ObserveFences(func(e fence.Event) {
+		if w.fences.Add(1); !w.lost.Load() {
+			w.late(w.violation("a fence of a store that lost nothing: %s", e.Reason))
+		}
 		w.lastFence.Store(time.Now().UnixNano())
 	})
 	return s, nil

@@ -164,7 +164,8 @@ type holeWorld struct {
 
 // holeWorlds are the worlds of the findings the simulator found before
 // their fixes, each within its first two seeds of holeSteps steps
-// (F2 seed 1 step 183, F3 seed 1 step 115, F5 seed 2 step 286).
+// (F2 seed 1 step 183, F3 seed 1 step 115, F5 seed 2 step 286); planted
+// back, each is found within 10 seeds (TestSimulation_Planted).
 func holeWorlds() []holeWorld {
 	d := sim.DefaultWeights()
 	witness := d.With(witnessWeights)
@@ -177,6 +178,13 @@ func holeWorlds() []holeWorld {
 		{"lose-create", "F3", witness.With(sim.Weights{"failover-lose-create": 3, "cli-create": 2}), 1},
 		// Graceful shutdowns during fences' holds: releases witness.
 		{"shutdown-hold", "F5", witness.With(sim.Weights{"shutdown-in-hold": 30}), 1},
+		// Consecutive ranges handed back at once, and no loss: a fence
+		// is a violation.
+		{"hand-backs", "F11", d.With(sim.Weights{"failover": 0, "range-hand-back": 20}), 0},
+		// A whole restore checked at once by a process that saw what it
+		// lost, which fences with the identity kept: the others must see
+		// the fence on their next reservation.
+		{"restore-checked", "F1", witness.With(sim.Weights{"failover-keep-create": 0, "restore-checked": 2}), 1},
 	}
 }
 

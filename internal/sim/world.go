@@ -56,16 +56,9 @@ type Result struct {
 
 // Add adds r's counters to t (the trace hash is left alone).
 func (t *Result) Add(r Result) {
-	t.Steps += r.Steps
-	t.SegmentIDs += r.SegmentIDs
-	t.SnowflakeIDs += r.SnowflakeIDs
-	t.Reservations += r.Reservations
-	t.Crashes += r.Crashes
-	t.Restarts += r.Restarts
-	t.Pauses += r.Pauses
-	t.Losses += r.Losses
-	t.LostCommits += r.LostCommits
-	t.Fences += r.Fences
+	t.Steps, t.SegmentIDs, t.SnowflakeIDs, t.Reservations = t.Steps+r.Steps, t.SegmentIDs+r.SegmentIDs, t.SnowflakeIDs+r.SnowflakeIDs, t.Reservations+r.Reservations
+	t.Crashes, t.Restarts, t.Pauses, t.Losses = t.Crashes+r.Crashes, t.Restarts+r.Restarts, t.Pauses+r.Pauses, t.Losses+r.Losses
+	t.LostCommits, t.Fences = t.LostCommits+r.LostCommits, t.Fences+r.Fences
 }
 
 // Violation is a broken promise, with the seed and step that replay it.
@@ -109,6 +102,10 @@ type world struct {
 	path   string
 	hist   *history
 	fences atomic.Int64
+	lost   atomic.Bool // a loss happened: a fence before it is a violation
+	// reserver is the process that reserved last: a restore that lost
+	// any reservation lost its.
+	reserver atomic.Pointer[proc]
 	// lastFence is when a process last fenced, in Unix nanoseconds.
 	lastFence atomic.Int64
 	nowait    context.Context // cancelled: for takes that must not wait

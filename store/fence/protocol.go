@@ -111,7 +111,8 @@ func (h *HighWater) Reserve(tag string, end int64) {
 }
 
 // Releasing is called before the process hands back from..to of tag;
-// done says whether the hand-back committed. Until then, a row found at
+// done says whether the hand-back committed, and is never called when
+// that is unknown (a connection lost around the commit). Until then, a row found at
 // from or above is not a regression (Went); once it committed, the
 // high-water mark goes back to from, or to the end of what the process
 // reserved since, if to was the highest.
