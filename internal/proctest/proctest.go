@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +30,22 @@ import (
 // run and shared by every package that needs it: see shared.
 func Binary(t testing.TB, dir string) string {
 	t.Helper()
+	return BinaryTags(t, dir, "")
+}
+
+// BinaryTags is Binary built with tags, a comma-separated list as go
+// build -tags takes it: "idgenplant" switches a fence fix off on
+// IDGEN_PLANT (store/internal/plant), to show that a test finds the hole.
+// The tags are part of the build's key.
+func BinaryTags(t testing.TB, dir, tags string) string {
+	t.Helper()
 	root := repoRoot()
-	return shared(t, dir, "idgen", root, []string{"./cmd/idgen"}, func() (string, error) {
-		return sourceHash(root, "./cmd/idgen")
+	var flags []string
+	if tags != "" {
+		flags = []string{"-tags", tags}
+	}
+	return shared(t, dir, "idgen", root, flags, []string{"./cmd/idgen"}, func() (string, error) {
+		return sourceHash(root, flags, "./cmd/idgen")
 	})
 }
 
@@ -42,7 +56,7 @@ func Binary(t testing.TB, dir string) string {
 func Tool(t testing.TB, dir, pkg string) string {
 	t.Helper()
 	tools := filepath.Join(repoRoot(), "api", "tools")
-	return shared(t, dir, filepath.Base(pkg), tools, []string{pkg}, func() (string, error) {
+	return shared(t, dir, filepath.Base(pkg), tools, nil, []string{pkg}, func() (string, error) {
 		h := sha256.New()
 		io.WriteString(h, pkg+"\x00"+runtime.Version()+"\x00")
 		for _, f := range []string{"go.mod", "go.sum"} {
@@ -59,14 +73,15 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// shared builds pkgs (in module directory modDir) once per `go test` run
+// shared builds pkgs (in module directory modDir, with the go build
+// flags given) once per `go test` run
 // and links the result to dir/name. go test runs each package's test
 // binary as a child of one go command, so the parent's PID names the run,
 // and the key (a hash of what the binary is built from) keeps a build
 // from serving another source: nothing built by an earlier run, or for
 // other code, is ever used. Concurrent packages wait on a file lock for
 // the one build. Directories of runs that have ended are removed.
-func shared(t testing.TB, dir, name, modDir string, pkgs []string, key func() (string, error)) string {
+func shared(t testing.TB, dir, name, modDir string, flags, pkgs []string, key func() (string, error)) string {
 	t.Helper()
 	k, err := key()
 	if err != nil {
@@ -89,7 +104,7 @@ func shared(t testing.TB, dir, name, modDir string, pkgs []string, key func() (s
 	built := filepath.Join(run, name+"-"+k)
 	if _, err := os.Stat(built); err != nil {
 		tmp := built + ".tmp"
-		cmd := exec.Command("go", append([]string{"build", "-o", tmp}, pkgs...)...)
+		cmd := exec.Command("go", slices.Concat([]string{"build", "-o", tmp}, flags, pkgs)...)
 		cmd.Dir = modDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -130,13 +145,13 @@ func removeEndedRuns(base string) {
 	}
 }
 
-// sourceHash hashes what `go build pkg` in root compiles from this
-// module (Go files and embedded files of every package of the module it
-// imports), with go.mod, go.sum and the toolchain: third-party code is
-// fixed by go.sum.
-func sourceHash(root, pkg string) (string, error) {
-	cmd := exec.Command("go", "list", "-deps", "-f",
-		`{{if and .Module .Module.Main}}{{.Dir}}{{range .GoFiles}}{{"\t"}}{{.}}{{end}}{{range .EmbedFiles}}{{"\t"}}{{.}}{{end}}{{end}}`, pkg)
+// sourceHash hashes what `go build flags pkg` in root compiles from
+// this module (Go files and embedded files of every package of the
+// module it imports), with the flags, go.mod, go.sum and the toolchain:
+// third-party code is fixed by go.sum.
+func sourceHash(root string, flags []string, pkg string) (string, error) {
+	cmd := exec.Command("go", slices.Concat([]string{"list"}, flags, []string{"-deps", "-f",
+		`{{if and .Module .Module.Main}}{{.Dir}}{{range .GoFiles}}{{"\t"}}{{.}}{{end}}{{range .EmbedFiles}}{{"\t"}}{{.}}{{end}}{{end}}`, pkg})...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.Output()
@@ -144,7 +159,7 @@ func sourceHash(root, pkg string) (string, error) {
 		return "", fmt.Errorf("go list: %w", err)
 	}
 	h := sha256.New()
-	io.WriteString(h, runtime.Version()+"\x00")
+	io.WriteString(h, runtime.Version()+"\x00"+strings.Join(flags, " ")+"\x00")
 	for _, f := range []string{"go.mod", "go.sum"} {
 		if err := hashFile(h, filepath.Join(root, f)); err != nil {
 			return "", err

@@ -495,6 +495,9 @@ func metricSums(f *fleet, name string) (float64, bool) {
 	var sum float64
 	found := false
 	for _, inst := range f.live() {
+		if inst == nil {
+			continue // a slot not started yet
+		}
 		status, body, _, err := f.get(inst, "/metrics")
 		if err != nil || status != http.StatusOK {
 			continue

@@ -18,11 +18,14 @@
 // TestClusterGalera run three instances on real database clusters
 // (internal/clustertest) while the leader, or a node, is killed.
 // TestReplicas fails over to a stale asynchronous PostgreSQL or MariaDB
-// replica under two running processes and starts a third; TestRestore
+// replica under two running processes and starts a third;
+// TestLostCreation does so after two tags were created and served
+// during the lag, and the third process creates them again; TestRestore
 // puts a PostgreSQL data directory or a SQLite file back to an earlier
-// copy, under running processes and with every process restarted. Each
-// ends with a table of faults injected, IDs issued, duplicates, errors by
-// code and the longest stall, printed with t.Logf and, with
+// copy, under running processes and with every process restarted;
+// TestOneTableRestore sets id_sequence alone back. Each ends with a
+// table of faults injected, IDs issued, duplicates, errors by code and
+// the longest stall, printed with t.Logf and, with
 // IDGEN_RELIABILITY_WRITE=1, written to results/latest.md (the database
 // tests: results/clusters.md). docs/reliability.md describes the scenarios and
 // shows the latest table.
@@ -36,8 +39,14 @@
 //	IDGEN_CLUSTER_PROFILE   "ci" (default: one failover per replication
 //	                        mode, one Galera node kill) or "long" (four
 //	                        failovers each, three node kills)
+//	IDGEN_LOSTCREATION_RUNS runs of TestLostCreation (default 2)
+//	IDGEN_ONETABLE_RUNS     runs of TestOneTableRestore (default 6)
 //	IDGEN_RELIABILITY_WRITE 1 writes results/latest.md (results/clusters.md
 //	                        for the cluster tests)
+//	IDGEN_RELIABILITY_TAGS  build tags of the idgen binary under test:
+//	                        idgenplant with IDGEN_PLANT=F3 re-opens a fixed
+//	                        hole (store/internal/plant), to show that a test
+//	                        finds it; for that check only
 //
 // They need Docker, like the other integration tests (see store/dbtest);
 // the cluster tests need Debian's cluster packages and root instead.

@@ -39,13 +39,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binary returns the path of the idgen binary, building it on first use.
+// binary returns the path of the idgen binary, building it on first use
+// with the build tags of IDGEN_RELIABILITY_TAGS, if any.
 func binary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("a long run of real idgen processes: skipped under -short")
 	}
-	binOnce.Do(func() { binPath = proctest.Binary(t, binDir) })
+	binOnce.Do(func() {
+		tags := os.Getenv("IDGEN_RELIABILITY_TAGS")
+		if tags != "" {
+			// A plant re-opens a hole: such a run shows a test bites, and
+			// must not pass for the product's.
+			t.Logf("idgen built with -tags %s, IDGEN_PLANT=%q", tags, os.Getenv("IDGEN_PLANT"))
+		}
+		binPath = proctest.BinaryTags(t, binDir, tags)
+	})
 	if binPath == "" {
 		t.Fatal("the idgen binary failed to build in an earlier test")
 	}
@@ -96,6 +105,20 @@ func envSeconds(t *testing.T, name string, def int) time.Duration {
 		t.Fatalf("%s=%q: want a whole number of seconds, at least 1", name, v)
 	}
 	return time.Duration(n) * time.Second
+}
+
+// envCount reads a positive whole number from name, or def.
+func envCount(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }
 
 // result is one row of the results table: one scenario's run.

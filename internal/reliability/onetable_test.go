@@ -3,8 +3,6 @@ package reliability_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,14 +28,7 @@ import (
 // instance makes it.
 func TestOneTableRestore(t *testing.T) {
 	binary(t)
-	runs := 6
-	if v := os.Getenv("IDGEN_ONETABLE_RUNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("IDGEN_ONETABLE_RUNS=%q: want a positive integer", v)
-		}
-		runs = n
-	}
+	runs := envCount(t, "IDGEN_ONETABLE_RUNS", 6)
 	sd := seed(t)
 	var segment, dups, fences int
 	errs := map[string]int{}

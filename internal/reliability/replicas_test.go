@@ -103,32 +103,41 @@ const (
 	afterFailover = 6 * time.Second
 )
 
-// asyncFailover runs the scenario on p, whose servers started at began.
-func asyncFailover(t *testing.T, began time.Time, p asyncPair) {
+// replicaFleet starts the first two of the three processes of a
+// failover to a replica on dsn (the third is started after it), creates
+// the two steady tags and returns them with the steady mix.
+func replicaFleet(t *testing.T, dsn string, noSnowflake bool) (*fleet, mix, []string) {
+	t.Helper()
 	// Small segments make reservations frequent, so that many are lost
 	// with the primary.
 	cp := strconv.Itoa(replicaCap)
-	f := newFleet(t, p.dsn, 3, leaseTTL, "--default-step", cp, "--max-step", cp, "--max-range", cp)
+	f := newFleet(t, dsn, 3, leaseTTL, "--default-step", cp, "--max-step", cp, "--max-range", cp)
 	f.env = nil // --store on the command line: the multi-host form must parse there
 	f.slotArgs = [][]string{
-		{"--store", p.dsn, "--mode", "segment"},
-		{"--store", p.dsn, "--mode", "snowflake"},
-		{"--store", p.dsn, "--mode", "segment"}, // started after the failover
+		{"--store", dsn, "--mode", "segment"},
+		{"--store", dsn, "--mode", "snowflake"},
+		{"--store", dsn, "--mode", "segment"}, // started after the failover
 	}
-	tagA, tagB := segmenttest.UniqueTag("rep-a"), segmenttest.UniqueTag("rep-b")
-	steady := modeAware(steadyMix(tagA, tagB), 1)
-	if p.noSnowflake {
+	tags := []string{segmenttest.UniqueTag("rep-a"), segmenttest.UniqueTag("rep-b")}
+	steady := modeAware(steadyMix(tags...), 1)
+	if noSnowflake {
 		f.presence = true
 		for i := range f.slotArgs {
-			f.slotArgs[i] = []string{"--store", p.dsn, "--mode", "segment", "--snowflake=false"}
+			f.slotArgs[i] = []string{"--store", dsn, "--mode", "segment", "--snowflake=false"}
 		}
-		steady = segmentOnly(steadyMix(tagA, tagB))
+		steady = segmentOnly(steadyMix(tags...))
 	}
 	f.start(0)
 	f.start(1)
-	for _, tag := range []string{tagA, tagB} {
+	for _, tag := range tags {
 		createTag(t, f, tag, 1, replicaRowStep)
 	}
+	return f, steady, tags
+}
+
+// asyncFailover runs the scenario on p, whose servers started at began.
+func asyncFailover(t *testing.T, began time.Time, p asyncPair) {
+	f, steady, _ := replicaFleet(t, p.dsn, p.noSnowflake)
 	l := startLoad(f, seed(t), map[string]int{"steady": 5, "fresh": 1},
 		map[string]mix{"steady": steady, "fresh": freshMix(segmenttest.UniqueTag("rep-new"))})
 	defer l.cancel()
