@@ -7,13 +7,10 @@ import (
 	"sync"
 )
 
-// The faulty layer beneath each process's store: a database/sql
-// connector around the real SQLite one (sqlite.OpenWrapped). It breaks a
-// connection in the middle of a transaction (a statement fails, and the
-// store rolls back), loses the answer to a commit that happened (an
-// ambiguous commit), stalls a paused process at its next transaction and
-// fails everything of a crashed one. A fault is armed only while the
-// simulator lets one store call of the process run.
+// The faulty database/sql connector around SQLite's (sqlite.OpenWrapped):
+// a statement that fails mid-transaction, a commit whose answer is lost,
+// a paused process's transactions stalled, a crashed one's all failed.
+// A fault is armed only while the simulator lets one store call run.
 
 var (
 	errBroken    = errors.New("sim: connection broke mid-transaction")

@@ -13,10 +13,8 @@ import (
 	"github.com/idgen/idgen/store"
 )
 
-// The gate between each allocator and its real store: every call parks
-// until the simulator lets it run (deliverOne, deliverAll), one at a
-// time and in an order it picks from the seed, so the database sees the
-// same transactions in the same order on every run.
+// The gate between each allocator and its store: every call parks until
+// the simulator runs it, one at a time, in an order the seed picks.
 
 type originKey struct{}
 

@@ -8,15 +8,10 @@ import (
 	"strings"
 )
 
-// The database's history: snapshots of the whole SQLite file (VACUUM
-// INTO, between steps, when no transaction runs) and the losses the
-// simulator puts back from them, with the real engine doing the copy. A
-// loss rewrites the tables in one transaction under the running
-// processes, as a failover to a replica that lagged or a restore does:
-//   - whole: every table back to the snapshot, identity kept (a restore,
-//     the same store_id and its ticks back) or changed (a failover: a
-//     different store_id, another history);
-//   - table: id_sequence alone back, the rest as it is.
+// The database's history: snapshots of the SQLite file (VACUUM INTO,
+// between steps) that a loss puts back in one transaction under the
+// running processes: every table, with the store_id kept (a restore) or
+// changed (a failover), or id_sequence alone.
 
 // snapshot is a copy of the database after some number of commits.
 type snapshot struct {

@@ -42,15 +42,13 @@ var opFuncs = map[string]opFunc{
 	// A graceful shutdown only during a fence's hold (a TTL and its
 	// margin from the fence).
 	"shutdown-in-hold": func(w *world, p *proc, _ string) error {
-		if time.Since(time.Unix(0, w.lastFence.Load())) > leaseTTL*11/10 {
-			w.trace("  no fence holding")
-			return nil
+		if time.Since(time.Unix(0, w.lastFence.Load())) <= leaseTTL*11/10 {
+			return w.shutdown(p)
 		}
-		return w.shutdown(p)
+		return nil
 	},
 	// A pause short of the TTL, or one past it: the leases lapse.
 	"pause": func(w *world, p *proc, _ string) error {
-		w.res.Pauses++
 		w.pause(p, time.Duration(200+w.pick(2*int(leaseTTL/time.Millisecond)))*time.Millisecond)
 		return nil
 	},
@@ -70,7 +68,8 @@ var opFuncs = map[string]opFunc{
 	// Clocks disagree within the documented bound, a tenth of the TTL
 	// between any two: each stays within half of it from true time.
 	"skew": func(w *world, p *proc, _ string) error {
-		p.offset.Store(int64(time.Duration(w.pick(int(leaseTTL/10/time.Millisecond)+1))*time.Millisecond - leaseTTL/20))
+		ms := w.pick(int(leaseTTL/10/time.Millisecond) + 1)
+		p.offset.Store(int64(time.Duration(ms)*time.Millisecond - leaseTTL/20))
 		return nil
 	},
 	// One-shot commands, as `idgen tag create|bump|step` run them.
@@ -110,6 +109,12 @@ var opFuncs = map[string]opFunc{
 			w.trace("  check %d.%d: %v", p.id, p.inc, p.s.CheckIdentity(context.Background()))
 		}
 		return nil
+	},
+	// A failover that a one-shot command (`idgen tag list`) sees first.
+	"failover-cli": func(w *world, _ *proc, _ string) error {
+		err := w.lose(lossWhole, true)
+		w.cli("list", func(ctx context.Context, s *store.Store) error { return s.CheckIdentity(ctx) })
+		return err
 	},
 	"failover-lose-create": func(w *world, _ *proc, _ string) error { return w.lose(lossCreate, true) },
 	// A failover that loses no tag's creation: a lost creation is the

@@ -10,11 +10,10 @@ import (
 	"github.com/idgen/idgen/snowflake"
 )
 
-// The oracle: the promises idgen makes about the IDs it hands out,
-// checked as they are handed out, across every process and incarnation:
-// no ID twice, IDs strictly increasing per incarnation and tag, every
-// segment ID inside a range the real store reserved for that
-// incarnation, and no range handed back that holds an ID handed out.
+// The oracle, checked as IDs are handed out: no ID twice, IDs increasing
+// per incarnation, segment IDs inside a range reserved for their
+// incarnation, no hand-back of an ID handed out, and one stamper at a
+// time per worker ID.
 
 // tagID is a segment ID; each tag is a space of its own.
 type tagID struct {
@@ -100,6 +99,13 @@ func (w *world) snowNext(p *proc) error {
 		return w.violation("snowflake ID %d handed out twice: incarnation %d and process %d (incarnation %d, worker %d)", id, prev, p.id, p.inc, p.gen.WorkerID())
 	}
 	w.snow[id] = p.inc
+	// Two holders of a worker ID stamp at once when one stamps a time at
+	// or before another's last (the layout: 19 sequence, 3 worker bits).
+	last := w.stamps[id>>19&7]
+	if last.inc != p.inc && id>>22 <= last.ts {
+		return w.violation("incarnation %d stamped worker %d at %d, not after incarnation %d's %d", p.inc, id>>19&7, id>>22, last.inc, last.ts)
+	}
+	w.stamps[id>>19&7] = stamp{p.inc, id >> 22}
 	w.res.SnowflakeIDs++
 	return nil
 }
@@ -116,4 +122,10 @@ func (w *world) checkSegErr(p *proc, tag string, err error) error {
 
 func isAny(err error, targets ...error) bool {
 	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
+}
+
+// stamp is the last time stamped under a worker ID, and by whom.
+type stamp struct {
+	inc int
+	ts  int64
 }

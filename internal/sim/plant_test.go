@@ -18,12 +18,12 @@ func TestSimulation_Planted(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("hunts need the CI budget, without the race detector")
 	}
-	const plantSeeds = 10
+	const plantSeeds = 20
 	for _, hw := range holeWorlds() {
 		t.Run(hw.finding, func(t *testing.T) {
 			t.Setenv("IDGEN_PLANT", hw.finding)
 			for seed := uint64(1); seed <= plantSeeds; seed++ {
-				_, err := runSeed(t, seed, holeSteps, hw.w, hw.margin)
+				_, err := runSeed(t, seed, holeSteps, hw.w, hw.margin, hw.cli)
 				var v *sim.Violation
 				if errors.As(err, &v) {
 					t.Logf("%s planted: found at seed %d: %v", hw.finding, seed, v)

@@ -64,12 +64,19 @@ func (p *proc) Sleep(d time.Duration) { time.Sleep(max(d, 0)) }
 
 // open opens a real store on the world's file through a faulty
 // connector, with the fence configured as serve does.
-func (w *world) open(ctx context.Context, f *faults, rangeCap int64) (*store.Store, error) {
+func (w *world) open(ctx context.Context, f *faults, rangeCap int64, cli bool) (*store.Store, error) {
 	s, err := sqlite.OpenWrapped(ctx, w.path, func(c driver.Connector) driver.Connector { return connector{base: c, f: f} })
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ConfigureFence(fence.Config{RangeCap: rangeCap, LeaseTTL: leaseTTL, Margin: w.cfg.Margin}, nil); err != nil {
+	c := fence.Config{RangeCap: rangeCap, LeaseTTL: leaseTTL, Margin: w.cfg.Margin}
+	if cli && w.cfg.CLI.LeaseTTL > 0 {
+		c = w.cfg.CLI
+	}
+	if err := s.ConfigureFence(c, nil); err == nil && !cli {
+		err = s.RecordFence(ctx)
+	}
+	if err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -97,7 +104,7 @@ func (w *world) boot(p *proc) error {
 	w.mu.Unlock()
 	p.last, p.lastSF = map[string]int64{}, 0
 	ctx := context.Background()
-	s, err := w.open(ctx, p.f, p.maxStep())
+	s, err := w.open(ctx, p.f, p.maxStep(), false)
 	if err != nil {
 		return err
 	}
@@ -230,6 +237,7 @@ func (w *world) shutdown(p *proc) error {
 // pause stops p (a long GC pause, a stopped VM) for d: it takes no
 // step, its transactions wait, its leases lapse if d passes the TTL.
 func (w *world) pause(p *proc, d time.Duration) {
+	w.res.Pauses++
 	p.paused.Store(true)
 	p.f.pause(true)
 	p.until = time.Now().Add(d)
@@ -251,7 +259,7 @@ func (w *world) wake(all bool) {
 func (w *world) cli(what string, do func(ctx context.Context, s *store.Store) error) {
 	ctx := context.Background()
 	f := &faults{commits: w.commit}
-	s, err := w.open(ctx, f, maxStep)
+	s, err := w.open(ctx, f, maxStep, true)
 	if err == nil {
 		w.faulty(f, w.faults, func() { err = do(ctx, s) })
 		_ = s.Close()
@@ -269,7 +277,7 @@ func (w *world) staticOneShot() error {
 	w.incs++
 	p := &proc{id: 0, inc: w.incs, w: w, worker: true}
 	ctx := context.Background()
-	s, err := w.open(ctx, &faults{commits: w.commit}, maxStep)
+	s, err := w.open(ctx, &faults{commits: w.commit}, maxStep, false)
 	if err != nil {
 		return err
 	}

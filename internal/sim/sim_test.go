@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/sim"
+	"github.com/idgen/idgen/store/fence"
 )
 
 // envInt reads a positive integer from the environment, or def.
@@ -63,8 +64,11 @@ const (
 	holeSteps = 300
 )
 
-func runSeed(t *testing.T, seed uint64, steps int, w sim.Weights, margin int64) (sim.Result, error) {
+func runSeed(t *testing.T, seed uint64, steps int, w sim.Weights, margin int64, cli ...fence.Config) (sim.Result, error) {
 	cfg := sim.Config{Seed: seed, Steps: steps, Dir: dir(t), Weights: w, Margin: margin}
+	if len(cli) > 0 {
+		cfg.CLI = cli[0]
+	}
 	if os.Getenv("IDGEN_SIM_TRACE") != "" {
 		cfg.Trace = func(step int, what string) { t.Logf("%5d %s", step, what) }
 	}
@@ -103,7 +107,7 @@ func TestSimulation(t *testing.T) {
 			}
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		total.Add(res)
+		add(&total, res)
 	}
 	t.Logf("%d seeds from %d, %d steps in %v: %d segment IDs from %d reservations, %d snowflake IDs, %d crashes, %d shutdowns, %d pauses, "+
 		"%d losses of %d commits, %d fences, 0 violations", seeds, first, total.Steps, time.Since(start).Round(time.Millisecond),
@@ -160,6 +164,7 @@ type holeWorld struct {
 	name, finding string
 	w             sim.Weights
 	margin        int64
+	cli           fence.Config // one-shot commands' fence configuration, if set
 }
 
 // holeWorlds are the worlds of the findings the simulator found before
@@ -171,20 +176,24 @@ func holeWorlds() []holeWorld {
 	witness := d.With(witnessWeights)
 	return []holeWorld{
 		// id_sequence alone back, the rest as it was.
-		{"restore-table", "F2", d.With(sim.Weights{"failover": 0, "restore-table": 4}), 0},
+		{"restore-table", "F2", d.With(sim.Weights{"failover": 0, "restore-table": 4}), 0, fence.Config{}},
 		// A failover that loses a tag's creation under a live process
 		// that handed out IDs of it, with a margin too small to cover it:
 		// the witness raise creates the row.
-		{"lose-create", "F3", witness.With(sim.Weights{"failover-lose-create": 3, "cli-create": 2}), 1},
+		{"lose-create", "F3", witness.With(sim.Weights{"failover-lose-create": 3, "cli-create": 2}), 1, fence.Config{}},
 		// Graceful shutdowns during fences' holds: releases witness.
-		{"shutdown-hold", "F5", witness.With(sim.Weights{"shutdown-in-hold": 30}), 1},
+		{"shutdown-hold", "F5", witness.With(sim.Weights{"shutdown-in-hold": 30}), 1, fence.Config{}},
 		// Consecutive ranges handed back at once, and no loss: a fence
 		// is a violation.
-		{"hand-backs", "F11", d.With(sim.Weights{"failover": 0, "range-hand-back": 20}), 0},
+		{"hand-backs", "F11", d.With(sim.Weights{"failover": 0, "range-hand-back": 20}), 0, fence.Config{}},
 		// A whole restore checked at once by a process that saw what it
 		// lost, which fences with the identity kept: the others must see
 		// the fence on their next reservation.
-		{"restore-checked", "F1", witness.With(sim.Weights{"failover-keep-create": 0, "restore-checked": 2}), 1},
+		{"restore-checked", "F1", witness.With(sim.Weights{"failover-keep-create": 0, "restore-checked": 2}), 1, fence.Config{}},
+		// Failovers that one-shot commands with the CLI's defaults (a
+		// tenth of the TTL, a margin of 1) see first, under pauses.
+		{"cli-failover", "F4", d.With(sim.Weights{"failover": 0, "failover-cli": 4, "pause": 8, "crash": 3}), 0,
+			fence.Config{RangeCap: 640, LeaseTTL: 300 * time.Millisecond, Margin: 1}},
 	}
 }
 
@@ -197,7 +206,7 @@ func TestSimulation_Holes(t *testing.T) {
 		t.Run(hw.name, func(t *testing.T) {
 			first, n := seedRange(t, max(seeds/10, 1))
 			for seed := first; seed < first+uint64(n); seed++ {
-				if _, err := runSeed(t, seed, holeSteps, hw.w, hw.margin); err != nil {
+				if _, err := runSeed(t, seed, holeSteps, hw.w, hw.margin, hw.cli); err != nil {
 					t.Fatalf("%s: %v\nreplay: IDGEN_SIM_SEED=%d IDGEN_SIM_TRACE=1 go test ./internal/sim -run 'TestSimulation_Holes/%s$' -v", hw.finding, err, seed, hw.name)
 				}
 			}
@@ -246,4 +255,11 @@ func TestRun_RefusesBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// add adds r's counters to t.
+func add(t *sim.Result, r sim.Result) {
+	t.Steps, t.SegmentIDs, t.SnowflakeIDs, t.Reservations = t.Steps+r.Steps, t.SegmentIDs+r.SegmentIDs, t.SnowflakeIDs+r.SnowflakeIDs, t.Reservations+r.Reservations
+	t.Crashes, t.Restarts, t.Pauses, t.Losses = t.Crashes+r.Crashes, t.Restarts+r.Restarts, t.Pauses+r.Pauses, t.Losses+r.Losses
+	t.LostCommits, t.Fences = t.LostCommits+r.LostCommits, t.Fences+r.Fences
 }

@@ -17,24 +17,22 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/segment"
+	"github.com/idgen/idgen/store/fence"
 	"github.com/idgen/idgen/store/sqlite"
 )
 
 // Config is one simulation run.
 type Config struct {
-	// Trace, if set, is told what each step does: for replaying a seed.
-	Trace func(step int, what string)
-	Seed  uint64
-	Steps int // steps with faults, before the calm phase
-	// Dir holds the run's database file, its sidecar and the snapshots.
-	Dir string
-	// Weights is the op mix (see DefaultWeights); nil means DefaultWeights.
-	Weights Weights
-	// Margin, if set, replaces the fence's automatic margin (fence.Config):
-	// a small one leaves live processes' lost ranges to the witness raise
-	// and the hold alone, and covers no process that crashes or stalls
-	// through a hold, so its worlds leave crashes and pauses out.
+	Trace   func(step int, what string) // if set, told what each step does
+	Seed    uint64
+	Steps   int     // steps with faults, before the calm phase
+	Dir     string  // the database file, its sidecar, the snapshots
+	Weights Weights // the op mix; nil means DefaultWeights
+	// Margin, if set, replaces the fence's automatic one: a small one
+	// leaves live processes' lost ranges to the witness raise and the
+	// hold, and covers no process that crashes or stalls through a hold.
 	Margin int64
+	CLI    fence.Config // if LeaseTTL is set, one-shot commands' (the CLI's defaults)
 }
 
 // Result is what a run did.
@@ -46,19 +44,10 @@ type Result struct {
 	Crashes      int
 	Restarts     int // graceful shutdowns and restarts
 	Pauses       int
-	Losses       int   // failovers and restores
-	LostCommits  int64 // commits they lost
-	Fences       int64 // fences the processes' stores performed
-	// TraceHash is the FNV-1a hash of every trace line: two runs with the
-	// same hash took the same steps with the same outcomes.
-	TraceHash uint64
-}
-
-// Add adds r's counters to t (the trace hash is left alone).
-func (t *Result) Add(r Result) {
-	t.Steps, t.SegmentIDs, t.SnowflakeIDs, t.Reservations = t.Steps+r.Steps, t.SegmentIDs+r.SegmentIDs, t.SnowflakeIDs+r.SnowflakeIDs, t.Reservations+r.Reservations
-	t.Crashes, t.Restarts, t.Pauses, t.Losses = t.Crashes+r.Crashes, t.Restarts+r.Restarts, t.Pauses+r.Pauses, t.Losses+r.Losses
-	t.LostCommits, t.Fences = t.LostCommits+r.LostCommits, t.Fences+r.Fences
+	Losses       int    // failovers and restores
+	LostCommits  int64  // commits they lost
+	Fences       int64  // fences the processes' stores performed
+	TraceHash    uint64 // FNV-1a of every trace line: the same, the same run
 }
 
 // Violation is a broken promise, with the seed and step that replay it.
@@ -84,9 +73,7 @@ const (
 
 // Run runs one simulation in a testing/synctest bubble of its own: a
 // *Violation if a promise broke, another error if the simulation failed.
-func Run(t *testing.T, cfg Config) (Result, error) {
-	var res Result
-	var err error
+func Run(t *testing.T, cfg Config) (res Result, err error) {
 	synctest.Test(t, func(*testing.T) { res, err = run(cfg) })
 	return res, err
 }
@@ -103,11 +90,9 @@ type world struct {
 	hist   *history
 	fences atomic.Int64
 	lost   atomic.Bool // a loss happened: a fence before it is a violation
-	// reserver is the process that reserved last: a restore that lost
-	// any reservation lost its.
-	reserver atomic.Pointer[proc]
-	// lastFence is when a process last fenced, in Unix nanoseconds.
-	lastFence atomic.Int64
+	// reserver reserved last: a restore that lost a reservation lost its.
+	reserver  atomic.Pointer[proc]
+	lastFence atomic.Int64    // Unix nanoseconds
 	nowait    context.Context // cancelled: for takes that must not wait
 	// claimSnaps: the op mix has losses that keep lease claims, which
 	// need a snapshot before every claim.
@@ -118,6 +103,7 @@ type world struct {
 	lateErr error
 	segIDs  map[tagID]int
 	snow    map[int64]int
+	stamps  [8]stamp // per worker ID
 	commits int64
 
 	tmu  sync.Mutex // guards the trace hash
