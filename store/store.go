@@ -144,7 +144,7 @@ var (
 // Presence), so that a fence counts the process and waits for its
 // witness raise, and its first checked transaction adopts the fence
 // parameters the store records (RecordFence). No call other than Migrate
-// is needed, in no particular order.
+// is needed.
 func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	t, err := sqlstore.ParseSequenceTable(o.Table)
 	if err != nil {
