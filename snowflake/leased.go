@@ -42,7 +42,10 @@ type LeasedConfig struct {
 
 	// Owner names this process in the lease table. It must be unique to
 	// the process, since a lease belongs to its owner, and at most 128
-	// bytes. Zero means "<hostname>/<pid>/<8 random hex digits>".
+	// bytes. Zero means the store's owner if the LeaseStore names one (an
+	// Owner() string method, as store.Store.Leases has: the generator's
+	// lease and the store's presence lease are then one process's), and
+	// otherwise "<hostname>/<pid>/<8 random hex digits>".
 	Owner string
 
 	// TTL is how long a lease lasts unless renewed, which is also how long
@@ -191,6 +194,10 @@ type Leased struct {
 	closed bool
 }
 
+// owned is a LeaseStore that knows the owner name of the process that
+// opened it.
+type owned interface{ Owner() string }
+
 // NewLeased claims a worker ID from store, builds a Generator for it whose
 // NotBefore is the lease's LastTimestamp, and starts the heartbeat. ctx
 // bounds the claim only; the heartbeat runs until Close.
@@ -207,6 +214,9 @@ type Leased struct {
 func NewLeased(ctx context.Context, store LeaseStore, cfg LeasedConfig) (*Leased, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil LeaseStore", ErrInvalidConfig)
+	}
+	if o, ok := store.(owned); ok && cfg.Owner == "" {
+		cfg.Owner = o.Owner()
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {

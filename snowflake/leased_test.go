@@ -343,3 +343,45 @@ func TestLeased_Close_WinsOverHeartbeatInFlight(t *testing.T) {
 		t.Fatalf("Next after Close = %v, want ErrClosed", err)
 	}
 }
+
+// ownedStore is a LeaseStore that names the process's owner, as
+// store.Store.Leases does.
+type ownedStore struct {
+	*snowflaketest.Memory
+	owner string
+}
+
+func (s ownedStore) Owner() string { return s.owner }
+
+// A generator with no Owner of its own claims under the store's, so that
+// its lease and the store's presence lease are one process's; one given
+// an Owner keeps it, and a store that names none gets a fresh one.
+func TestNewLeased_Owner(t *testing.T) {
+	tests := []struct {
+		name  string
+		store snowflake.LeaseStore
+		cfg   string
+		want  string
+	}{
+		{"the store's", ownedStore{snowflaketest.NewMemory(), "proc-1"}, "", "proc-1"},
+		{"its own", ownedStore{snowflaketest.NewMemory(), "proc-1"}, "gen-2", "gen-2"},
+		{"a new one", ownedStore{snowflaketest.NewMemory(), ""}, "", ""},
+		{"a store that names none", snowflaketest.NewMemory(), "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLeased(t, tt.store, snowflake.LeasedConfig{Owner: tt.cfg, RenewInterval: -1,
+				Generator: snowflake.Config{Clock: snowflaketest.NewClock(start)}})
+			got := l.Owner()
+			if tt.want == "" {
+				if got == "" || got == "proc-1" {
+					t.Fatalf("Owner() = %q, want a new owner name", got)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Fatalf("Owner() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

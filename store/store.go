@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/migrations"
@@ -51,6 +53,10 @@ type Options struct {
 	// IDSequence (also when empty) or LeafAlloc, with which Migrate
 	// leaves idgen's own sequence table out.
 	Table string
+	// Owner names this process in worker_node: its presence lease and
+	// the worker leases of generators made from Leases without an Owner
+	// of their own. Zero means snowflake.NewOwner().
+	Owner string
 }
 
 // Driver returns the name of the backend a DSN names, without
@@ -108,6 +114,16 @@ type Store struct {
 	seg     *sqlstore.Store
 	leases  *sqlstore.Leases
 	guard   *sqlstore.Guard
+	owner   string
+
+	// pres is the presence lease the store holds (see present), nil
+	// until the first write; claiming is closed when a claim in flight
+	// ends; closed is set by Close. presMu guards all three, and is never
+	// held across a database call.
+	presMu   sync.Mutex
+	pres     atomic.Pointer[Presence]
+	claiming chan struct{}
+	closed   bool
 
 	idemOnce  sync.Once
 	idem      *sqlstore.Idempotency
@@ -122,6 +138,13 @@ var (
 
 // Open connects to the database dsn names and checks the connection
 // once. It does not create the schema; call Migrate.
+//
+// The store is safe to share between processes as it is: its first
+// reservation, creation, raise or bump claims a presence lease (see
+// Presence), so that a fence counts the process and waits for its
+// witness raise, and its first checked transaction adopts the fence
+// parameters the store records (RecordFence). No call other than Migrate
+// is needed.
 func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	t, err := sqlstore.ParseSequenceTable(o.Table)
 	if err != nil {
@@ -140,7 +163,11 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := build(c, t)
+	owner := o.Owner
+	if owner == "" {
+		owner = snowflake.NewOwner()
+	}
+	s, err := build(c, t, owner)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
@@ -149,8 +176,8 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 }
 
 // build renders the SQL of c's database, with segments in t, and puts
-// the store together over it.
-func build(c *sqlstore.Conn, t sqlstore.SequenceTable) (*Store, error) {
+// the store together over it, for the process named owner.
+func build(c *sqlstore.Conn, t sqlstore.SequenceTable, owner string) (*Store, error) {
 	d, err := sqlstore.NewDialect(c.Spelling, t)
 	if err != nil {
 		return nil, err
@@ -159,12 +186,27 @@ func build(c *sqlstore.Conn, t sqlstore.SequenceTable) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := sqlstore.NewGuard(c.DB, d, c.Guard)
+	o := c.Guard
+	o.Owner = owner
+	g, err := sqlstore.NewGuard(c.DB, d, o)
 	if err != nil {
 		return nil, err
 	}
 	return &Store{conn: c, d: d, idemSQL: idem, own: t.Own(), seg: sqlstore.NewGuarded(c.DB, d, g),
-		leases: sqlstore.NewGuardedLeases(c.DB, d, g), guard: g}, nil
+		leases: sqlstore.NewGuardedLeases(c.DB, d, g, owner), guard: g, owner: owner}, nil
+}
+
+// Owner returns the name this process holds leases under in worker_node
+// (Options.Owner).
+func (s *Store) Owner() string { return s.owner }
+
+// leaseTTL is the lease TTL of the store's presence: the fleet's, or this
+// process's own until the store's record has been read.
+func (s *Store) leaseTTL() time.Duration {
+	if ttl := s.guard.LeaseTTL(); ttl > 0 {
+		return ttl
+	}
+	return fence.DefaultLeaseTTL
 }
 
 // Migrate creates or upgrades the schema, under a lock (PostgreSQL's
@@ -192,13 +234,16 @@ func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) (int64, error)
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.conn.SQL.PingContext(ctx) }
 
-// Close closes the store's pools, those of Idempotency and DB's too.
+// Close releases the store's presence lease, waiting at most 5 s for the
+// database, and closes the store's pools, those of Idempotency and DB's
+// too. Close the allocators and generators that use the store first.
 func (s *Store) Close() error {
+	perr := s.closePresence()
 	s.idemOnce.Do(func() {}) // none opened after Close
 	if s.idemClose != nil {
 		s.idemClose()
 	}
-	return s.conn.Close()
+	return errors.Join(perr, s.conn.Close())
 }
 
 // DB returns the database/sql pool of the store, for tests and tools. It
@@ -241,18 +286,27 @@ func (s *Store) Idempotency() idempotency.Store {
 // Reserve implements segment.Store: it advances the tag's max_id by step
 // in one transaction and returns the range it covered.
 func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Range, error) {
+	if err := s.present(ctx); err != nil {
+		return segment.Range{}, err
+	}
 	return s.seg.Reserve(ctx, tag, step)
 }
 
 // Raise implements segment.Raiser: it moves the tag's max_id up to to,
 // never down, and reports whether it moved.
 func (s *Store) Raise(ctx context.Context, tag string, to int64) (bool, error) {
+	if err := s.present(ctx); err != nil {
+		return false, err
+	}
 	return s.seg.Raise(ctx, tag, to)
 }
 
 // Bump moves the tag's max_id up by n, skipping n IDs, and returns the new
 // max_id: the repair after a restore or a failover that lost commits.
 func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
+	if err := s.present(ctx); err != nil {
+		return 0, err
+	}
 	return s.seg.Bump(ctx, tag, n)
 }
 
@@ -264,13 +318,21 @@ func (s *Store) Bump(ctx context.Context, tag string, n int64) (int64, error) {
 // row handed out. A tag n would carry past the int64 limit is set to the
 // limit (exhausted), as a fence does.
 func (s *Store) BumpAll(ctx context.Context, n int64) ([]segment.Tag, error) {
+	if err := s.present(ctx); err != nil {
+		return nil, err
+	}
 	return s.seg.BumpAll(ctx, n)
 }
 
 // CreateTag implements segment.Store. On a store that has been fenced
 // (or bumped with BumpAll) the tag starts the store's tag floor above
 // t.MaxID: the sum of every fence's margin (fence.Record.Floor).
-func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error { return s.seg.CreateTag(ctx, t) }
+func (s *Store) CreateTag(ctx context.Context, t segment.Tag) error {
+	if err := s.present(ctx); err != nil {
+		return err
+	}
+	return s.seg.CreateTag(ctx, t)
+}
 
 // Release implements segment.Releaser: it hands the unused end of a range
 // back, if no one reserved after it.
@@ -307,6 +369,9 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int64) error {
 // nothing, as `idgen import` promises. before[i] is tags[i]'s max_id
 // before, or -1 when Import created it.
 func (s *Store) Import(ctx context.Context, tags []segment.Tag) (before []int64, err error) {
+	if err := s.present(ctx); err != nil {
+		return nil, err
+	}
 	return s.seg.Import(ctx, tags)
 }
 

@@ -25,7 +25,6 @@ import (
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
-	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store"
 )
 
@@ -326,10 +325,12 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 	// Every instance holds a presence lease, so that a fence counts it and
 	// waits for its check-in (see store.Presence): also one whose
 	// snowflake worker lease is lost, or whose claims fail, while it goes
-	// on handing out segment IDs. The worker lease has the same owner, so
-	// that neither holds this process's own reservations back.
-	c.owner = snowflake.NewOwner()
-	presence, err := st.Presence(ctx, store.PresenceConfig{Owner: c.owner, TTL: c.leaseTTL, Logger: log})
+	// on handing out segment IDs. The store would claim it at the first
+	// reservation; claimed here, a failure stops the start. The worker
+	// lease has the store's owner too, so that neither holds this
+	// process's own reservations back.
+	c.owner = st.Owner()
+	presence, err := st.Presence(ctx, store.PresenceConfig{TTL: c.leaseTTL, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -33,11 +33,14 @@ type Guard struct {
 	// the margin and the lease TTL of cfg, so that every fencer, a
 	// one-shot command with default flags included, fences as the fleet
 	// would.
-	params  atomic.Pointer[Params]
-	log     *slog.Logger
-	persist func(fence.Memory) error
-	hook    *retryHook
-	obs     atomic.Pointer[FenceObserver]
+	params atomic.Pointer[Params]
+	// paramsRead is set once this process has read params: its first
+	// checked transaction does, whatever it remembers of the store.
+	paramsRead atomic.Bool
+	log        *slog.Logger
+	persist    func(fence.Memory) error
+	hook       *retryHook
+	obs        atomic.Pointer[FenceObserver]
 
 	fencing sync.Mutex // one fence attempt of this process at a time
 
@@ -46,10 +49,12 @@ type Guard struct {
 
 	// holdUntil is the end of the newest fence hold this process read in
 	// a record or wrote, Unix milliseconds: until then a reservation asks
-	// whether other instances hold it back (held). owner is the owner of
-	// the lease this process claimed last through the Guard's Leases, ""
-	// if none: its own lease never holds its reservations back.
+	// whether other instances hold it back (held). self is the process's
+	// owner (GuardOptions.Owner), and owner the owner of the lease this
+	// process claimed last through the Guard's Leases, "" if none: its
+	// own leases never hold its reservations back.
 	holdUntil atomic.Int64
+	self      string
 	owner     atomic.Pointer[string]
 
 	// hw is what this process reserved through the Guard's Store, per
@@ -74,6 +79,10 @@ type GuardOptions struct {
 	// the file would fence a store that lost nothing.
 	Memory  fence.Memory
 	Persist func(fence.Memory) error
+	// Owner is the process's owner in worker_node: the leases it holds
+	// (its presence, a generator's worker lease) never hold its own
+	// reservations back.
+	Owner string
 }
 
 // NewGuard returns the Guard of a store on db, or nil if d has no
@@ -89,7 +98,7 @@ func NewGuard(db DB, d Dialect, o GuardOptions) (*Guard, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{db: db, d: d, id: d.Identity, cfg: cfg, log: o.Logger, persist: o.Persist, hook: &retryHook{}, mem: o.Memory, hw: &fence.HighWater{}}, nil
+	return &Guard{db: db, d: d, id: d.Identity, cfg: cfg, log: o.Logger, persist: o.Persist, self: o.Owner, hook: &retryHook{}, mem: o.Memory, hw: &fence.HighWater{}}, nil
 }
 
 // Configure replaces the fence configuration and logger, before the
@@ -107,6 +116,16 @@ func (g *Guard) Configure(c fence.Config, log *slog.Logger) error {
 		g.log = log
 	}
 	return nil
+}
+
+// LeaseTTL is the lease TTL in effect: the fleet's as the store records
+// it once this process has read it, its own (Configure) until then.
+// A nil Guard has none (0).
+func (g *Guard) LeaseTTL() time.Duration {
+	if g == nil {
+		return 0
+	}
+	return g.config().LeaseTTL
 }
 
 // Params are a fleet's fence parameters as a store records them.
@@ -136,7 +155,20 @@ func (g *Guard) readParams(ctx context.Context, q Querier) (Params, error) {
 	if p.LeaseTTL > 0 {
 		g.params.Store(&p)
 	}
+	g.paramsRead.Store(true)
 	return p, nil
+}
+
+// ReadParams adopts the fleet's fence parameters as the store records
+// them, unless this process has read them already: what a presence lease
+// reads before its first claim, so that it is renewed on the fleet's
+// lease TTL from the start.
+func (g *Guard) ReadParams(ctx context.Context) error {
+	if g == nil || g.paramsRead.Load() {
+		return nil
+	}
+	_, err := g.readParams(ctx, g.db)
+	return err
 }
 
 // ErrParams is returned by RecordParams for a process whose fence
@@ -179,6 +211,7 @@ func (g *Guard) RecordParams(ctx context.Context) error {
 		}
 		p := Params{Margin: own.Margin, LeaseTTL: own.LeaseTTL}
 		g.params.Store(&p)
+		g.paramsRead.Store(true)
 		return nil
 	})
 }
@@ -317,7 +350,7 @@ func (g *Guard) held(ctx context.Context, q Querier) error {
 		own = *o
 	}
 	var n int64
-	if err := q.QueryRow(ctx, g.id.HeldBack, now, own, g.config().HoldSpan()).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, g.id.HeldBack, now, own, g.self, g.config().HoldSpan()).Scan(&n); err != nil {
 		return fmt.Errorf("count the leases holding reservations back: %w", err)
 	}
 	if n > 0 {
@@ -396,13 +429,15 @@ func (g *Guard) save(m fence.Memory) {
 // read reads the identity columns alone and checks them.
 //
 // A process's first reading also adopts the fleet's fence parameters,
-// which its hold checks use from then on.
+// which its hold checks use from then on: also one that remembers the
+// store (a SQLite sidecar), since the parameters may have been recorded
+// since.
 func (g *Guard) read(ctx context.Context, q Querier, snap fence.Memory) (*reading, error) {
 	r, err := g.readAll(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	if !snap.Known && g.params.Load() == nil {
+	if !g.paramsRead.Load() {
 		if _, err := g.readParams(ctx, q); err != nil {
 			return nil, err
 		}

@@ -58,9 +58,10 @@ var _ snowflake.StaticLeaseStore = (*Leases)(nil)
 // fence's hold starts its IDs at it (fence.Plan.HoldUntil).
 type Leases struct {
 	retryHook
-	db DB
-	d  Dialect
-	g  *Guard
+	db    DB
+	d     Dialect
+	g     *Guard
+	owner string // the process's (Owner)
 
 	// told is, per worker ID this process holds, what its last claim or
 	// renewal committed: a renewal that finds the lease gone, or older
@@ -83,12 +84,19 @@ type told struct {
 func NewLeases(db DB, d Dialect) *Leases { return &Leases{db: db, d: d} }
 
 // NewGuardedLeases is NewLeases with the store's identity checked by g
-// in every claim and renewal. A nil g checks nothing.
-func NewGuardedLeases(db DB, d Dialect, g *Guard) *Leases {
+// in every claim and renewal, for the process named owner. A nil g
+// checks nothing.
+func NewGuardedLeases(db DB, d Dialect, g *Guard, owner string) *Leases {
 	s := NewLeases(db, d)
-	s.g = g
+	s.g, s.owner = g, owner
 	return s
 }
+
+// Owner returns the owner name of the process the table was opened by,
+// "" if none: what snowflake.NewLeased claims under when its config names
+// none, so that a generator and the store's presence lease are one
+// process's and never hold its own reservations back.
+func (s *Leases) Owner() string { return s.owner }
 
 // inTx runs fn in one transaction that first reads and checks the
 // store's identity (see begin), fencing and running it again as the

@@ -175,7 +175,7 @@ func (r *renderer) identity() *IdentitySQL {
 		Floor:     r.sql(`UPDATE worker_node SET last_timestamp = ?, updated_at = {{.Now}} WHERE last_timestamp < ?`),
 		CheckedIn: r.sql(`UPDATE worker_node SET seen_generation = {{.Greatest}}(seen_generation, ?) WHERE worker_id = ? AND owner = ?`),
 		HeldBack: r.sql(`SELECT COUNT(*) FROM worker_node w, idgen_fence f WHERE f.id = 1 AND f.fence_until > ?
-		AND w.owner <> '' AND w.owner <> ? AND (w.lease_expires_at > f.fence_until - ? OR w.seen_generation = -1) AND w.seen_generation < f.generation`),
+		AND w.owner <> '' AND w.owner <> ? AND w.owner <> ? AND (w.lease_expires_at > f.fence_until - ? OR w.seen_generation = -1) AND w.seen_generation < f.generation`),
 		MarkCounted: r.sql(`UPDATE worker_node SET seen_generation = -1 WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at <= ?`),
 		Write: r.sql(`UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
 		fence_until = ?, tag_floor = ?, covers = ?, fences = fences + ?, fenced_at = {{.Greatest}}(fenced_at, ?), recorded_at = {{.Now}} WHERE id = 1`),
@@ -372,7 +372,8 @@ type IdentitySQL struct {
 	CheckedIn string
 	// HeldBack counts the other owners' leases that hold reservations
 	// back (fence.Holding), read against the record itself. Args: now,
-	// this process's owner ("" if none), fence.Config.HoldSpan.
+	// this process's two owners (the store's, and the last one its
+	// leases checked in; "" if none), fence.Config.HoldSpan.
 	HeldBack string
 	// MarkCounted gives the leases a fence counted but did not hold
 	// fence.MustCheckIn. Args: the count's since, the hold's LiveSince.
