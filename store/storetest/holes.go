@@ -31,7 +31,7 @@ func Holes(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("F5 a graceful shutdown during the hold witnesses first", func(t *testing.T) { holeShutdown(t, open) })
 	t.Run("F11 concurrent hand-backs of consecutive ranges", func(t *testing.T) { holeHandBacks(t, open) })
 	t.Run("F12 a static worker ID waits for the hold", func(t *testing.T) { holeStatic(t, open) })
-	t.Run("F13 a library process is waited for with no Presence call", func(t *testing.T) { holeLibrary(t, open) })
+	t.Run("safe by construction: a library process is waited for with no Presence call", func(t *testing.T) { holeLibrary(t, open) })
 }
 
 // holeWorld is three instances on one store: a and b without a lease, c
@@ -359,7 +359,7 @@ func holeStatic(t *testing.T, open func(t *testing.T) Store) {
 	w.lease = l
 }
 
-// F13: lib is a library program as the README writes it: Open, and
+// Safe by construction (issue 40, part 4): lib is a library program as the README writes it: Open, and
 // segment.New over the store, with no Presence call, no lease and no
 // fence configuration (issue 40). A failover loses the range its
 // allocator buffers. b must wait for lib's check-in, whose witness
