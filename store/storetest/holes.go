@@ -359,9 +359,9 @@ func holeStatic(t *testing.T, open func(t *testing.T) Store) {
 	w.lease = l
 }
 
-// Safe by construction (issue 40, part 4): lib is a library program as the README writes it: Open, and
-// segment.New over the store, with no Presence call, no lease and no
-// fence configuration (issue 40). A failover loses the range its
+// Safe by construction: lib is a library program as the README writes
+// it: Open, and segment.New over the store, with no Presence call, no
+// lease and no fence configuration. A failover loses the range its
 // allocator buffers. b must wait for lib's check-in, whose witness
 // raise puts b's first range above that range: the store took a
 // presence lease for lib at its first reservation, renewed on the fleet's
