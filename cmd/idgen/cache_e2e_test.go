@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/internal/testtime"
 
 	"github.com/idgen/idgen/store/dbtest"
 )
@@ -118,7 +118,7 @@ http {
 		}
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if err := testkit.WaitFor(20*time.Second, 50*time.Millisecond, func() error {
+	if err := testtime.WaitFor(20*time.Second, 50*time.Millisecond, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			_ = c.Close()

@@ -18,7 +18,7 @@ import (
 
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/internal/proctest"
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/internal/tlstest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
@@ -232,7 +232,7 @@ func TestServe_GRPCHealthFollowsStore(t *testing.T) {
 		var code, ready int
 		// The readiness check bounds a dead store's ping at 2 s; give
 		// a stopping container a few checks to be seen.
-		testkit.Until(30*time.Second, 200*time.Millisecond, func() bool {
+		testtime.Until(30*time.Second, 200*time.Millisecond, func() bool {
 			out, code = probe()
 			ready, _, _ = p.Get(t.Context(), hc, "/readyz")
 			return code == wantExit && ready == wantReady
@@ -439,7 +439,7 @@ func TestServe_SIGTERMEndsWatch(t *testing.T) {
 		ws = append(ws, w)
 	}
 	for _, w := range ws {
-		if !testkit.Until(30*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(w.out.String(), `"SERVING"`) }) {
+		if !testtime.Until(30*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(w.out.String(), `"SERVING"`) }) {
 			t.Fatalf("Watch at %s sent nothing:\n%s", w.addr, w.out.String())
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/proctest"
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/sqlite"
@@ -184,7 +184,7 @@ func runIdempotencyE2E(t *testing.T, procs []*proctest.Proc) {
 // before it. It polls faster than Retry-After or RetryInfo say: first
 // requests here finish in milliseconds.
 func pollKeyed[A any](send func() (A, error), inFlight func(A) bool) (ans A, polls int, err error) {
-	testkit.Until(time.Minute, 10*time.Millisecond, func() bool {
+	testtime.Until(time.Minute, 10*time.Millisecond, func() bool {
 		if ans, err = send(); err != nil || !inFlight(ans) || polls == 200 {
 			return true
 		}
@@ -288,7 +288,7 @@ func TestServe_IdempotencyCrashedWinnerIsTakenOver(t *testing.T) {
 	// The hold runs in real time (two processes share no fake clock): the
 	// key answers 409 until it ends, and then a new first answer.
 	var first keyedAnswer
-	testkit.Until(30*time.Second, 100*time.Millisecond, func() bool {
+	testtime.Until(30*time.Second, 100*time.Millisecond, func() bool {
 		first, err = sendKeyed(ctx, hc, p, "/id/"+tag, "k")
 		return err != nil || first.status != http.StatusConflict
 	})

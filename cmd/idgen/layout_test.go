@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment/segmenttest"
 )
 
@@ -33,7 +33,7 @@ func snowflakeIDs(t *testing.T, p *proctest.Proc, d time.Duration) []int64 {
 	t.Helper()
 	ctx := context.Background()
 	client := &http.Client{Timeout: 10 * time.Second}
-	if err := testkit.WaitFor(30*time.Second, 50*time.Millisecond, func() error {
+	if err := testtime.WaitFor(30*time.Second, 50*time.Millisecond, func() error {
 		status, _, err := p.Get(ctx, client, "/snowflake/layout")
 		if err == nil && status != 200 {
 			err = fmt.Errorf("status %d", status)

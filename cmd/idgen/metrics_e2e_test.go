@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/internal/testtime"
 )
 
 var tagSample = regexp.MustCompile(`^(idgen_[a-z_]+)\{.*tag="([^"]*)".*\} (\S+)$`)
@@ -44,7 +44,7 @@ func TestServe_MetricsTagLimit(t *testing.T) {
 				// machine a new tag's first reservation can wait out the
 				// store timeout, as it would in production.
 				var a answer
-				testkit.Until(15*time.Second, 200*time.Millisecond, func() bool {
+				testtime.Until(15*time.Second, 200*time.Millisecond, func() bool {
 					a = get(t, p, "/id/"+n+"?count="+strconv.Itoa(each))
 					return a.status != http.StatusServiceUnavailable
 				})

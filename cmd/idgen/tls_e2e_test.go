@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/internal/tlstest"
 )
 
@@ -96,7 +96,7 @@ func TestServe_MutualTLSProbes(t *testing.T) {
 
 	// Every line is JSON, the handshake errors that openssl's refused
 	// suites left included.
-	testkit.Until(10*time.Second, 100*time.Millisecond, func() bool {
+	testtime.Until(10*time.Second, 100*time.Millisecond, func() bool {
 		if strings.Contains(p.Log(), "TLS handshake error") {
 			return true
 		}
