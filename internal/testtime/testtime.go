@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// Clock is a fake clock: its time moves only by Advance, or by Step at
-// every reading. The zero Clock reads the zero time; most tests start it
-// with New.
+// Clock is a fake clock: its time moves only by Advance, or by a step
+// at every reading once SetStep is called. The zero Clock reads the zero
+// time; most tests start it with New.
 type Clock struct {
 	mu   sync.Mutex
 	t    time.Time
@@ -27,10 +27,6 @@ type Clock struct {
 
 // New returns a Clock at t.
 func New(t time.Time) *Clock { return &Clock{t: t} }
-
-// Ticking returns a Clock at t that moves by step at every reading, as a
-// store that takes step per statement would see it.
-func Ticking(t time.Time, step time.Duration) *Clock { return &Clock{t: t, step: step} }
 
 // Now returns the clock's time, after moving it by its step.
 func (c *Clock) Now() time.Time {
@@ -45,6 +41,14 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// SetStep makes every later reading move the clock by d first, as code
+// would see it whose every statement, a store's say, takes d.
+func (c *Clock) SetStep(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.step = d
 }
 
 // WaitFor calls cond every interval until it returns nil or timeout has
