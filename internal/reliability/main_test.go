@@ -70,12 +70,12 @@ func faultProfile(t *testing.T) profile {
 	switch p := os.Getenv("IDGEN_FAULT_PROFILE"); p {
 	case "", "ci":
 		return profile{name: "ci", killLoad: 60 * time.Second,
-			killGap: [2]int64{15_000, 45_000}, restartDelay: [2]time.Duration{0, 1500 * time.Millisecond},
+			killGap: [2]int64{10_000, 30_000}, restartDelay: [2]time.Duration{0, 1500 * time.Millisecond},
 			outages: 1, dbDown: 3 * time.Second, pause: 10 * time.Second,
 			clockGaps: []time.Duration{3 * time.Millisecond, 50 * time.Millisecond, 10 * time.Second}, slowloris: 20}
 	case "long":
 		return profile{name: "long", killLoad: 300 * time.Second,
-			killGap: [2]int64{8_000, 60_000}, restartDelay: [2]time.Duration{0, 4 * time.Second},
+			killGap: [2]int64{5_000, 40_000}, restartDelay: [2]time.Duration{0, 4 * time.Second},
 			outages: 3, dbDown: 10 * time.Second, pause: 30 * time.Second,
 			clockGaps: []time.Duration{3 * time.Millisecond, 50 * time.Millisecond, time.Second, 10 * time.Second}, slowloris: 200}
 	default:
