@@ -208,6 +208,7 @@ func testGRPCThirdPartyClients(t *testing.T, tr e2eTransport, bin string, tl too
 // it is back. /readyz says the same at each step.
 func TestServe_GRPCHealthFollowsStore(t *testing.T) {
 	t.Parallel()
+	dbtest.RequireDocker(t) // before the builds: -short skips it
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	tl := buildTools(t, dir)
