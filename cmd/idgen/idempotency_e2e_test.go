@@ -184,7 +184,7 @@ func runIdempotencyE2E(t *testing.T, procs []*proctest.Proc) {
 // before it. It polls faster than Retry-After or RetryInfo say: first
 // requests here finish in milliseconds.
 func pollKeyed[A any](send func() (A, error), inFlight func(A) bool) (ans A, polls int, err error) {
-	testtime.Until(time.Minute, 10*time.Millisecond, func() bool {
+	testtime.Until(10*time.Minute, 10*time.Millisecond, func() bool { // the bound is the 200 polls
 		if ans, err = send(); err != nil || !inFlight(ans) || polls == 200 {
 			return true
 		}
