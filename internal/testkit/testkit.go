@@ -1,9 +1,9 @@
 // Package testkit holds the small helpers the module's tests share, so
-// that each exists once: free loopback ports and polling a condition
-// with a bound (testtime's, for the callers that had it here: tests that
-// link no database use internal/testtime directly). Counting duplicate IDs is segmenttest.Duplicates, public
-// for backends outside the module, and low enough in the house for the
-// snowflake suites to use.
+// that each exists once: free loopback ports, and polling a condition
+// with a bound (testtime's, kept here for its callers; tests that link
+// no database use internal/testtime directly). Counting duplicate IDs is
+// segmenttest.Duplicates, public for backends outside the module, and
+// low enough in the house for the snowflake suites to use.
 package testkit
 
 import (
