@@ -11,20 +11,8 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/internal/testtime"
 )
-
-// clock is a fake clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 type counts struct {
 	mu                     sync.Mutex
@@ -50,9 +38,9 @@ func (o *counts) Swept(n int, live, expired int64, _ error) {
 	o.mu.Unlock()
 }
 
-func newKeeper(t *testing.T, cfg idempotency.Config) (*idempotency.Keeper, *clock, *idempotency.Memory, *counts) {
+func newKeeper(t *testing.T, cfg idempotency.Config) (*idempotency.Keeper, *testtime.Clock, *idempotency.Memory, *counts) {
 	t.Helper()
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := testtime.New(time.Unix(1_700_000_000, 0))
 	m := idempotency.NewMemory()
 	o := &counts{}
 	cfg.Now, cfg.Observer = c.Now, o
@@ -309,26 +297,11 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 	}
 }
 
-// tickingClock advances by step at every reading: a store that takes
-// step per statement.
-type tickingClock struct {
-	mu   sync.Mutex
-	t    time.Time
-	step time.Duration
-}
-
-func (c *tickingClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(c.step)
-	return c.t
-}
-
 // A sweep stops at its budget and reports the backlog it left, which
 // the next sweeps work off.
 func TestKeeper_SweepBudgetAndBacklog(t *testing.T) {
 	ctx := context.Background()
-	c := &tickingClock{t: time.Unix(1_700_000_000, 0)}
+	c := testtime.New(time.Unix(1_700_000_000, 0))
 	m := idempotency.NewMemory()
 	o := &counts{}
 	k, err := idempotency.New(m, idempotency.Config{Now: c.Now, Observer: o, SweepBatch: 10, SweepEvery: time.Minute, SweepBudget: 5 * time.Second, TTL: time.Second})
@@ -342,10 +315,8 @@ func TestKeeper_SweepBudgetAndBacklog(t *testing.T) {
 	}
 	// Every reading of the clock moves it a second: past the keys'
 	// expiry by the sweep, and 5 statements fill the budget.
-	c.mu.Lock()
-	c.t = c.t.Add(time.Hour)
-	c.mu.Unlock()
-	c.step = time.Second
+	c.Advance(time.Hour)
+	c.SetStep(time.Second)
 	n, err := k.Sweep(ctx)
 	if err != nil || n != 50 || o.expired != 50 || o.live != 0 {
 		t.Fatalf("sweep within a budget of 5 statements: %d deleted (%v), %d expired left, %d live; want 50, 50, 0", n, err, o.expired, o.live)
@@ -385,7 +356,7 @@ func TestKeeper_CapCountsLiveKeysBeforeItRefuses(t *testing.T) {
 func TestKeeper_CapSeesOtherInstances(t *testing.T) {
 	ctx := context.Background()
 	m := idempotency.NewMemory()
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := testtime.New(time.Unix(1_700_000_000, 0))
 	var ks []*idempotency.Keeper
 	for range 2 {
 		k, err := idempotency.New(m, idempotency.Config{MaxKeys: 100, Now: c.Now})

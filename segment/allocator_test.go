@@ -7,10 +7,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 )
@@ -112,28 +114,32 @@ func TestAllocator_NextN_ParallelUnique(t *testing.T) {
 	}
 }
 
+// In a synctest bubble: the store's 50 ms and the consumer's pace are
+// fake time, so the test measures the ratio, not the machine.
 func TestAllocator_PrefetchHidesStoreLatency(t *testing.T) {
-	obs := &waitCounter{}
-	a, st, tag := newAlloc(t, 1000, segment.Options{Observer: obs})
-	st.SetDelay(50 * time.Millisecond)
-	ctx := context.Background()
-	// A steady consumer: about 5 IDs per millisecond, so the 90% of a
-	// segment left after the prefetch point lasts well over the 50 ms a
-	// load takes.
-	const total = 4000
-	for i := range total {
-		if _, err := a.Next(ctx, tag); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		obs := &waitCounter{}
+		a, st, tag := newAlloc(t, 1000, segment.Options{Observer: obs})
+		st.SetDelay(50 * time.Millisecond)
+		ctx := context.Background()
+		// A steady consumer: about 5 IDs per millisecond, so the 90% of a
+		// segment left after the prefetch point lasts well over the 50 ms a
+		// load takes.
+		const total = 4000
+		for i := range total {
+			if _, err := a.Next(ctx, tag); err != nil {
+				t.Fatal(err)
+			}
+			if i%5 == 4 {
+				time.Sleep(time.Millisecond) // the consumer's pace, in the bubble's fake time
+			}
 		}
-		if i%5 == 4 {
-			time.Sleep(time.Millisecond)
+		// The first segment has nothing to prefetch behind it: exactly one wait.
+		if w := obs.waits.Load(); w != 1 {
+			t.Fatalf("%d calls waited for a load, want 1 (the first segment only); %d loads", w, obs.loads.Load())
 		}
-	}
-	// The first segment has nothing to prefetch behind it: exactly one wait.
-	if w := obs.waits.Load(); w != 1 {
-		t.Fatalf("%d calls waited for a load, want 1 (the first segment only); %d loads", w, obs.loads.Load())
-	}
-	t.Logf("%d IDs, %d loads, %d waits", total, obs.loads.Load(), obs.waits.Load())
+		t.Logf("%d IDs, %d loads, %d waits", total, obs.loads.Load(), obs.waits.Load())
+	})
 }
 
 func TestAllocator_StoreFailureIsUnavailableAndRecovers(t *testing.T) {
@@ -164,15 +170,11 @@ func TestAllocator_StoreFailureIsUnavailableAndRecovers(t *testing.T) {
 		t.Fatalf("a failing store made the caller wait %v", time.Since(start))
 	}
 	st.SetError(nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err = a.Next(ctx, tag); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery after the store healed: %v", err)
-		}
-		time.Sleep(time.Millisecond)
+	if err := testtime.WaitFor(5*time.Second, time.Millisecond, func() error {
+		_, err := a.Next(ctx, tag)
+		return err
+	}); err != nil {
+		t.Fatalf("no recovery after the store healed: %v", err)
 	}
 	if st.Calls() <= calls {
 		t.Fatal("the allocator never retried the store")
@@ -180,11 +182,9 @@ func TestAllocator_StoreFailureIsUnavailableAndRecovers(t *testing.T) {
 }
 
 func TestAllocator_DynamicStep(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	clock := testtime.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	opts := segment.Options{PrefetchRatio: 0.5}
-	segment.SetClock(&opts, clock)
+	segment.SetClock(&opts, clock.Now)
 	a, _, tag := newAlloc(t, 100, opts)
 	seq, err := a.Sequence(tag)
 	if err != nil {
@@ -196,19 +196,15 @@ func TestAllocator_DynamicStep(t *testing.T) {
 	// lasted, and returns the step of the segment loaded next.
 	drain := func(lasted time.Duration) int64 {
 		t.Helper()
-		now.Add(int64(lasted))
+		clock.Advance(lasted)
 		st := seq.Stats()
 		for range st.Current.End - st.Current.Pos {
 			if _, err := seq.Next(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for seq.Stats().Next == nil {
-			if time.Now().After(deadline) {
-				t.Fatal("next segment never loaded")
-			}
-			time.Sleep(time.Millisecond)
+		if !testtime.Until(5*time.Second, time.Millisecond, func() bool { return seq.Stats().Next != nil }) {
+			t.Fatal("next segment never loaded")
 		}
 		n := seq.Stats().Next
 		if _, err := seq.Next(ctx); err != nil { // switch to it
@@ -260,31 +256,36 @@ func TestAllocator_WaitTimeout(t *testing.T) {
 }
 
 func TestAllocator_CloseWhileLoadInFlight(t *testing.T) {
-	st := segmenttest.NewMemory()
-	ctx := context.Background()
-	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	a, err := segment.New(st, segment.Options{WaitTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.SetDelay(time.Minute)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := a.Next(ctx, "order")
-		errc <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; !errors.Is(err, segment.ErrClosed) {
-		t.Fatalf("waiting caller got %v, want ErrClosed", err)
-	}
-	if _, err := a.Next(ctx, "order"); !errors.Is(err, segment.ErrClosed) {
-		t.Fatalf("Next after Close: %v, want ErrClosed", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st := segmenttest.NewMemory()
+		ctx := context.Background()
+		if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := segment.New(st, segment.Options{WaitTimeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.SetDelay(time.Minute)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := a.Next(ctx, "order")
+			errc <- err
+		}()
+		synctest.Wait() // the caller waits for the load, which waits for the store
+		if st.Calls() != 1 {
+			t.Fatalf("%d reservations in flight, want 1", st.Calls())
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; !errors.Is(err, segment.ErrClosed) {
+			t.Fatalf("waiting caller got %v, want ErrClosed", err)
+		}
+		if _, err := a.Next(ctx, "order"); !errors.Is(err, segment.ErrClosed) {
+			t.Fatalf("Next after Close: %v, want ErrClosed", err)
+		}
+	})
 }
 
 func TestAllocator_CloseHandsBackUnusedRange(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 )
@@ -86,34 +87,19 @@ func TestAllocator_NearInt64Limit(t *testing.T) {
 	t.Logf("%d distinct IDs from the last %d of int64, max_id %d", len(seen), math.MaxInt64-start, tags[0].MaxID)
 }
 
-// fakeClock is a clock that only the test moves.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // waitIdle waits until no load of tag is in flight.
 func waitIdle(t *testing.T, a *segment.Allocator, tag string) {
 	t.Helper()
 	seq, _ := a.Sequence(tag)
-	for deadline := time.Now().Add(5 * time.Second); seq.Stats().Loading; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("load still in flight after 5s")
-		}
+	if !testtime.Until(5*time.Second, time.Millisecond, func() bool { return !seq.Stats().Loading }) {
+		t.Fatal("load still in flight after 5s")
 	}
 }
 
 // A prefetch that falls in a backoff is started once the backoff ends, on
 // the next take, so callers still never wait for the segment after.
 func TestAllocator_PrefetchRetriedAfterBackoff(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clock := testtime.New(time.Unix(1_700_000_000, 0))
 	obs := &waitCounter{}
 	opts := segment.Options{FixedStep: true, Observer: obs, MinBackoff: time.Second, MaxBackoff: time.Second}
 	segment.SetClock(&opts, clock.Now)
@@ -133,7 +119,7 @@ func TestAllocator_PrefetchRetriedAfterBackoff(t *testing.T) {
 	waitIdle(t, a, tag)
 	st.SetError(nil)
 	next(10) // still in backoff: no load
-	clock.Add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	next(10) // backoff over: the next take starts the prefetch
 	waitIdle(t, a, tag)
 	next(169) // the rest of this segment and into the next one
@@ -220,10 +206,12 @@ func TestAllocator_RegressionAcrossDroppedSequence(t *testing.T) {
 		}
 		got <- r
 	}()
-	for parked := false; !parked; time.Sleep(time.Millisecond) {
+	if !testtime.Until(time.Minute, time.Millisecond, func() bool {
 		st.mu.Lock()
-		parked = st.calls == 1
-		st.mu.Unlock()
+		defer st.mu.Unlock()
+		return st.calls == 1
+	}) {
+		t.Fatal("the first Reserve never reached the gate")
 	}
 	if _, err := a.ReserveRange(ctx, "t", 1); !errors.Is(err, segment.ErrTagNotFound) {
 		t.Fatalf("second ReserveRange: %v, want ErrTagNotFound", err)

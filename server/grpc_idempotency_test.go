@@ -197,9 +197,7 @@ func testGRPC_IdempotencyInFlight(t *testing.T, tr transport) {
 		r, err := keyedCall(ctx, c, req, "Idempotency-Key", "k")
 		first <- result{r, err}
 	}()
-	for g.calls.Load() == 0 {
-		time.Sleep(time.Millisecond) // until the first call allocates
-	}
+	g.waitAllocating(t)
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Go(func() {

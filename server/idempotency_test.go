@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 )
@@ -187,6 +188,26 @@ func (g *gate) NextN(ctx context.Context, _ string, n int) ([]int64, error) {
 	return out, nil
 }
 
+// waitAllocating waits until the first request reached the allocator.
+func (g *gate) waitAllocating(t *testing.T) {
+	t.Helper()
+	if !testtime.Until(time.Minute, time.Millisecond, func() bool { return g.calls.Load() > 0 }) {
+		t.Fatal("no request reached the allocator")
+	}
+}
+
+// lookups is a Store that counts Get: a key's first request wins its
+// Insert and reads nothing, and a repeat reads the row it lost to.
+type lookups struct {
+	idempotency.Store
+	gets atomic.Int32
+}
+
+func (l *lookups) Get(ctx context.Context, scope, key string) (idempotency.Record, bool, error) {
+	l.gets.Add(1)
+	return l.Store.Get(ctx, scope, key)
+}
+
 func gateServer(t *testing.T, g *gate, cfg idempotency.Config) *httptest.Server {
 	t.Helper()
 	h, err := server.New(server.Config{Segment: g, Idempotency: newKeeper(t, cfg)})
@@ -203,9 +224,7 @@ func TestServer_IdempotencyInFlight(t *testing.T) {
 	ts := gateServer(t, g, idempotency.Config{LockTimeout: 30 * time.Second})
 	first := make(chan answer, 1)
 	go func() { first <- keyed(t, ts.URL+"/id/order?count=3", "k") }()
-	for g.calls.Load() == 0 {
-		time.Sleep(time.Millisecond) // until the first request allocates
-	}
+	g.waitAllocating(t)
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Go(func() {
@@ -276,15 +295,21 @@ func grepLines(s, sub string) string {
 // within the server's wait, gets the replay, not a 409.
 func TestServer_IdempotencyRepeatWaitsForTheFirst(t *testing.T) {
 	g := &gate{release: make(chan struct{})}
-	ts := gateServer(t, g, idempotency.Config{InFlightWait: time.Minute})
+	st := &lookups{Store: idempotency.NewMemory()}
+	k, err := idempotency.New(st, idempotency.Config{InFlightWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	ts := gateServerWith(t, g, k)
 	first := make(chan answer, 1)
 	go func() { first <- keyed(t, ts.URL+"/id/order?count=3", "k") }()
-	for g.calls.Load() == 0 {
-		time.Sleep(time.Millisecond) // until the first request allocates
-	}
+	g.waitAllocating(t)
 	second := make(chan answer, 1)
 	go func() { second <- keyed(t, ts.URL+"/id/order?count=3", "k") }()
-	time.Sleep(20 * time.Millisecond) // the repeat is waiting now, or soon
+	if !testtime.Until(time.Minute, time.Millisecond, func() bool { return st.gets.Load() > 0 }) {
+		t.Fatal("the repeat never saw the first in flight")
+	}
 	close(g.release)
 	a, b := <-first, <-second
 	if a.status != 200 || b.status != 200 || b.body != a.body || b.header.Get("Idempotent-Replayed") != "true" || g.calls.Load() != 1 {
@@ -337,11 +362,12 @@ func newServerWith(t *testing.T, cfg server.Config) *httptest.Server {
 // With a cap of 1,000 and keys of 1s, 1,500 requests spread over three
 // seconds are all served: the cap counts live keys (about 500 at any
 // time here), not every key since the last sweep (no sweep runs), since
-// a scope is counted again before it is refused. The spread is a floor
-// set by sleeps, so a slower machine only spreads them more.
+// a scope is counted again before it is refused. The keeper's fake clock
+// moves 200 ms between batches, whatever the machine's speed.
 func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
 	st := openStore(t)
-	k, err := idempotency.New(st.Idempotency(), idempotency.Config{MaxKeys: 1000})
+	clock := testtime.New(time.Now())
+	k, err := idempotency.New(st.Idempotency(), idempotency.Config{MaxKeys: 1000, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +375,6 @@ func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
 	ts := gateServerWith(t, &gate{}, k)
 	refused := 0
 	for batch := range 15 {
-		start := time.Now()
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for i := range 100 {
@@ -363,7 +388,7 @@ func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		time.Sleep(time.Until(start.Add(200 * time.Millisecond)))
+		clock.Advance(200 * time.Millisecond)
 	}
 	if refused != 0 {
 		t.Fatalf("%d of 1,500 requests refused under a cap of 1,000 live keys of 1s; want 0", refused)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/server"
 )
@@ -53,7 +54,10 @@ func newUIServer(t *testing.T) *httptest.Server {
 			t.Fatal(err)
 		}
 	}
-	alloc, err := segment.New(st, segment.Options{})
+	// The allocator's clock moves 20 ms between batches: a plausible
+	// rate, measured the same on any machine, ending a moment ago.
+	clock := testtime.New(time.Now().Add(-time.Second))
+	alloc, err := segment.New(st, segment.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +73,7 @@ func newUIServer(t *testing.T) *httptest.Server {
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 
-	// Ten batches 20 ms apart, so the allocator measures a plausible rate.
+	// Ten batches 20 ms apart.
 	for i := range 10 {
 		for _, tg := range uiTags {
 			n := tg.issue/10 + tg.issue%10*(i/9)
@@ -82,21 +86,19 @@ func newUIServer(t *testing.T) *httptest.Server {
 				t.Fatalf("issuing %d IDs of %s: %s", n, tg.tag, resp.Status)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		clock.Advance(20 * time.Millisecond)
 	}
 	// Let the background prefetches finish, so the page and the test see
 	// the same, settled buffers.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		busy := false
+	if !testtime.Until(10*time.Second, 10*time.Millisecond, func() bool {
 		for _, st := range alloc.Stats() {
-			busy = busy || st.Loading
+			if st.Loading {
+				return false
+			}
 		}
-		if !busy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("segment prefetch still loading after 10 s")
-		}
+		return true
+	}) {
+		t.Fatal("segment prefetch still loading after 10 s")
 	}
 	return ts
 }
@@ -196,6 +198,7 @@ func TestUI_Assets(t *testing.T) {
 // TestUI_Chromium loads the page in a real headless Chromium against a
 // real HTTP server and checks what the JavaScript drew.
 func TestUI_Chromium(t *testing.T) {
+	t.Parallel() // one Chromium after another is most of the package's time
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -207,6 +210,7 @@ func TestUI_Chromium(t *testing.T) {
 	page := ts.URL + "/ui"
 
 	t.Run("segments", func(t *testing.T) {
+		t.Parallel()
 		dom := chromium(t, bin, "--dump-dom", page+"#token="+uiToken)
 		if strings.Contains(dom, uiToken) {
 			t.Fatal("the page echoes the token into the DOM")
@@ -252,6 +256,7 @@ func TestUI_Chromium(t *testing.T) {
 	})
 
 	t.Run("loading and failing tags", func(t *testing.T) {
+		t.Parallel()
 		dom := chromium(t, bin, "--dump-dom", newFixtureServer(t, ts.Config.Handler).URL+"/ui#token="+uiToken)
 		if got := barOf(t, cardOf(t, dom, "busy"), "next"); !hasClass(got["class"], "loading") {
 			t.Errorf("next bar of a loading tag: %v, want class loading", got)
@@ -267,6 +272,7 @@ func TestUI_Chromium(t *testing.T) {
 	})
 
 	t.Run("wrong token", func(t *testing.T) {
+		t.Parallel()
 		dom := chromium(t, bin, "--dump-dom", page+"#token=wrong")
 		if !strings.Contains(strings.ToLower(dom), "paste the admin token") {
 			t.Fatalf("no prompt for the token after a 403:\n%s", dom)
@@ -288,6 +294,7 @@ func TestUI_Chromium(t *testing.T) {
 		{"ui-phone.png", "390,844", ""},
 	} {
 		t.Run("screenshot "+shot.name, func(t *testing.T) {
+			t.Parallel()
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}

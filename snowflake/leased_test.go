@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/snowflake/snowflaketest"
 )
@@ -135,10 +136,8 @@ func TestLeased_BackgroundHeartbeat(t *testing.T) {
 	l := newLeased(t, store, snowflake.LeasedConfig{TTL: 300 * time.Millisecond, RenewInterval: 20 * time.Millisecond})
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("no %s within 10s", what)
-			}
+		if !testtime.Until(10*time.Second, 5*time.Millisecond, cond) {
+			t.Fatalf("no %s within 10s", what)
 		}
 	}
 	first := l.LeaseExpiry()
@@ -324,13 +323,11 @@ func TestLeased_Close_WinsOverHeartbeatInFlight(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- l.Shutdown(context.Background()) }()
 	// Close has paused the generator and waits for the heartbeat.
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := l.Next(context.Background(), "t"); errors.Is(err, snowflake.ErrClosed) {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("Close did not pause the generator within 10s")
-		}
+	if !testtime.Until(10*time.Second, time.Millisecond, func() bool {
+		_, err := l.Next(context.Background(), "t")
+		return errors.Is(err, snowflake.ErrClosed)
+	}) {
+		t.Fatal("Close did not pause the generator within 10s")
 	}
 	close(store.release)
 	if err := <-hb; !errors.Is(err, store.err) {

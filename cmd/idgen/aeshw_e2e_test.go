@@ -21,6 +21,7 @@ const softwareAESWarning = "AES is not hardware-accelerated here"
 // start, and its opaque IDs are still the same FF1 (they decode with the
 // key here). Without a key it does not warn: no ID needs AES.
 func TestServe_WarnsWhenAESIsSoftware(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	store := "IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")

@@ -6,6 +6,7 @@ import (
 )
 
 func TestAESHardwareOn(t *testing.T) {
+	t.Parallel()
 	const (
 		amd64AES   = "processor\t: 0\nflags\t\t: fpu vme sse2 ssse3 sse4_1 sse4_2 aes avx\n\nprocessor\t: 1\nflags\t\t: fpu vme sse2 ssse3 sse4_1 sse4_2 aes avx\n"
 		amd64NoAES = "processor\t: 0\nflags\t\t: fpu vme sse2 ssse3 sse4_1 sse4_2 avx\n"

@@ -83,6 +83,7 @@ func flood(t *testing.T, ctx context.Context, p *proctest.Proc, client *http.Cli
 // defaults to 3,000 requests per case; IDGEN_FLOOD_TAGS=20000 repeats the
 // measurement quoted in docs/operations.md.
 func TestServe_TagFloodIsBounded(t *testing.T) {
+	t.Parallel()
 	n := 3000
 	if v, err := strconv.Atoi(os.Getenv("IDGEN_FLOOD_TAGS")); err == nil && v > 0 {
 		n = v

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testtime"
 
 	"github.com/idgen/idgen/store/dbtest"
 )
@@ -117,17 +118,16 @@ http {
 		}
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+	if err := testtime.WaitFor(20*time.Second, 50*time.Millisecond, func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
 			_ = c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			o, _ := os.ReadFile(out.Name())
-			t.Fatalf("nginx did not listen on %s: %s\n%s", addr, o, b)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	}); err != nil {
+		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		o, _ := os.ReadFile(out.Name())
+		t.Fatalf("nginx did not listen on %s: %v: %s\n%s", addr, err, o, b)
 	}
 	return "http://" + addr
 }
@@ -138,6 +138,7 @@ http {
 // answers one from its cache. A route that issues nothing is cached by
 // the same proxy, which shows the cache is on.
 func TestServe_BehindCachingNginx(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")})

@@ -19,6 +19,7 @@ import (
 // Bad flags fail in flag terms before serve touches the database: no
 // schema, no lease, no file.
 func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	db := filepath.Join(dir, "never.db")
@@ -94,6 +95,7 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 // PostgreSQL key=value DSN is PostgreSQL, never a file named after it,
 // and its password is written nowhere.
 func TestCLI_NoStoreCreatedByMistake(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	kv := "host=127.0.0.1 port=1 user=postgres password=S3cret dbname=x sslmode=disable connect_timeout=2"
@@ -126,6 +128,7 @@ func TestCLI_NoStoreCreatedByMistake(t *testing.T) {
 // serve says in its startup line whether it created the store, and that
 // its ID endpoints are open to anyone when no --api-tokens are set.
 func TestServe_StartupLineSaysNewStoreAndOpenAuth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "new.db")}
@@ -156,6 +159,7 @@ func TestServe_StartupLineSaysNewStoreAndOpenAuth(t *testing.T) {
 
 // A busy port fails before the store is touched, and names --addr.
 func TestServe_BusyPortNamesAddr(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -176,6 +180,7 @@ func TestServe_BusyPortNamesAddr(t *testing.T) {
 // A bad value in the environment names the variable and what it takes,
 // not strconv's words.
 func TestCLI_BadEnvNamesVariable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	for _, tc := range []struct{ env, want string }{
@@ -193,6 +198,7 @@ func TestCLI_BadEnvNamesVariable(t *testing.T) {
 }
 
 func TestCLI_Messages(t *testing.T) {
+	t.Parallel()
 	// A Leaf (Twitter epoch) ID made now reads as 2042 in idgen's layout.
 	leafID := strconv.FormatInt((time.Now().UnixMilli()-1288834974657)<<22|5<<12|7, 10)
 	dir := t.TempDir()
@@ -242,6 +248,7 @@ func TestCLI_Messages(t *testing.T) {
 // in idgen_build_info; the startup line says what runs, without the
 // store's password.
 func TestServe_VersionAndStartupLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "idgen-versioned")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7-test", "-o", bin, ".")

@@ -32,6 +32,7 @@ const textPlain = "text/plain; charset=utf-8"
 // answers their callers parse, byte for byte, and idgen's errors where
 // they would have given -1, an empty 200 or a 500.
 func TestServe_CompatRoutes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"TZ=UTC"}
@@ -133,6 +134,7 @@ func TestServe_CompatRoutes(t *testing.T) {
 // The compat routes take the client tokens: Leaf's as a bearer token,
 // tinyid's as its token parameter, each limited to its tags.
 func TestServe_CompatRoutesAuth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	p := proctest.Serve(t, bin, nil, "--store", "sqlite://"+filepath.Join(dir, "auth.db"),
@@ -174,6 +176,7 @@ func TestServe_CompatRoutesAuth(t *testing.T) {
 // --worker-range confines the leased worker IDs of real processes that
 // share a store, as idgen beside Leaf's servers needs.
 func TestServe_WorkerRange(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "range.db"), "IDGEN_WORKER_RANGE=700-701"}

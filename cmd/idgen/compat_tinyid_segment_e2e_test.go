@@ -83,6 +83,7 @@ func (s tinyidSegment) ids() []int64 {
 // answers, by POST as tinyid's Java client sends it and by GET, and
 // segments that no other route of idgen hands out again.
 func TestServe_TinyidSegments(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	p := proctest.Serve(t, bin, nil, "--store", "sqlite://"+filepath.Join(dir, "seg.db"),
@@ -229,6 +230,7 @@ func splitIDs(t *testing.T, a answer) []int64 {
 
 // The segment routes take tinyid's token parameter, limited to its tags.
 func TestServe_TinyidSegmentsAuth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	p := proctest.Serve(t, bin, nil, "--store", "sqlite://"+filepath.Join(dir, "segauth.db"),

@@ -25,6 +25,7 @@ import (
 // IDs concurrently over HTTP: every ID must be distinct, and each
 // process's IDs must strictly increase.
 func TestServe_TwoInstancesShareADatabase(t *testing.T) {
+	t.Parallel()
 	for _, k := range []dbtest.Kind{dbtest.Postgres, dbtest.MySQL} {
 		t.Run(k.Name, func(t *testing.T) {
 			srv := dbtest.Start(t, k)
@@ -117,6 +118,7 @@ func TestServe_TwoInstancesShareADatabase(t *testing.T) {
 // as PostgreSQL: no file named after it, IDs from the database, and the
 // password nowhere in the log (issue 19 item 12).
 func TestServe_PostgresKeyValueDSN(t *testing.T) {
+	t.Parallel()
 	srv := dbtest.Start(t, dbtest.Postgres)
 	u, err := url.Parse(srv.DSN)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 // SQLite file, real HTTP, and a graceful SIGTERM that hands the unused
 // range back.
 func TestServe_ZeroConfigEndToEnd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	dsn := "sqlite://" + filepath.Join(dir, "idgen.db")
@@ -85,6 +86,7 @@ func TestServe_ZeroConfigEndToEnd(t *testing.T) {
 }
 
 func TestCLI_Tags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	dsn := "sqlite://" + filepath.Join(dir, "cli.db")

@@ -21,6 +21,7 @@ import (
 // fleet's --lease-ttl and --fence-margin, not its own defaults; the
 // fleet then goes on without fencing again (docs/fencing.md, F4).
 func TestServe_FenceParametersAreTheFleets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	path := filepath.Join(dir, "idgen.db")

@@ -14,6 +14,7 @@ import (
 // What a new user runs into first: messages that say what to do, show no
 // piece of a password and name no Go package.
 func TestCLI_FirstUseMessages(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	store := "sqlite://" + filepath.Join(dir, "idgen.db")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/internal/tlstest"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
@@ -84,6 +85,7 @@ func grpcAddr(t *testing.T, p *proctest.Proc) string {
 // cleartext HTTP/2 and HTTP/1.1 on the one port, and the Go client over
 // gRPC with its range-caching allocator.
 func TestServe_GRPCThirdPartyClients(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	tl := buildTools(t, dir)
@@ -205,6 +207,8 @@ func testGRPCThirdPartyClients(t *testing.T, tr e2eTransport, bin string, tl too
 // NOT_SERVING while it is down and no IDs are buffered, SERVING again once
 // it is back. /readyz says the same at each step.
 func TestServe_GRPCHealthFollowsStore(t *testing.T) {
+	t.Parallel()
+	dbtest.RequireDocker(t) // before the builds: -short skips it
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	tl := buildTools(t, dir)
@@ -229,14 +233,11 @@ func TestServe_GRPCHealthFollowsStore(t *testing.T) {
 		var code, ready int
 		// The readiness check bounds a dead store's ping at 2 s; give
 		// a stopping container a few checks to be seen.
-		for deadline := time.Now().Add(30 * time.Second); ; {
+		testtime.Until(30*time.Second, 200*time.Millisecond, func() bool {
 			out, code = probe()
 			ready, _, _ = p.Get(t.Context(), hc, "/readyz")
-			if (code == wantExit && ready == wantReady) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return code == wantExit && ready == wantReady
+		})
 		if code != wantExit || !strings.Contains(out, want) || ready != wantReady {
 			t.Fatalf("%s: grpc-health-probe exit %d %q, /readyz %d; want exit %d %q, /readyz %d", phase, code, out, ready, wantExit, want, wantReady)
 		}
@@ -253,6 +254,7 @@ func TestServe_GRPCHealthFollowsStore(t *testing.T) {
 // grpcurl, grpc-health-probe and the Go client; a rotated certificate is
 // served without a restart; with a client CA, only its clients get in.
 func TestServe_TLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	tl := buildTools(t, dir)
@@ -385,6 +387,7 @@ func serialAt(addr string, cfg *tls.Config) (string, error) {
 
 // Flag mistakes are refused before serve touches the store.
 func TestServe_TLSFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	ca := tlstest.NewCA(t, dir, "ca")
@@ -413,6 +416,7 @@ func TestServe_TLSFlags(t *testing.T) {
 // transports are told and ended, and serve exits: an open Watch does not
 // hold the shutdown for its whole --shutdown-timeout.
 func TestServe_SIGTERMEndsWatch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	tl := buildTools(t, dir)
@@ -436,10 +440,8 @@ func TestServe_SIGTERMEndsWatch(t *testing.T) {
 		ws = append(ws, w)
 	}
 	for _, w := range ws {
-		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.out.String(), `"SERVING"`); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("Watch at %s sent nothing:\n%s", w.addr, w.out.String())
-			}
+		if !testtime.Until(30*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(w.out.String(), `"SERVING"`) }) {
+			t.Fatalf("Watch at %s sent nothing:\n%s", w.addr, w.out.String())
 		}
 	}
 	if err := p.Stop(drain + time.Second); err != nil {

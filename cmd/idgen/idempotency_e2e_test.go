@@ -16,6 +16,7 @@ import (
 
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/sqlite"
@@ -26,6 +27,7 @@ import (
 // key must get one ID set, the same on every answer, and the instances
 // together must have allocated exactly one set per key.
 func TestServe_IdempotencyTwoInstances(t *testing.T) {
+	t.Parallel()
 	bin := proctest.Binary(t, t.TempDir())
 	for _, k := range []string{"postgres", "mysql", "sqlite"} {
 		t.Run(k, func(t *testing.T) {
@@ -182,13 +184,14 @@ func runIdempotencyE2E(t *testing.T, procs []*proctest.Proc) {
 // before it. It polls faster than Retry-After or RetryInfo say: first
 // requests here finish in milliseconds.
 func pollKeyed[A any](send func() (A, error), inFlight func(A) bool) (ans A, polls int, err error) {
-	for {
+	testtime.Until(10*time.Minute, 10*time.Millisecond, func() bool { // the bound is the 200 polls
 		if ans, err = send(); err != nil || !inFlight(ans) || polls == 200 {
-			return ans, polls, err
+			return true
 		}
 		polls++
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
+	return ans, polls, err
 }
 
 // concurrentWaves calls send(i, s) for every key i below keys and send s
@@ -251,6 +254,7 @@ func metric(t *testing.T, ctx context.Context, hc *http.Client, p *proctest.Proc
 // blocks the key's retries with 409 until its hold expires, and then the
 // next retry takes the key over and allocates, on another process.
 func TestServe_IdempotencyCrashedWinnerIsTakenOver(t *testing.T) {
+	t.Parallel()
 	bin := proctest.Binary(t, t.TempDir())
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + path}, "--access-log=false")
@@ -281,8 +285,13 @@ func TestServe_IdempotencyCrashedWinnerIsTakenOver(t *testing.T) {
 	if ra := resp.Header.Get("Retry-After"); resp.StatusCode != http.StatusConflict || (ra != "3" && ra != "2") {
 		t.Fatalf("while held: %d Retry-After %q; want 409 and the hold's remaining 3s", resp.StatusCode, ra)
 	}
-	time.Sleep(time.Until(dead.LockedUntil) + 50*time.Millisecond) // the hold, in real time: two processes share no fake clock
-	first, err := sendKeyed(ctx, hc, p, "/id/"+tag, "k")
+	// The hold runs in real time (two processes share no fake clock): the
+	// key answers 409 until it ends, and then a new first answer.
+	var first keyedAnswer
+	testtime.Until(30*time.Second, 100*time.Millisecond, func() bool {
+		first, err = sendKeyed(ctx, hc, p, "/id/"+tag, "k")
+		return err != nil || first.status != http.StatusConflict
+	})
 	if err != nil || first.status != 200 || first.replayed {
 		t.Fatalf("after the hold: %+v %v; want a new first answer", first, err)
 	}

@@ -59,6 +59,7 @@ func callKeyed(ctx context.Context, c idgenv1connect.IDServiceClient, m *idgenv1
 // together allocate exactly one set per key. Then the refusals: the same
 // key for another count, a key of the HTTP API, and a bad key.
 func TestServe_IdempotencyGRPCTwoInstances(t *testing.T) {
+	t.Parallel()
 	bin := proctest.Binary(t, t.TempDir())
 	env := []string{"IDGEN_STORE=" + dbtest.Start(t, dbtest.Postgres).DSN}
 	procs := []*proctest.Proc{
@@ -178,6 +179,7 @@ func TestServe_IdempotencyGRPCTwoInstances(t *testing.T) {
 // grpcurl sends the key as -H metadata and shows the replay in the
 // response headers, and the refusal's code and idgen reason.
 func TestServe_IdempotencyGRPCurl(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	grpcurl := proctest.Tool(t, dir, "github.com/fullstorydev/grpcurl/cmd/grpcurl")

@@ -44,6 +44,7 @@ const (
 // changes nothing, a rerun changes nothing, max_id never moves down, and
 // a server started on the result continues each sequence.
 func TestImport_LeafAndTinyID(t *testing.T) {
+	t.Parallel()
 	srv := dbtest.Start(t, dbtest.MySQL)
 	bin := proctest.Binary(t, t.TempDir())
 	db, exec1 := mysqlDB(t, srv.DSN)

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment/segmenttest"
 )
 
@@ -31,14 +33,14 @@ func snowflakeIDs(t *testing.T, p *proctest.Proc, d time.Duration) []int64 {
 	t.Helper()
 	ctx := context.Background()
 	client := &http.Client{Timeout: 10 * time.Second}
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	if err := testtime.WaitFor(30*time.Second, 50*time.Millisecond, func() error {
 		status, _, err := p.Get(ctx, client, "/snowflake/layout")
-		if err == nil && status == 200 {
-			break
+		if err == nil && status != 200 {
+			err = fmt.Errorf("status %d", status)
 		}
-		if time.Now().After(end) {
-			t.Fatalf("%s not serving snowflake IDs within 30s: %d %v\n%s", p.URL, status, err, p.Log())
-		}
+		return err
+	}); err != nil {
+		t.Fatalf("%s not serving snowflake IDs: %v\n%s", p.URL, err, p.Log())
 	}
 	var mu sync.Mutex
 	var ids []int64
@@ -106,6 +108,7 @@ func run(t *testing.T, bin string, env []string, args ...string) string {
 // above the old ones; a second relayout changes the bit widths the same
 // way, and the retired layouts are refused from then on.
 func TestServe_SnowflakeEpochChangeNeedsARelayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}
@@ -156,6 +159,7 @@ func TestServe_SnowflakeEpochChangeNeedsARelayout(t *testing.T) {
 // 41/11/11 is left, since the first leases from all of 0-1023. So does a
 // static --worker-id with another epoch.
 func TestServe_SnowflakeLayoutBesideAnotherRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}
@@ -176,6 +180,7 @@ func TestServe_SnowflakeLayoutBesideAnotherRefuses(t *testing.T) {
 // on 256-511. All three serve at once with 0 duplicates; 41/11/11 on
 // every worker ID is refused, and told which range is free.
 func TestServe_SnowflakeLayoutsOnDisjointWorkerRanges(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}

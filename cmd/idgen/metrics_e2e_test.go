@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testtime"
 )
 
 var tagSample = regexp.MustCompile(`^(idgen_[a-z_]+)\{.*tag="([^"]*)".*\} (\S+)$`)
@@ -23,6 +24,7 @@ var tagSample = regexp.MustCompile(`^(idgen_[a-z_]+)\{.*tag="([^"]*)".*\} (\S+)$
 // keeps its own series although it comes last, and the issued counters
 // still add up to every ID handed out.
 func TestServe_MetricsTagLimit(t *testing.T) {
+	t.Parallel()
 	const limit, tags, each = 10, 300, 2
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
@@ -41,11 +43,11 @@ func TestServe_MetricsTagLimit(t *testing.T) {
 				// A 503 hands out nothing and says to retry: on a loaded
 				// machine a new tag's first reservation can wait out the
 				// store timeout, as it would in production.
-				a := get(t, p, "/id/"+n+"?count="+strconv.Itoa(each))
-				for try := 0; a.status == http.StatusServiceUnavailable && try < 10; try++ {
-					time.Sleep(time.Second)
+				var a answer
+				testtime.Until(15*time.Second, 200*time.Millisecond, func() bool {
 					a = get(t, p, "/id/"+n+"?count="+strconv.Itoa(each))
-				}
+					return a.status != http.StatusServiceUnavailable
+				})
 				if a.status != 200 {
 					t.Errorf("GET /id/%s = %+v", n, a)
 				}

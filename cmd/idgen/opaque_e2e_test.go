@@ -61,6 +61,7 @@ func errorCode(body string) string {
 // instance with another key, or none, refuses the tag rather than guess;
 // a tag never switches; its ranges are refused.
 func TestServe_OpaqueTagOnASharedDatabase(t *testing.T) {
+	t.Parallel()
 	srv := dbtest.Start(t, dbtest.Postgres)
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
@@ -208,6 +209,7 @@ func parseAnyID(t *testing.T, s string) int64 {
 // Auto-created tags can be opaque too, and an opaque serve refuses to
 // start without its key.
 func TestServe_AutoCreateOpaque(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db"), "IDGEN_METRICS_TOKEN=" + e2eMetrics}

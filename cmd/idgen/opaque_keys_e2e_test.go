@@ -32,6 +32,7 @@ func runCLI(bin string, env []string, args ...string) (string, error) {
 // --metrics-token, and refuses a key or --auto-create-opaque with
 // --sequence-table leaf_alloc.
 func TestOpaque_KeyHandling(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	db := "sqlite://" + filepath.Join(dir, "idgen.db")
@@ -110,6 +111,7 @@ func TestOpaque_KeyHandling(t *testing.T) {
 // refused, so it shows no series of an opaque tag; the token holder sees
 // them (which shows the scrape would have named the tag).
 func TestOpaque_MetricsHideVolume(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db"),
@@ -136,6 +138,7 @@ func TestOpaque_MetricsHideVolume(t *testing.T) {
 // does not exist, 409 for a plain one, the prefixed form accepted, and a
 // counter at or above max_id flagged as never issued.
 func TestOpaque_DecodeTellsTheTruth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	db := "sqlite://" + filepath.Join(dir, "idgen.db")

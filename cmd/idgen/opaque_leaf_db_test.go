@@ -20,6 +20,7 @@ import (
 // every route and in every spelling, /id/ORDER included, rather than
 // served as raw counters; a plain tag beside it is served.
 func TestServe_LeafAllocRefusesOpaqueTags(t *testing.T) {
+	t.Parallel()
 	srv := dbtest.Start(t, dbtest.MySQL)
 	bin := proctest.Binary(t, t.TempDir())
 	_, exec1 := mysqlDB(t, srv.DSN)

@@ -27,6 +27,7 @@ import (
 // tag, and once tag_opaque is made to name another key than the row,
 // a restarted instance refuses it too, with its own code.
 func TestServe_OpaqueTagSurvivesARestoreOfIDSequence(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sqlite3"); err != nil {
 		dbtest.Missing(t, "the sqlite3 shell is not installed (apt-get install --no-install-recommends sqlite3)")
 	}

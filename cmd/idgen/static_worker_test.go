@@ -16,6 +16,7 @@ import (
 // given to a process while another holds it, leased processes never take
 // it, and a static process's IDs never collide with a leased one's.
 func TestServe_StaticWorkerIDIsHeldLikeALease(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}

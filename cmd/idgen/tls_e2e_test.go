@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/internal/tlstest"
 )
 
@@ -19,6 +20,7 @@ import (
 // listener refuses TLS 1.2's CBC suites to the real openssl, and the
 // handshake errors that leaves are JSON lines under --log-format json.
 func TestServe_MutualTLSProbes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	ca := tlstest.NewCA(t, dir, "ca")
@@ -94,14 +96,16 @@ func TestServe_MutualTLSProbes(t *testing.T) {
 
 	// Every line is JSON, the handshake errors that openssl's refused
 	// suites left included.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.Log(), "TLS handshake error") && time.Now().Before(deadline) {
+	testtime.Until(10*time.Second, 100*time.Millisecond, func() bool {
+		if strings.Contains(p.Log(), "TLS handshake error") {
+			return true
+		}
 		if _, err := exec.LookPath("openssl"); err != nil {
 			// A cleartext request on the TLS port is a handshake error too.
 			_, _ = runTool(t, "curl", "-sS", "http://"+p.Addr()+"/readyz")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 	handshake := 0
 	for _, line := range strings.Split(strings.TrimSpace(p.Log()), "\n") {
 		var rec map[string]any
@@ -127,6 +131,7 @@ func TestServe_MutualTLSProbes(t *testing.T) {
 // SIGTERM drains, hands the unused rest back and says so, in the one
 // --shutdown-timeout: a restart on the same store goes on at the next ID.
 func TestServe_ShutdownLogsHandBack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")}

@@ -21,6 +21,7 @@ import (
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/idempotency/middleware"
 	"github.com/idgen/idgen/idgentest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/store/sqlite"
 )
 
@@ -75,7 +76,7 @@ func (s *orderService) create(c *gin.Context) {
 // newOrders runs the order service on gin over a real idgen server
 // (idgentest), both keeping keys for ttl on clock c; the service's keys are in
 // its own SQLite file, next to its orders.
-func newOrders(t *testing.T, ttl time.Duration, c *clock) (url string, db *sql.DB) {
+func newOrders(t *testing.T, ttl time.Duration, c *testtime.Clock) (url string, db *sql.DB) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	ids := idgentest.NewServer(t, &idgentest.Options{IdempotencyTTL: ttl, IdempotencyNow: c.Now})

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/idempotency/middleware"
 	"github.com/idgen/idgen/idempotency/redisstore"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/mysql"
 	"github.com/idgen/idgen/store/postgres"
@@ -295,15 +295,6 @@ func (r *renewals) Renew(ctx context.Context, scope, key, owner string, until ti
 	return ok, err
 }
 
-// clock is a fake clock from now, moved by hand: a key's TTL or lock
-// passes without a wait.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Now()} }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+// newClock returns a fake clock from now, moved by hand: a key's TTL or
+// lock passes without a wait.
+func newClock() *testtime.Clock { return testtime.New(time.Now()) }

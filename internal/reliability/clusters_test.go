@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/clustertest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment/segmenttest"
 )
 
@@ -21,18 +22,18 @@ import (
 // IDGEN_CLUSTER_PROFILE=ci (the default) or long.
 type clusterProfile struct {
 	name      string
-	failovers int           // Patroni leader kills per replication mode
-	galeraRun time.Duration // load time of the Galera collision phase
-	nodeKills int           // Galera node kills
-	settle    time.Duration // load time between faults
+	failovers int   // Patroni leader kills per replication mode
+	galeraRun int64 // load of the Galera collision phase, in answers
+	nodeKills int   // Galera node kills
+	settle    int64 // load between faults, in answers (load.answers)
 }
 
 func clusterProf(t *testing.T) clusterProfile {
 	switch p := os.Getenv("IDGEN_CLUSTER_PROFILE"); p {
 	case "", "ci":
-		return clusterProfile{name: "ci", failovers: 1, galeraRun: 10 * time.Second, nodeKills: 1, settle: 4 * time.Second}
+		return clusterProfile{name: "ci", failovers: 1, galeraRun: 15_000, nodeKills: 1, settle: 6_000}
 	case "long":
-		return clusterProfile{name: "long", failovers: 4, galeraRun: 60 * time.Second, nodeKills: 3, settle: 10 * time.Second}
+		return clusterProfile{name: "long", failovers: 4, galeraRun: 90_000, nodeKills: 3, settle: 15_000}
 	default:
 		t.Fatalf("IDGEN_CLUSTER_PROFILE=%q: want ci or long", p)
 		return clusterProfile{}
@@ -122,7 +123,7 @@ func patroniFailover(t *testing.T, prof clusterProfile, run patroniRun) {
 	var promotions []time.Duration
 	var notes []string
 	for i := range prof.failovers {
-		time.Sleep(prof.settle)
+		l.answers(prof.settle)
 		old, err := c.Leader()
 		if err != nil {
 			t.Fatalf("failover %d: %v\n%s", i+1, err, c.Logs(20))
@@ -134,7 +135,7 @@ func patroniFailover(t *testing.T, prof clusterProfile, run patroniRun) {
 		if err != nil {
 			t.Fatalf("failover %d: %v", i+1, err)
 		}
-		time.Sleep(replicationStall)
+		time.Sleep(replicationStall) // the fault: a stall lasts a while, whatever the load does meanwhile
 		lags := "?"
 		if lag, err := c.ReplicationLag(); err == nil {
 			lags = fmt.Sprint(lag)
@@ -152,7 +153,7 @@ func patroniFailover(t *testing.T, prof clusterProfile, run patroniRun) {
 		}
 		promoted := time.Since(killed)
 		promotions = append(promotions, promoted)
-		time.Sleep(prof.settle / 2)
+		l.answers(prof.settle / 2) // from the new leader
 		c.Start(old)
 		rejoinStart := time.Now()
 		if err := c.WaitHealthy(120 * time.Second); err != nil {
@@ -163,7 +164,7 @@ func patroniFailover(t *testing.T, prof clusterProfile, run patroniRun) {
 		t.Log(n)
 		notes = append(notes, n)
 	}
-	time.Sleep(prof.settle)
+	l.answers(prof.settle)
 	l.stop()
 	s := l.summary()
 	segDup, sfDup := s.duplicates()
@@ -265,7 +266,7 @@ func TestClusterGalera(t *testing.T) {
 
 	// Phase 1: collisions only.
 	l := startLoad(f, seed(t), map[string]int{"steady": 6}, map[string]mix{"steady": steadyMix(tagA, tagB)})
-	time.Sleep(prof.galeraRun)
+	l.answers(prof.galeraRun)
 	l.stop()
 	s1 := l.summary()
 	reserved, maxIDs := settledReservations(t, f, g, []string{tagA, tagB})
@@ -304,7 +305,7 @@ func TestClusterGalera(t *testing.T) {
 	var kills []time.Time
 	var notes []string
 	for i := range prof.nodeKills {
-		time.Sleep(prof.settle)
+		l.answers(prof.settle)
 		victim := n[(i+1)%len(n)]
 		killed := time.Now()
 		g.Kill(victim)
@@ -316,7 +317,7 @@ func TestClusterGalera(t *testing.T) {
 		} else {
 			evicted = time.Since(killed)
 		}
-		time.Sleep(prof.settle)
+		l.answers(prof.settle) // from the 2 nodes left
 		rejoin := time.Now()
 		if err := g.Rejoin(victim, 120*time.Second); err != nil {
 			t.Fatalf("%s did not rejoin: %v\n%s", victim, err, g.Logs(30))
@@ -326,7 +327,7 @@ func TestClusterGalera(t *testing.T) {
 		t.Log(note)
 		notes = append(notes, note)
 	}
-	time.Sleep(prof.settle)
+	l.answers(prof.settle)
 	l.stop()
 	s2 := l.summary()
 	reserved2, maxIDs2 := settledReservations(t, f, g, []string{tagA, tagB})
@@ -395,17 +396,13 @@ func logLoadFailures(t *testing.T, f *fleet) {
 
 // waitForSize waits until node reports wsrep_cluster_size size.
 func waitForSize(g *clustertest.Galera, node *clustertest.GaleraNode, size string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return testtime.WaitFor(timeout, 100*time.Millisecond, func() error {
 		got, err := g.Status(node, "wsrep_cluster_size")
-		if err == nil && got == size {
-			return nil
+		if err == nil && got != size {
+			err = fmt.Errorf("wsrep_cluster_size %q", got)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("wsrep_cluster_size %q (%v) after %v", got, err, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // modeAware files the answers of /id on the process in slot sfSlot, which
@@ -460,9 +457,10 @@ func createTag(t *testing.T, f *fleet, tag string, start, step int64) {
 // reading max_id agree.
 func settledReservations(t *testing.T, f *fleet, g *clustertest.Galera, tags []string) (map[string]int64, map[string]int64) {
 	t.Helper()
-	for range 20 {
+	var reserved, maxIDs map[string]int64
+	if !testtime.Until(4*time.Second, 200*time.Millisecond, func() bool {
 		before := reservedByTag(t, f, tags)
-		maxIDs := map[string]int64{}
+		maxIDs = map[string]int64{}
 		for _, tag := range tags {
 			out := g.SQL(g.Nodes[0], fmt.Sprintf("SELECT max_id FROM idgen.id_sequence WHERE biz_tag = '%s'", tag))
 			v, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
@@ -471,13 +469,12 @@ func settledReservations(t *testing.T, f *fleet, g *clustertest.Galera, tags []s
 			}
 			maxIDs[tag] = v
 		}
-		if after := reservedByTag(t, f, tags); fmt.Sprint(after) == fmt.Sprint(before) {
-			return after, maxIDs
-		}
-		time.Sleep(200 * time.Millisecond)
+		reserved = reservedByTag(t, f, tags)
+		return fmt.Sprint(reserved) == fmt.Sprint(before)
+	}) {
+		t.Fatal("reservations still in flight after 4 s without load")
 	}
-	t.Fatal("reservations still in flight after 4 s without load")
-	return nil, nil
+	return reserved, maxIDs
 }
 
 func reservedByTag(t *testing.T, f *fleet, tags []string) map[string]int64 {

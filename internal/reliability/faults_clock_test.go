@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store/dbtest"
 )
@@ -87,7 +88,7 @@ func faultClock(t *testing.T, prof profile) {
 		deadline := laterOf(time.Now().Add(15*time.Second), time.UnixMilli(floor).Add(15*time.Second))
 		var first []int64
 		refused := 0
-		for first == nil {
+		if !testtime.Until(time.Until(deadline), 100*time.Millisecond, func() bool {
 			sent := time.Now()
 			ids, status, code, retryAfter, err := fetchIDs(f, inst, "/id/clock?count=500")
 			switch {
@@ -117,13 +118,12 @@ func faultClock(t *testing.T, prof profile) {
 						t.Errorf("gap %v: /segment answered %d %s (%v) while snowflake IDs were refused; want 200", gap, st, body, err)
 					}
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("gap %v: still refused %v after the floor", gap, time.Since(time.UnixMilli(floor)))
-				}
-				time.Sleep(100 * time.Millisecond)
 			default:
 				t.Fatalf("gap %v: GET /id/clock: %d %s; want 200 or 503 worker_floor_ahead", gap, status, code)
 			}
+			return first != nil
+		}) {
+			t.Fatalf("gap %v: still refused %v after the floor", gap, time.Since(time.UnixMilli(floor)))
 		}
 		waited := time.Since(set)
 		longest = max(longest, waited)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/store/dbtest"
 )
 
@@ -246,12 +247,11 @@ func faultInput(t *testing.T, prof profile) {
 		dups += n
 	}
 	var after runtimeSample
-	for range 50 { // the server closes the slow connections' goroutines asynchronously
-		if after, err = f.sample(inst, "after"); err == nil && after.goroutines <= base.goroutines+10 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The server closes the slow connections' goroutines asynchronously.
+	testtime.Until(10*time.Second, 100*time.Millisecond, func() bool {
+		after, err = f.sample(inst, "after")
+		return err == nil && after.goroutines <= base.goroutines+10
+	})
 	if after.goroutines > base.goroutines+10 {
 		t.Errorf("goroutines: %.0f before the bad input, %.0f after", base.goroutines, after.goroutines)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/dbtest"
 )
@@ -59,16 +60,17 @@ func faultKills(t *testing.T, prof profile) {
 	kills, takeovers := 0, 0
 	var downtimes []time.Duration
 	for {
-		gap, down := between(prof.killGap), between(prof.restartDelay)
+		gap := prof.killGap[0] + rng.Int64N(prof.killGap[1]-prof.killGap[0]+1)
+		down := between(prof.restartDelay)
+		l.answers(gap)
 		// Leave time for the restart to be under load too.
-		if time.Now().Add(gap + down + 3*time.Second).After(end) {
+		if time.Now().Add(down + 3*time.Second).After(end) {
 			break
 		}
-		time.Sleep(gap)
 		slot := rng.IntN(len(f.slots))
 		dead := f.kill(slot)
 		kills++
-		time.Sleep(down)
+		time.Sleep(down) // the fault: how long the process stays dead decides whether its lease lapses
 		n := f.start(slot)
 		downtimes = append(downtimes, n.ready.Sub(dead.killed))
 		how := "a free worker ID"
@@ -191,31 +193,31 @@ func faultDatabase(t *testing.T, prof profile) {
 		readyMax[ph] = max(readyMax[ph], d)
 	})
 
-	time.Sleep(5 * time.Second)
+	l.answers(10_000) // the baseline
 	var restarts, pauses int
 	var recoveries, sideNotes []string
 	for i := range prof.outages {
 		phase.Store("database stopped")
 		srv.Stop(t)
 		restarts++
-		time.Sleep(prof.dbDown)
+		time.Sleep(prof.dbDown) // the fault: an outage lasts a while, and the load meets it
 		srv.Restart(t)
 		phase.Store("recovering")
 		recoveries = append(recoveries, fmt.Sprintf("restart %d: %v", i+1, waitRecovered(t, f).Round(time.Millisecond)))
 		phase.Store("between")
-		time.Sleep(3 * time.Second)
+		l.answers(6_000)
 
 		phase.Store("database paused")
 		srv.Pause(t)
 		pauses++
 		side := sideProbes(f, time.Second)
-		time.Sleep(prof.pause)
+		time.Sleep(prof.pause) // the fault: a freeze lasts a while, and the load meets it
 		srv.Unpause(t)
 		sideNotes = append(sideNotes, fmt.Sprintf("pause %d: %s", i+1, strings.Join(side(), "; ")))
 		phase.Store("recovering")
 		recoveries = append(recoveries, fmt.Sprintf("pause %d: %v", i+1, waitRecovered(t, f).Round(time.Millisecond)))
 		phase.Store("after")
-		time.Sleep(5 * time.Second)
+		l.answers(10_000)
 	}
 	l.stop()
 	stopSampling()
@@ -341,7 +343,7 @@ func sideProbes(f *fleet, delay time.Duration) func() []string {
 			{"GET /admin/tags", http.MethodGet, "/admin/tags"},
 		} {
 			wg.Go(func() {
-				time.Sleep(delay)
+				time.Sleep(delay) // into the pause: what a route does a while after the database froze
 				req, _ := http.NewRequest(route.method, inst.url+route.path, nil)
 				req.Header.Set("Authorization", "Bearer "+adminToken)
 				t0 := time.Now()
@@ -425,19 +427,17 @@ func waitRecovered(t *testing.T, f *fleet) time.Duration {
 	t0 := time.Now()
 	deadline := t0.Add(time.Minute)
 	for _, inst := range f.live() {
-		for {
+		var s1, s2, s3 int
+		var e1, e2, e3 error
+		if !testtime.Until(time.Until(deadline), 200*time.Millisecond, func() bool {
 			tag := segmenttest.UniqueTag("recover")
-			s1, _, _, e1 := f.get(inst, "/segment/"+tag)
-			s2, _, _, e2 := f.get(inst, "/snowflake/"+tag)
-			s3, _, _, e3 := f.get(inst, "/readyz")
-			if e1 == nil && e2 == nil && e3 == nil && s1 == 200 && s2 == 200 && s3 == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not recover within a minute: segment %d %v, snowflake %d %v, readyz %d %v\n%s",
-					inst, s1, e1, s2, e2, s3, e3, tail(inst.p.Log(), 30))
-			}
-			time.Sleep(200 * time.Millisecond)
+			s1, _, _, e1 = f.get(inst, "/segment/"+tag)
+			s2, _, _, e2 = f.get(inst, "/snowflake/"+tag)
+			s3, _, _, e3 = f.get(inst, "/readyz")
+			return e1 == nil && e2 == nil && e3 == nil && s1 == 200 && s2 == 200 && s3 == 200
+		}) {
+			t.Fatalf("%s did not recover within a minute: segment %d %v, snowflake %d %v, readyz %d %v\n%s",
+				inst, s1, e1, s2, e2, s3, e3, tail(inst.p.Log(), 30))
 		}
 	}
 	return time.Since(t0)

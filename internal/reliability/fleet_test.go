@@ -22,6 +22,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idgen/idgen/internal/proctest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/store"
 )
 
@@ -266,10 +267,10 @@ func (f *fleet) checkDistinctWorkers(when string) []int64 {
 	// two cores) refuses snowflake IDs until it claims again, as it
 	// should; it gets a few lease TTLs to, and only then is reported.
 	// Two processes on one worker ID are reported at once.
-	deadline := time.Now().Add(4 * f.ttl)
-	for {
-		var ids []int64
-		var unready, dups []string
+	var ids []int64
+	var unready, dups []string
+	settled := testtime.Until(4*f.ttl, 200*time.Millisecond, func() bool {
+		ids, unready, dups = nil, nil, nil
 		seen := map[int64]*instance{}
 		for _, inst := range f.live() {
 			w, err := f.workerOf(inst)
@@ -287,19 +288,17 @@ func (f *fleet) checkDistinctWorkers(when string) []int64 {
 			seen[w.WorkerID] = inst
 			ids = append(ids, w.WorkerID)
 		}
-		if late := time.Now().After(deadline); len(dups) > 0 || len(unready) == 0 || late {
-			for _, d := range dups {
-				f.t.Errorf("%s: %s", when, d)
-			}
-			if late {
-				for _, u := range unready {
-					f.t.Errorf("%s, %v later: %s", when, 4*f.ttl, u)
-				}
-			}
-			return ids
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(dups) > 0 || len(unready) == 0
+	})
+	for _, d := range dups {
+		f.t.Errorf("%s: %s", when, d)
 	}
+	if !settled {
+		for _, u := range unready {
+			f.t.Errorf("%s, %v later: %s", when, 4*f.ttl, u)
+		}
+	}
+	return ids
 }
 
 // get fetches path from a process with the control client.

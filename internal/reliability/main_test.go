@@ -66,7 +66,7 @@ func binary(t *testing.T) string {
 type profile struct {
 	name         string
 	killLoad     time.Duration    // load time of the kill scenario
-	killGap      [2]time.Duration // random time between kills
+	killGap      [2]int64         // random load between kills, in answers (load.answers)
 	restartDelay [2]time.Duration // random time a killed instance stays down
 	outages      int              // database restart + pause cycles
 	dbDown       time.Duration    // how long a stopped database stays down
@@ -79,12 +79,12 @@ func faultProfile(t *testing.T) profile {
 	switch p := os.Getenv("IDGEN_FAULT_PROFILE"); p {
 	case "", "ci":
 		return profile{name: "ci", killLoad: 60 * time.Second,
-			killGap: [2]time.Duration{2 * time.Second, 6 * time.Second}, restartDelay: [2]time.Duration{0, 1500 * time.Millisecond},
+			killGap: [2]int64{10_000, 30_000}, restartDelay: [2]time.Duration{0, 1500 * time.Millisecond},
 			outages: 1, dbDown: 3 * time.Second, pause: 10 * time.Second,
 			clockGaps: []time.Duration{3 * time.Millisecond, 50 * time.Millisecond, 10 * time.Second}, slowloris: 20}
 	case "long":
 		return profile{name: "long", killLoad: 300 * time.Second,
-			killGap: [2]time.Duration{time.Second, 8 * time.Second}, restartDelay: [2]time.Duration{0, 4 * time.Second},
+			killGap: [2]int64{5_000, 40_000}, restartDelay: [2]time.Duration{0, 4 * time.Second},
 			outages: 3, dbDown: 10 * time.Second, pause: 30 * time.Second,
 			clockGaps: []time.Duration{3 * time.Millisecond, 50 * time.Millisecond, time.Second, 10 * time.Second}, slowloris: 200}
 	default:

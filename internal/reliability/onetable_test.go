@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/dbtest"
@@ -44,8 +43,8 @@ func TestOneTableRestore(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs: %d segment IDs, %d duplicates, %d fences; errors %s", runs, segment, dups, fences, formatErrors(errs))
-	record(t, result{test: "TestOneTableRestore", scenario: "id_sequence set back 2 s, 3 running + 1 new",
-		faults:  fmt.Sprintf("%d × id_sequence alone restored from a copy 2 s old, on PostgreSQL", runs),
+	record(t, result{test: "TestOneTableRestore", scenario: "id_sequence set back 3,000 answers, 3 running + 1 new",
+		faults:  fmt.Sprintf("%d × id_sequence alone restored from a copy 3,000 answers old, on PostgreSQL", runs),
 		segment: segment, duplicates: dups, errors: errs,
 		notes: []string{fmt.Sprintf("%d fences in %d runs", fences, runs)}})
 }
@@ -70,9 +69,9 @@ func oneTableRun(t *testing.T, dsn string, sd uint64) (summary, int, int) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	time.Sleep(time.Second) // load before the copy: rows to go back to
+	l.answers(1_500) // load before the copy: rows to go back to
 	exec("CREATE TABLE one_table_copy AS SELECT * FROM id_sequence")
-	time.Sleep(2 * time.Second) // what the copy lacks
+	l.answers(3_000) // what the copy lacks
 	// The running instances' clients pause from just before the restore
 	// until the new one has served from it for a while: the first
 	// reservation after the restore is the newcomer's, which knows
@@ -82,7 +81,7 @@ func oneTableRun(t *testing.T, dsn string, sd uint64) (summary, int, int) {
 	for slot := range running {
 		f.slots[slot].Store(nil)
 	}
-	time.Sleep(300 * time.Millisecond) // requests in flight end
+	l.quiet()
 	tx, err := f.db.db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,11 +95,11 @@ func oneTableRun(t *testing.T, dsn string, sd uint64) (summary, int, int) {
 		t.Fatal(err)
 	}
 	f.start(3)
-	time.Sleep(time.Second)
+	l.answers(500) // the newcomer's alone
 	for slot, inst := range running {
 		f.slots[slot].Store(inst)
 	}
-	time.Sleep(3 * time.Second)
+	l.answers(4_500)
 	l.stop()
 	s := l.summary()
 	segDup, _ := s.duplicates()

@@ -116,13 +116,18 @@ func TestRestore(t *testing.T) {
 	})
 }
 
+// The phases of restoreUnderRunning, in answers (load.answers), but for
+// restoreFirst.
 const (
-	restoreSettle = 3 * time.Second // load before the copy
-	restoreAhead  = 4 * time.Second // load after the copy: what the restore takes back
-	// restoreFirst is the load after the restore before the third
+	restoreSettle = 6_000  // load before the copy
+	restoreAhead  = 8_000  // load after the copy: what the restore takes back
+	restoreAlone  = 2_000  // the third process's load while the two are frozen
+	restoreAfter  = 10_000 // load after the third process started
+	// restoreFirst is the time after the restore before the third
 	// process starts: the running processes reserve and renew first.
+	// Renewals come every lease TTL/3 of wall time, so this is a
+	// duration.
 	restoreFirst = 2 * time.Second
-	restoreAfter = 5 * time.Second // load after the third process started
 )
 
 // underRunning is how a "processes running" scenario of TestRestore
@@ -130,8 +135,8 @@ const (
 type underRunning struct {
 	scenario string
 	// frozen: the two running processes get SIGSTOP before the server
-	// starts on the restored copy and SIGCONT restoreFirst after the
-	// third process started, as in a long pause or a slow retry: the
+	// starts on the restored copy and SIGCONT once the third process
+	// has served restoreAlone answers, as in a long pause or a slow retry: the
 	// third, which knows nothing, reaches the restored database first.
 	// Nothing it can see says that the database went back, so that is
 	// undetectable by design (a documented limit) unless bump is set.
@@ -153,7 +158,7 @@ func restoreUnderRunning(t *testing.T, how underRunning) {
 		map[string]mix{"steady": modeAware(steadyMix(tagA, tagB), 1), "fresh": freshMix(segmenttest.UniqueTag("restore-new"))})
 	defer l.cancel()
 
-	time.Sleep(restoreSettle)
+	l.answers(restoreSettle)
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +167,7 @@ func restoreUnderRunning(t *testing.T, how underRunning) {
 		t.Fatal(err)
 	}
 	srv.Start()
-	time.Sleep(restoreAhead)
+	l.answers(restoreAhead)
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -186,20 +191,20 @@ func restoreUnderRunning(t *testing.T, how underRunning) {
 		bump(t, srv.DSN)
 	}
 	if !how.frozen {
-		time.Sleep(restoreFirst)
+		time.Sleep(restoreFirst) // lease renewals are wall time: see restoreFirst
 	}
 	third := f.start(2)
 	if how.frozen {
-		time.Sleep(restoreFirst)
+		l.answers(restoreAlone)
 		signal(syscall.SIGCONT)
 	}
-	time.Sleep(restoreAfter)
+	l.answers(restoreAfter)
 
 	notes := []string{fmt.Sprintf("the third process (worker %d) started %v after the restore", third.worker(), third.ready.Sub(restored).Round(100*time.Millisecond))}
-	scenario, faults := how.scenario, fmt.Sprintf("2 processes under load; server stopped, data directory copied (cold), started; %v more load; stopped, copy put back, started; ", restoreAhead)
+	scenario, faults := how.scenario, fmt.Sprintf("2 processes under load; server stopped, data directory copied (cold), started; %d more answers; stopped, copy put back, started; ", restoreAhead)
 	switch {
 	case how.frozen:
-		faults += fmt.Sprintf("the 2 processes frozen (SIGSTOP) from before the start until %v after a third process started", restoreFirst)
+		faults += fmt.Sprintf("the 2 processes frozen (SIGSTOP) from before the start until a third process had served %d answers", restoreAlone)
 	default:
 		faults += fmt.Sprintf("a third process %v later", restoreFirst)
 	}
@@ -290,7 +295,7 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 			f.start(slot)
 		}
 		l := startLoad(f, seed(t), map[string]int{"steady": 5}, map[string]mix{"steady": steadyMix(tagA, tagB)})
-		time.Sleep(d)
+		time.Sleep(d) // phase 3 must outlast the lease TTL and the fence's floors, wall time in the database; the others match it
 		l.stop()
 		s := l.summary()
 		fences = fenceCount(metricSums(f, "idgen_store_fences_total"))

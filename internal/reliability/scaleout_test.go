@@ -186,6 +186,9 @@ func pids(insts []*instance) []int {
 	return out
 }
 
+// sleepUntil waits for a moment of wall time: the scale-out's schedule
+// is its load's length (IDGEN_SCALEOUT_SECONDS) and a lease's expiry in
+// the database, which no fake clock of the test's drives.
 func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 
 func laterOf(a, b time.Time) time.Time {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/internal/clustertest"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store/mysql"
 )
@@ -49,14 +50,12 @@ func TestLeases_LayoutRaceAcrossGaleraNodes(t *testing.T) {
 			// The previous round's writes from node 2 may still be
 			// applying on node 1: certification then aborts the DELETE
 			// (1213), exactly as it aborts the store's own transactions,
-			// which retry the same way.
+			// which retry the same way, until the apply is done.
 			var err error
-			for range 10 {
-				if _, err = s1.DB().ExecContext(ctx, q); err == nil || !mysql.IsRetryableForTest(err) {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			testtime.Until(10*time.Second, 50*time.Millisecond, func() bool {
+				_, err = s1.DB().ExecContext(ctx, q)
+				return err == nil || !mysql.IsRetryableForTest(err)
+			})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/store/dbtest"
 	"github.com/idgen/idgen/store/postgres"
 	"github.com/idgen/idgen/store/storetest"
@@ -76,7 +78,8 @@ func logLockWaits(ctx context.Context, t *testing.T, srv *dbtest.Server, admin *
 		}
 	}
 	waitRE := regexp.MustCompile(`app=(\S*) vxid=(\S+) LOG:  process \d+ still waiting for`)
-	count := func() (leaf, idgen map[string]bool) {
+	// count reads the log so far, and whether marker is in it.
+	count := func(marker string) (leaf, idgen map[string]bool, seen bool) {
 		leaf, idgen = map[string]bool{}, map[string]bool{}
 		r, err := srv.Container().Logs(ctx)
 		if err != nil {
@@ -87,6 +90,8 @@ func logLockWaits(ctx context.Context, t *testing.T, srv *dbtest.Server, admin *
 		for sc.Scan() {
 			m := waitRE.FindStringSubmatch(sc.Text())
 			switch {
+			case marker != "" && strings.Contains(sc.Text(), marker):
+				seen = true
 			case m == nil:
 			case m[1] == leafApp:
 				leaf[m[2]] = true
@@ -94,13 +99,24 @@ func logLockWaits(ctx context.Context, t *testing.T, srv *dbtest.Server, admin *
 				idgen[m[2]] = true
 			}
 		}
-		return leaf, idgen
+		return leaf, idgen, seen
 	}
-	leaf0, idgen0 := count()
+	leaf0, idgen0, _ := count("")
 	return func() (int64, int64, bool) {
-		// The log is written asynchronously; let it catch up.
-		time.Sleep(500 * time.Millisecond)
-		leaf, idgen := count()
+		// The log reaches the container's asynchronously: a line logged
+		// after the workload ended follows every wait it logged.
+		marker := fmt.Sprintf("idgen-test-log-mark-%d", time.Now().UnixNano())
+		if _, err := admin.ExecContext(ctx, `DO $$ BEGIN RAISE LOG '`+marker+`'; END $$`); err != nil {
+			t.Fatalf("log a mark: %v", err)
+		}
+		var leaf, idgen map[string]bool
+		if !testtime.Until(30*time.Second, 50*time.Millisecond, func() bool {
+			var seen bool
+			leaf, idgen, seen = count(marker)
+			return seen
+		}) {
+			t.Fatalf("the mark %s never reached the container log", marker)
+		}
 		return int64(len(leaf) - len(leaf0)), int64(len(idgen) - len(idgen0)), true
 	}
 }

@@ -15,26 +15,31 @@ import (
 )
 
 func TestStore_Fencing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	storetest.Fencing(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
 func TestStore_Witness(t *testing.T) {
+	t.Parallel()
 	path := "sqlite://" + filepath.Join(t.TempDir(), "idgen.db")
 	storetest.Witness(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
 func TestStore_Holes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "holes.db")
 	storetest.Holes(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
 func TestStore_FenceFloor(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	storetest.FenceFloor(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
 
 func TestStore_FenceCountsLapsedLeases(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	storetest.FenceCountsLapsedLeases(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }
@@ -43,6 +48,7 @@ func TestStore_FenceCountsLapsedLeases(t *testing.T) {
 // the process that starts next finds the sidecar ahead of the file,
 // fences, and hands out none of the IDs issued since the copy.
 func TestStore_RestoredFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "idgen.db")
 	ctx := context.Background()
@@ -102,6 +108,7 @@ func TestStore_RestoredFile(t *testing.T) {
 // took the first fence with it (the record's floor went back) learns
 // from the sidecar what the lost fence added, and adds it to its margin.
 func TestStore_SidecarKeepsFloor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	const margin = 10_000
@@ -192,6 +199,7 @@ func copyFile(t *testing.T, from, to string) {
 // A store on Leaf's leaf_alloc (migrations.UpShared, no id_sequence) has
 // the idgen_fence table too, and a fence moves leaf_alloc's rows up.
 func TestStore_FencingLeafAlloc(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "leaf.db")
 	s, err := sqlite.OpenTable(ctx, path, "leaf_alloc")

@@ -19,6 +19,7 @@ import (
 // new IDs, never the lost answer's (the fence keeps them apart), and
 // its repeats replay those. What docs/idempotency.md says of a failover.
 func TestIdempotency_KeyLostWithItsCommit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	// run starts a process on the file, sends key "order-1" n times

@@ -12,6 +12,7 @@ import (
 )
 
 func TestIdempotency_Conformance(t *testing.T) {
+	t.Parallel()
 	storetest.RunIdempotency(t, open(t, filepath.Join(t.TempDir(), "idgen.db")).Idempotency())
 }
 

@@ -14,16 +14,19 @@ import (
 // Each open is another pool on one file, as another `idgen serve` on the
 // same host would have.
 func TestLeases_Conformance(t *testing.T) {
+	t.Parallel()
 	path := "sqlite://" + filepath.Join(t.TempDir(), "leases.db")
 	snowflaketest.RunLeaseStore(t, func(t *testing.T) snowflaketest.LeaseStore { return open(t, path).Leases() })
 }
 
 func TestLeases_WorkerRange(t *testing.T) {
+	t.Parallel()
 	storetest.RunWorkerRange(t, open(t, "sqlite://"+filepath.Join(t.TempDir(), "range.db")).Leases())
 }
 
 // Each table is a file of its own; each open another pool on it.
 func TestLeases_LayoutConformance(t *testing.T) {
+	t.Parallel()
 	snowflaketest.RunLayoutStore(t, func(t *testing.T) func(t *testing.T) snowflake.LeaseTable {
 		path := "sqlite://" + filepath.Join(t.TempDir(), "layout.db")
 		return func(t *testing.T) snowflake.LeaseTable { return open(t, path).Leases() }
@@ -33,6 +36,7 @@ func TestLeases_LayoutConformance(t *testing.T) {
 // The layout table is created beside Leaf's leaf_alloc too, where idgen
 // creates no sequence table of its own.
 func TestLeases_LayoutBesideLeafAlloc(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.OpenTable(ctx, "sqlite://"+filepath.Join(t.TempDir(), "leaf.db"), "leaf_alloc")
 	if err != nil {

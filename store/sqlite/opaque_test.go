@@ -8,6 +8,7 @@ import (
 )
 
 func TestStore_OpaqueRecords(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	storetest.OpaqueRecords(t, func(t *testing.T) storetest.Store { return open(t, path) })
 }

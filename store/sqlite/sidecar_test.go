@@ -13,6 +13,7 @@ import (
 // processes write in, keeps a newer record over an older one, and
 // refuses a file that is not one.
 func TestSidecar_Merge(t *testing.T) {
+	t.Parallel()
 	p := sidecar(filepath.Join(t.TempDir(), "idgen.db.fence"))
 	mem := func(gen int64, ticks string) fence.Memory {
 		return fence.Memory{}.Observe(fence.Identity{Kind: fence.SQLite, System: "s1", Position: ticks},

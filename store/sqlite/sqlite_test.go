@@ -30,6 +30,7 @@ func open(t testing.TB, path string) *sqlite.Store {
 }
 
 func TestStore_Conformance(t *testing.T) {
+	t.Parallel()
 	s := open(t, "sqlite://"+filepath.Join(t.TempDir(), "idgen.db"))
 	segmenttest.Run(t, func(t *testing.T) segment.Store { return s })
 }
@@ -38,6 +39,7 @@ func TestStore_Conformance(t *testing.T) {
 // `idgen serve` on the same host would, and BEGIN IMMEDIATE must keep
 // their ranges apart.
 func TestStore_TwoPoolsOneFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	ctx := context.Background()
 	s1, s2 := open(t, path), open(t, path)
@@ -77,6 +79,7 @@ func TestStore_TwoPoolsOneFile(t *testing.T) {
 }
 
 func TestMigrate_IsIdempotent(t *testing.T) {
+	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "m.db"))
 	v, err := s.Migrate(context.Background(), nil)
 	if err != nil || v < 1 {
@@ -87,6 +90,7 @@ func TestMigrate_IsIdempotent(t *testing.T) {
 // Every connection of the pool commits durably: synchronous=FULL (2) in
 // WAL mode, so a committed reservation survives a power loss.
 func TestOpen_DurablePragmas(t *testing.T) {
+	t.Parallel()
 	s := open(t, "sqlite://"+filepath.Join(t.TempDir(), "idgen.db"))
 	ctx := context.Background()
 	var conns []*sql.Conn
@@ -114,6 +118,7 @@ func TestOpen_DurablePragmas(t *testing.T) {
 }
 
 func TestStore_Regression(t *testing.T) {
+	t.Parallel()
 	s := open(t, "sqlite://"+filepath.Join(t.TempDir(), "idgen.db"))
 	segmenttest.Regression(t, s, func(ctx context.Context, tag string, maxID int64) error {
 		_, err := s.DB().ExecContext(ctx, "UPDATE id_sequence SET max_id = ? WHERE biz_tag = ?", maxID, tag)
@@ -124,6 +129,7 @@ func TestStore_Regression(t *testing.T) {
 // A database that lives in memory is lost with its connection: Open
 // refuses every form of it, and says to use a file.
 func TestOpen_RefusesInMemory(t *testing.T) {
+	t.Parallel()
 	for _, dsn := range []string{":memory:", "sqlite://:memory:", "file::memory:", "file::memory:?cache=shared",
 		"sqlite://file::memory:?cache=shared", "sqlite://./x.db?mode=memory", "file:x.db?mode=memory&cache=shared", "sqlite:///x.db?vfs=memdb"} {
 		st, err := sqlite.Open(context.Background(), dsn)

@@ -14,6 +14,7 @@ import (
 // OpenTable takes the table by name, a string any caller can write; a
 // name it does not know is refused before the file is touched.
 func TestOpenTable_Names(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		table   string
@@ -43,6 +44,7 @@ func TestOpenTable_Names(t *testing.T) {
 // Leaf's leaf_alloc may hold NULL in update_time (its DDL has no NOT
 // NULL there on every database); listing such a row must not fail.
 func TestOpenTable_LeafAllocNullUpdateTime(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.OpenTable(ctx, filepath.Join(t.TempDir(), "leaf.db"), "leaf_alloc")
 	if err != nil {
@@ -69,6 +71,7 @@ func TestOpenTable_LeafAllocNullUpdateTime(t *testing.T) {
 // none of the batch behind, and a row whose max_id leaves no room for a
 // step is refused before anything is written.
 func TestStore_ImportAllOrNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "import.db"))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/store/dbtest"
 )
 
@@ -127,19 +128,15 @@ data:
 		t.Fatal(err)
 	}
 	defer func() { _ = cc.Close() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := testtime.WaitFor(30*time.Second, 200*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
 		_, err := goLeafCall(ctx, cc)
-		cancel()
-		if err == nil {
-			return grpcAddr, cmd.Process.Pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goLeaf did not answer within 30 s (%v):\n%s", err, out.String())
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("goLeaf did not answer: %v\n%s", err, out.String())
 	}
+	return grpcAddr, cmd.Process.Pid
 }
 
 // lockedBuffer is a bytes.Buffer a process writes while the test reads.

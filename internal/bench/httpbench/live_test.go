@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idgen/idgen/internal/proctest"
-	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/server"
@@ -399,8 +399,10 @@ func TestLiveRideThrough(t *testing.T) {
 
 	// Failures and successes as they happen, in wall time.
 	var lastFail, lastOK atomic.Int64 // UnixNano
+	var oks atomic.Int64
 	onSample := func(s Sample) {
 		if s.Status == http.StatusOK {
+			oks.Add(1)
 			lastOK.Store(time.Now().UnixNano())
 		} else {
 			lastFail.Store(time.Now().UnixNano())
@@ -417,7 +419,12 @@ func TestLiveRideThrough(t *testing.T) {
 		runc <- r
 	}()
 
-	time.Sleep(p.rideWarmup)
+	// The warm-up is the answers the steady rate gives in rideWarmup,
+	// however long the machine takes to give them.
+	warm := int64(rideRate * p.rideWarmup.Seconds())
+	if !testtime.Until(total, 20*time.Millisecond, func() bool { return oks.Load() >= warm }) {
+		t.Fatalf("%d answers of the %d of the warm-up", oks.Load(), warm)
+	}
 	seq, err := alloc.Sequence(tag)
 	if err != nil {
 		t.Fatal(err)
@@ -435,13 +442,13 @@ func TestLiveRideThrough(t *testing.T) {
 	// database down a little longer so that the outage is seen failing.
 	predicted := time.Duration(float64(buffered) / rideRate * float64(time.Second))
 	bound := min(max(predicted*3/2+10*time.Second, 15*time.Second), p.rideCap)
-	capped := !testkit.Until(bound-time.Since(stopCalled), 20*time.Millisecond, func() bool { return lastFail.Load() > stopCalled.UnixNano() })
-	time.Sleep(2 * time.Second)
+	capped := !testtime.Until(bound-time.Since(stopCalled), 20*time.Millisecond, func() bool { return lastFail.Load() > stopCalled.UnixNano() })
+	time.Sleep(2 * time.Second) // the outage itself: a fault lasts a duration, and its failures are the result
 	restartCalled := time.Now()
 	db.Restart(t)
 	restartReturned := time.Now()
 	// Recovered: answers 200 again, then a clean stretch.
-	testkit.Until(p.rideCap, 20*time.Millisecond, func() bool {
+	testtime.Until(p.rideCap, 20*time.Millisecond, func() bool {
 		return lastOK.Load() > restartCalled.UnixNano() && lastOK.Load() > lastFail.Load() &&
 			time.Since(time.Unix(0, lastFail.Load())) > 3*time.Second
 	})
