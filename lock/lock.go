@@ -164,10 +164,10 @@ func New(b Backend, o Options) (*Locker, error) {
 // before any I/O, or nil.
 func (l *Locker) Check(name, owner string, ttl time.Duration) error {
 	if err := checkText(name, MaxNameLen); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidName, err)
+		return fmt.Errorf("%w: %w", ErrInvalidName, err)
 	}
 	if err := checkText(owner, MaxOwnerLen); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidOwner, err)
+		return fmt.Errorf("%w: %w", ErrInvalidOwner, err)
 	}
 	if ttl < l.opts.MinTTL || ttl > l.opts.MaxTTL {
 		return fmt.Errorf("%w: %v is outside [%v, %v]", ErrInvalidTTL, ttl, l.opts.MinTTL, l.opts.MaxTTL)

@@ -73,7 +73,7 @@ func (w *world) open(ctx context.Context, f *faults, rangeCap int64, cli bool) (
 	if cli && w.cfg.CLI.LeaseTTL > 0 {
 		c = w.cfg.CLI
 	}
-	if err := s.ConfigureFence(c, nil); err == nil && !cli {
+	if err = s.ConfigureFence(c, nil); err == nil && !cli {
 		err = s.RecordFence(ctx)
 	}
 	if err != nil {
