@@ -225,9 +225,9 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, key any, token int64) err
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("lock: guard: no row %#v to check the token of: %w", key, err)
+		return fmt.Errorf("lock: guard: no row with key %#v to check the token of: %w", key, err)
 	case err != nil:
-		return fmt.Errorf("lock: guard: check token %d of %#v: %w", token, key, err)
+		return fmt.Errorf("lock: guard: check token %d for %#v: %w", token, key, err)
 	case seen > token:
 		return fmt.Errorf("%w: token %d for %#v, which has accepted token %d", ErrStaleToken, token, key, seen)
 	}

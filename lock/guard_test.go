@@ -11,8 +11,9 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
 
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/store/dbtest"
@@ -24,6 +25,7 @@ type guardDB struct {
 	name    string
 	dialect lock.Dialect
 	db      *sql.DB
+	opts    *sql.TxOptions // for every transaction; nil: the default
 }
 
 // guardDBs opens every database the guard supports: SQLite always, and
@@ -33,20 +35,20 @@ type guardDB struct {
 // must not depend on either.
 func guardDBs(t *testing.T) []guardDB {
 	t.Helper()
-	sqlite, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "guard.db")+
+	lite, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "guard.db")+
 		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sqlite.Close() })
-	dbs := []guardDB{{"sqlite", lock.SQLite, sqlite}}
+	t.Cleanup(func() { _ = lite.Close() })
+	dbs := []guardDB{{name: "sqlite", dialect: lock.SQLite, db: lite}}
 
 	pg, err := sql.Open("pgx", dbtest.Start(t, dbtest.Postgres).DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Close() })
-	dbs = append(dbs, guardDB{"postgres", lock.Postgres, pg})
+	dbs = append(dbs, guardDB{name: "postgres", dialect: lock.Postgres, db: pg})
 
 	my := dbtest.Start(t, dbtest.MySQL)
 	for _, found := range []bool{true, false} {
@@ -61,7 +63,7 @@ func guardDBs(t *testing.T) []guardDB {
 		}
 		db := sql.OpenDB(conn)
 		t.Cleanup(func() { _ = db.Close() })
-		dbs = append(dbs, guardDB{fmt.Sprintf("mysql/clientFoundRows=%v", found), lock.MySQL, db})
+		dbs = append(dbs, guardDB{name: fmt.Sprintf("mysql/clientFoundRows=%v", found), dialect: lock.MySQL, db: db})
 	}
 	return dbs
 }
@@ -153,7 +155,7 @@ func balance(t *testing.T, d guardDB, id int64) int64 {
 // fixes the transaction's snapshot before Check, so a guard that read
 // the token without locking would see an old one.
 func write(ctx context.Context, d guardDB, v guarded, id, token, bal int64, commit bool) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.db.BeginTx(ctx, d.opts)
 	if err != nil {
 		return err
 	}
@@ -294,6 +296,125 @@ func TestGuard_Check_Concurrent(t *testing.T) {
 						}
 					})
 				}
+			}
+		})
+	}
+}
+
+// weakerDBs are the databases under settings where a waiting Check may
+// fail instead of waiting and then deciding: PostgreSQL under REPEATABLE
+// READ and SERIALIZABLE (a serialization failure), MySQL under READ
+// COMMITTED and SERIALIZABLE, and SQLite with deferred transactions
+// (SQLITE_BUSY), the settings docs/locks.md tells callers to retry under.
+func weakerDBs(t *testing.T) []guardDB {
+	t.Helper()
+	lite, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "guard.db")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lite.Close() })
+	var pg, my *sql.DB
+	for _, d := range guardDBs(t) {
+		switch d.name {
+		case "postgres":
+			pg = d.db
+		case "mysql/clientFoundRows=true":
+			my = d.db
+		}
+	}
+	iso := func(l sql.IsolationLevel) *sql.TxOptions { return &sql.TxOptions{Isolation: l} }
+	return []guardDB{
+		{name: "sqlite/deferred", dialect: lock.SQLite, db: lite},
+		{name: "postgres/repeatable-read", dialect: lock.Postgres, db: pg, opts: iso(sql.LevelRepeatableRead)},
+		{name: "postgres/serializable", dialect: lock.Postgres, db: pg, opts: iso(sql.LevelSerializable)},
+		{name: "mysql/read-committed", dialect: lock.MySQL, db: my, opts: iso(sql.LevelReadCommitted)},
+		{name: "mysql/serializable", dialect: lock.MySQL, db: my, opts: iso(sql.LevelSerializable)},
+	}
+}
+
+// retryable reports the errors after which the caller retries the whole
+// transaction: nothing was decided.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	var me *mysqldrv.MySQLError
+	var se *sqlite.Error
+	switch {
+	case errors.As(err, &pe):
+		return pe.Code == "40001" || pe.Code == "40P01"
+	case errors.As(err, &me):
+		return me.Number == 1213 || me.Number == 1205
+	case errors.As(err, &se):
+		return se.Code()&0xff == 5 // SQLITE_BUSY and its extended codes
+	}
+	return false
+}
+
+// TestGuard_Check_Concurrent_WeakerSettings runs the concurrent cases
+// where the second transaction may fail with a retryable error instead
+// of waiting: then one retry must reach the same outcome. A stale token
+// must never pass, retry or not.
+func TestGuard_Check_Concurrent_WeakerSettings(t *testing.T) {
+	cases := []struct {
+		name        string
+		first       int64
+		firstCommit bool
+		second      int64
+		err         error
+		want        int64
+	}{
+		{"SixCommitsFirstFiveRefused", 6, true, 5, lock.ErrStaleToken, 6},
+		{"FiveCommitsFirstSixRaises", 5, true, 6, nil, 6},
+		{"SixRollsBackFivePasses", 6, false, 5, nil, 5},
+	}
+	for _, d := range weakerDBs(t) {
+		t.Run(d.name, func(t *testing.T) {
+			for _, v := range setup(t, d) {
+				t.Run(v.name, func(t *testing.T) {
+					for _, c := range cases {
+						t.Run(c.name, func(t *testing.T) {
+							ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+							defer cancel()
+							id := newAccount(t, d)
+							tx, err := d.db.BeginTx(ctx, d.opts)
+							if err != nil {
+								t.Fatal(err)
+							}
+							defer func() { _ = tx.Rollback() }()
+							if err := v.g.Check(ctx, tx, v.key(id), c.first); err != nil {
+								t.Fatalf("first Check: %v", err)
+							}
+							if _, err := tx.ExecContext(ctx, d.q(`UPDATE account SET balance = $1 WHERE id = $2`), c.first, id); err != nil {
+								t.Fatal(err)
+							}
+							done := make(chan error, 1)
+							go func() { done <- write(ctx, d, v, id, c.second, c.second, true) }()
+							time.Sleep(50 * time.Millisecond) // let it start, and wait or fail
+							if c.firstCommit {
+								err = tx.Commit()
+							} else {
+								err = tx.Rollback()
+							}
+							if err != nil {
+								t.Fatal(err)
+							}
+							err = <-done
+							if retryable(err) {
+								t.Logf("retried after: %v", err)
+								err = write(ctx, d, v, id, c.second, c.second, true)
+							}
+							if !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
+								t.Fatalf("second Check, token %d: err %v, want %v", c.second, err, c.err)
+							}
+							if got := v.token(t, id); got != c.want {
+								t.Errorf("stored token %d, want %d", got, c.want)
+							}
+							if got := balance(t, d, id); got != c.want {
+								t.Errorf("balance %d, want the write of token %d", got, c.want)
+							}
+						})
+					}
+				})
 			}
 		})
 	}
