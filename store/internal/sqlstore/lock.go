@@ -618,27 +618,31 @@ func (l *Locks) setPushing(on bool) {
 }
 
 // listenLoop keeps one listening connection until ctx ends, reconnecting
-// after a loss; meanwhile waiters poll.
+// after a loss with a backoff (also after a connection that is dropped
+// as soon as it listens); meanwhile waiters poll.
 func (l *Locks) listenLoop(ctx context.Context) {
 	defer close(l.done)
-	for delay := 10 * time.Millisecond; ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
-		lis, err := l.listen(ctx, notifyChannel)
-		if err != nil {
-			_ = sleep(ctx, delay)
-			continue
-		}
-		delay = 10 * time.Millisecond
-		l.setPushing(true)
-		l.wakeAll()
-		for {
-			name, err := lis.Next(ctx)
-			if err != nil {
-				break
+	delay := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		if lis, err := l.listen(ctx, notifyChannel); err == nil {
+			began := time.Now()
+			l.setPushing(true)
+			l.wakeAll()
+			for {
+				name, err := lis.Next(ctx)
+				if err != nil {
+					break
+				}
+				l.wakeLocal(name)
 			}
-			l.wakeLocal(name)
+			l.setPushing(false)
+			_ = lis.Close()
+			if time.Since(began) > time.Minute {
+				delay = 10 * time.Millisecond
+			}
 		}
-		l.setPushing(false)
-		_ = lis.Close()
+		_ = sleep(ctx, delay)
+		delay = min(2*delay, 5*time.Second)
 	}
 }
 
