@@ -272,9 +272,17 @@ func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 // so that every token granted after one is above every token granted
 // before. Waiters are woken by LISTEN/NOTIFY on PostgreSQL, on a
 // connection of the Store's own opened at the first wait; on MySQL and
-// SQLite they poll (see store/internal/sqlstore's Locks). It shares the
-// Store's pool. Close neither releases grants nor removes waiters: they
-// lapse with their TTLs, as after a crash.
+// SQLite they poll (see store/internal/sqlstore's Locks). Expiries are
+// by this process's clock, as worker leases' are.
+//
+// Waiters are granted in arrival order, so a TryAcquire of a free lock
+// that others wait for is refused: its *lock.HeldError's Holder is then
+// the first live waiter, the owner the lock is promised to, with Token 0
+// (no grant holds the lock) and Expires the end of that waiter's own
+// 2-second TTL, which it refreshes while it waits.
+//
+// It shares the Store's pool. Close neither releases grants nor removes
+// waiters: they lapse with their TTLs, as after a crash.
 func (s *Store) Locks() lock.Backend { return s.locks }
 
 // Idempotency returns the store of idempotency keys (the idempotency_key
