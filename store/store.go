@@ -405,11 +405,13 @@ func (s *Store) Import(ctx context.Context, tags []segment.Tag) (before []int64,
 
 // ObserveRetries makes f count the transactions this store ran again
 // after a deadlock or a serialization failure, by operation: "reserve",
-// "raise", "bump", "create", "import", "claim" or "fence". f must not block.
+// "raise", "bump", "create", "import", "claim", "fence", "lock" (a lock
+// grant) or "unlock". f must not block.
 func (s *Store) ObserveRetries(f func(op string)) {
 	s.seg.ObserveRetries(f)
 	s.leases.ObserveRetries(f)
 	s.guard.ObserveRetries(f)
+	s.locks.ObserveRetries(f)
 }
 
 // ConfigureFence sets how the store fences when its history changes (a

@@ -30,7 +30,11 @@ import (
 // token by its margin, and the floor with it), after a restore of the
 // lock table alone (the mark is above the row), and for a name whose
 // row a failover lost (the floor), every new token is above every token
-// granted before.
+// granted before. A process also remembers the tokens it was granted
+// (for its last 4096 names): a lock whose row and mark are both below
+// one went back with the whole store while the server's identity did
+// not show it (MariaDB without a binary log), and the store is fenced,
+// as a tag's row below what the process reserved fences it.
 //
 // Waiting: a waiter queues in idgen_lock_waiter with a 2 s expiry,
 // refreshed at a third of it while it waits; a free lock goes to the
@@ -71,6 +75,10 @@ const (
 	// notifyChannel is the PostgreSQL channel of lock releases; the
 	// payload is the lock's name.
 	notifyChannel = "idgen_lock"
+	// maxGranted bounds the lock names a process remembers its tokens
+	// of (Locks.granted): locks may be per user, and a name forgotten
+	// only weakens what the process can detect.
+	maxGranted = 4096
 )
 
 // LockStatements are the lock tables' statements (migration 00016), as
@@ -159,6 +167,14 @@ type Locks struct {
 	g      *Guard
 	listen func(ctx context.Context, channel string) (Listener, error)
 
+	// granted is the highest token this process was granted per lock
+	// name, for up to maxGranted names: a lock found below it (its row
+	// and its mark) went back with the whole store, although the
+	// server's identity may not show it (fence.HighWater does the same
+	// for IDs).
+	grantedMu sync.Mutex
+	granted   map[string]int64
+
 	mu      sync.Mutex
 	wake    map[string]map[chan struct{}]struct{} // this store's waiters, by lock name
 	pushing bool                                  // the listener is listening
@@ -173,7 +189,50 @@ var _ lock.Backend = (*Locks)(nil)
 // raise (nil: a store without fencing), and whose waiters hear releases
 // through listen (nil: they poll).
 func NewLocks(db DB, d Dialect, s LockStatements, g *Guard, listen func(ctx context.Context, channel string) (Listener, error)) *Locks {
-	return &Locks{db: db, d: d, s: s, g: g, listen: listen, wake: map[string]map[chan struct{}]struct{}{}}
+	return &Locks{db: db, d: d, s: s, g: g, listen: listen, granted: map[string]int64{}, wake: map[string]map[chan struct{}]struct{}{}}
+}
+
+// remember records that this process was granted name's token.
+func (l *Locks) remember(name string, token int64) {
+	l.grantedMu.Lock()
+	defer l.grantedMu.Unlock()
+	if _, ok := l.granted[name]; !ok && len(l.granted) >= maxGranted {
+		for n := range l.granted { // any one: a forgotten name only weakens detection
+			delete(l.granted, n)
+			break
+		}
+	}
+	l.granted[name] = max(l.granted[name], token)
+}
+
+// grantedOf is the highest token of name this process remembers being
+// granted, 0 if none.
+func (l *Locks) grantedOf(name string) int64 {
+	l.grantedMu.Lock()
+	defer l.grantedMu.Unlock()
+	return l.granted[name]
+}
+
+// wentBack returns the evidence that name's lock went back below a token
+// this process was granted, with its mark (a restore of the whole store
+// whose identity does not show it): the store fences, unless by then,
+// under the fence's lock, another fence raised the lock above it. Nil
+// if it did not, or on a store without fencing.
+func (l *Locks) wentBack(name string, rw row) error {
+	mine := l.grantedOf(name)
+	if l.g == nil || max(rw.token, rw.mark) >= mine {
+		return nil
+	}
+	reason := fmt.Sprintf("lock %q's token %d and mark %d are below %d, a token this process was granted: the store went back", name, rw.token, rw.mark, mine)
+	return &errFence{d: fence.Decision{Verdict: fence.Fence, Reason: reason}, force: true,
+		still: func(ctx context.Context, q Querier) (bool, error) {
+			now := row{exists: true}
+			err := q.QueryRow(ctx, l.s.Select, name, name).Scan(now.dest()...)
+			if errors.Is(err, l.d.NoRows) {
+				return true, nil
+			}
+			return err == nil && max(now.token, now.mark) < mine, err
+		}}
 }
 
 // row is a lock's row as a statement reads it.
@@ -320,6 +379,9 @@ func (l *Locks) attempt(ctx context.Context, name, owner string, ttl time.Durati
 	if err != nil {
 		return lock.Grant{}, outcome{}, fmt.Errorf("store: lock %q: %w", name, err)
 	}
+	if out.held == nil {
+		l.remember(name, g.Token)
+	}
 	return g, out, nil
 }
 
@@ -329,6 +391,9 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 	now := time.Now().UnixMilli()
 	rw, err := l.lockRow(ctx, q, name, &floor)
 	if err != nil {
+		return lock.Grant{}, outcome{}, err
+	}
+	if err := l.wentBack(name, rw); err != nil {
 		return lock.Grant{}, outcome{}, err
 	}
 	expires := now + ttl.Milliseconds()
@@ -370,7 +435,9 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 		}
 		return lock.Grant{}, out, err
 	}
-	base := max(rw.token, rw.mark, floor)
+	// Without fencing, this process's own memory still keeps its own
+	// grants' tokens from repeating.
+	base := max(rw.token, rw.mark, floor, l.grantedOf(name))
 	if base == math.MaxInt64 {
 		return lock.Grant{}, outcome{}, fmt.Errorf("lock %q: its token is at the int64 limit", name)
 	}
