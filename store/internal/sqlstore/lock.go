@@ -57,8 +57,10 @@ import (
 //     waiters at once. A push would need a listening connection MySQL
 //     lacks, and SQLite has one process's worth of writers; the poll
 //     costs a point read per waiter per 5 ms. Measured on the same
-//     machine: SQLite 2.6–6.8 ms (p50 about 4 ms), MariaDB 10.11
-//     7–17 ms (p50 about 10 ms, most of it the two durable commits).
+//     machine: SQLite 2.6–7.8 ms (p50 4–5 ms), MariaDB 10.11 6.7–25 ms
+//     (p50 8.6–14 ms across runs: the poll's half-period is the least of
+//     it; the release's and the grant's statements and their two
+//     durable commits are most).
 //
 // Besides, a waiter tries again when the holder's grant or the waiter
 // ahead of it would lapse, so a dead holder costs its TTL and no more.
