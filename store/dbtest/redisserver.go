@@ -36,10 +36,10 @@ func StartRedisServer(tb testing.TB, extra ...string) *RedisServer {
 		r := &RedisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, args: args}
 		r.cmd = spawnRedis(tb, bin, args)
 		if waitTCP(r.Addr, 10*time.Second) {
-			tb.Cleanup(r.stop)
+			tb.Cleanup(r.Kill)
 			return r
 		}
-		r.stop()
+		r.Kill()
 		if try == 2 {
 			tb.Fatalf("redis-server did not listen on %s", r.Addr)
 		}
@@ -50,7 +50,7 @@ func StartRedisServer(tb testing.TB, extra ...string) *RedisServer {
 // again with the same arguments and port.
 func (r *RedisServer) Restart(tb testing.TB) {
 	tb.Helper()
-	r.stop()
+	r.Kill()
 	r.mu.Lock()
 	r.cmd = spawnRedis(tb, r.bin, r.args)
 	r.mu.Unlock()
@@ -59,7 +59,9 @@ func (r *RedisServer) Restart(tb testing.TB) {
 	}
 }
 
-func (r *RedisServer) stop() {
+// Kill ends the server as a crash would (SIGKILL); Restart starts it
+// again.
+func (r *RedisServer) Kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_ = r.cmd.Process.Kill()
