@@ -223,11 +223,11 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			}
 			return g, err
 		}
-		s.revoke(ctx, lid) // a waiter gets a lease of its own once granted
 		if !wait {
+			s.revoke(ctx, lid)
 			return lock.Grant{}, s.held(ctx, name, head)
 		}
-		g, err := s.wait(ctx, name, owner, ttl)
+		g, err := s.wait(ctx, name, owner, ttl, lid, start)
 		if errors.Is(err, errRetry) {
 			continue
 		}
@@ -293,8 +293,14 @@ func (s *Store) expires(ctx context.Context, kv *mvccpb.KeyValue) time.Time {
 // when every older key is gone. It returns errRetry when the queue
 // changed so that Acquire must look again: owner's key turned out
 // granted (reentrant, from another process), or vanished with a lapsed
-// waiting lease.
-func (s *Store) wait(ctx context.Context, name, owner string, ttl time.Duration) (lock.Grant, error) {
+// waiting lease. lid, a lease of ttl granted at lidAt, before the wait,
+// becomes the grant's: wait revokes it unless it is granted.
+func (s *Store) wait(ctx context.Context, name, owner string, ttl time.Duration, lid clientv3.LeaseID, lidAt time.Time) (g lock.Grant, err error) {
+	defer func() {
+		if err != nil {
+			s.revoke(ctx, lid)
+		}
+	}()
 	sess, err := s.session(ctx)
 	if err != nil {
 		return lock.Grant{}, err
@@ -334,7 +340,7 @@ func (s *Store) wait(ctx context.Context, name, owner string, ttl time.Duration)
 			return lock.Grant{}, s.waitErr(ctx, name, err)
 		}
 		if len(pr.Kvs) == 0 {
-			g, err := s.take(ctx, name, owner, key, myRev, queued, ttl)
+			g, lid, err = s.take(ctx, name, owner, key, myRev, queued, ttl, lid, lidAt)
 			granted = err == nil
 			return g, err
 		}
@@ -348,13 +354,36 @@ func (s *Store) wait(ctx context.Context, name, owner string, ttl time.Duration)
 // take grants the key myRev, at the head of name's queue: in one
 // transaction that checks the key is still there (its waiting lease did
 // not lapse while it waited: the Jepsen bug) and that no older key is,
-// it binds the key to a lease of ttl of its own. queued is when owner
-// arrived.
-func (s *Store) take(ctx context.Context, name, owner, key string, myRev, queued int64, ttl time.Duration) (lock.Grant, error) {
+// it binds the key to lid, a lease of ttl granted at lidAt, before the
+// wait. queued is when owner arrived. It returns the lease it used.
+//
+// lid is kept alive once to reset it to its full TTL: a renewal is
+// answered by the leader without a disk write, where a new lease would
+// cost one more on the hand-off's path. While lid is young (a short
+// wait) the renewal runs beside the transaction, since lid outlives it
+// either way; if that renewal fails, the grant is reported with lid's
+// first expiry. After a longer wait it runs first, and a lapsed lid is
+// replaced by a new lease.
+func (s *Store) take(ctx context.Context, name, owner, key string, myRev, queued int64, ttl time.Duration, lid clientv3.LeaseID, lidAt time.Time) (lock.Grant, clientv3.LeaseID, error) {
 	start := time.Now()
-	lid, err := s.grantLease(ctx, ttl)
-	if err != nil {
-		return lock.Grant{}, err
+	var (
+		kaErr  error
+		kaDone chan struct{}
+	)
+	if start.Sub(lidAt) < ttl/2 {
+		kaDone = make(chan struct{})
+		go func() {
+			defer close(kaDone)
+			_, kaErr = s.cli.KeepAliveOnce(ctx, lid)
+		}()
+	} else if _, err := s.cli.KeepAliveOnce(ctx, lid); err != nil {
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return lock.Grant{}, lid, fmt.Errorf("etcdstore: take %q: %w", name, err)
+		}
+		start = time.Now()
+		if lid, err = s.grantLease(ctx, ttl); err != nil {
+			return lock.Grant{}, 0, err
+		}
 	}
 	rec := record{Owner: owner, TTLms: ttl.Milliseconds(), Queued: queued, Granted: start.UnixNano()}
 	resp, err := s.cli.Txn(ctx).
@@ -362,15 +391,19 @@ func (s *Store) take(ctx context.Context, name, owner, key string, myRev, queued
 			clientv3.Compare(clientv3.CreateRevision(s.dir(name)), ">", myRev-1).WithPrefix()).
 		Then(clientv3.OpPut(key, rec.encode(), clientv3.WithLease(lid))).
 		Commit()
+	if kaDone != nil {
+		<-kaDone
+		if kaErr != nil {
+			start = lidAt // lid lapses a TTL after its grant
+		}
+	}
 	if err != nil {
-		s.revoke(ctx, lid)
-		return lock.Grant{}, fmt.Errorf("etcdstore: take %q: %w", name, err)
+		return lock.Grant{}, lid, fmt.Errorf("etcdstore: take %q: %w", name, err)
 	}
 	if !resp.Succeeded {
-		s.revoke(ctx, lid)
-		return lock.Grant{}, errRetry
+		return lock.Grant{}, lid, errRetry
 	}
-	return lock.Grant{Name: name, Owner: owner, Token: myRev, Expires: start.Add(ttl)}, nil
+	return lock.Grant{Name: name, Owner: owner, Token: myRev, Expires: start.Add(ttl)}, lid, nil
 }
 
 // waitGone returns once pred, read at revision rev, is deleted, or the
