@@ -493,6 +493,23 @@ func (s *Store) leave(ctx context.Context, key string, myRev int64, lease client
 // With the grant's TTL it keeps the lease alive; with another TTL it
 // binds the key to a new lease.
 func (s *Store) Renew(ctx context.Context, g lock.Grant, ttl time.Duration) (lock.Grant, error) {
+	// Another process of the same owner may move the key to a lease of
+	// its own (a reentrant acquire) between the read and the renewal:
+	// the grant stands, so look again. The read finds a real loss.
+	for try := 0; ; try++ {
+		ng, err := s.renew(ctx, g, ttl)
+		if !errors.Is(err, errRetry) {
+			return ng, err
+		}
+		if try == 2 {
+			return lock.Grant{}, fmt.Errorf("%w: %q (token %d) by %q: its lease keeps changing", lock.ErrLost, g.Name, g.Token, g.Owner)
+		}
+	}
+}
+
+// renew is one try of Renew, or errRetry if the key moved to another
+// lease under it.
+func (s *Store) renew(ctx context.Context, g lock.Grant, ttl time.Duration) (lock.Grant, error) {
 	key := s.key(g.Name, g.Owner)
 	lost := fmt.Errorf("%w: %q (token %d) by %q", lock.ErrLost, g.Name, g.Token, g.Owner)
 	start := time.Now()
@@ -520,7 +537,6 @@ func (s *Store) Renew(ctx context.Context, g lock.Grant, ttl time.Duration) (loc
 		ng, err := s.rebind(ctx, g.Name, kv, lid, rec, start, ttl)
 		if errors.Is(err, errRetry) {
 			s.revoke(ctx, lid)
-			return lock.Grant{}, lost
 		}
 		return ng, err
 	}
@@ -541,7 +557,7 @@ func (s *Store) Renew(ctx context.Context, g lock.Grant, ttl time.Duration) (loc
 		return lock.Grant{}, fmt.Errorf("etcdstore: renew %q: %w", g.Name, err)
 	}
 	if !resp.Succeeded {
-		return lock.Grant{}, lost
+		return lock.Grant{}, errRetry
 	}
 	g.Expires = start.Add(ttl)
 	return g, nil

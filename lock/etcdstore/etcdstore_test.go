@@ -384,3 +384,32 @@ func TestStore_HandOffLatency(t *testing.T) {
 	slices.Sort(d)
 	t.Logf("hand-off to a queued waiter over %d rounds: p50 %v, p90 %v, max %v", len(d), d[len(d)/2], d[len(d)*9/10], d[len(d)-1])
 }
+
+// Two processes of one owner share its grant: a reentrant acquire with
+// another TTL moves the key to a lease of its own, and each process's
+// renewal still finds the grant, whichever lease the key is on.
+func TestStore_ReentrantProcessesBothRenew(t *testing.T) {
+	e := dbtest.StartEtcd(t)
+	r := newRig(e.Endpoints)
+	ctx := ctxT(t)
+	a, b := r.open(t), r.open(t)
+	ga, err := a.Acquire(ctx, "n", "o", 10*testTTL, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := b.Acquire(ctx, "n", "o", 15*testTTL, false)
+	if err != nil || gb.Token != ga.Token {
+		t.Fatalf("the reentrant acquire: %+v, %v; want token %d", gb, err, ga.Token)
+	}
+	for i := range 2 {
+		if _, err := a.Renew(ctx, ga, 10*testTTL); err != nil {
+			t.Fatalf("round %d: a's renewal: %v", i, err)
+		}
+		if _, err := b.Renew(ctx, gb, 15*testTTL); err != nil {
+			t.Fatalf("round %d: b's renewal: %v", i, err)
+		}
+	}
+	if _, err := r.open(t).Acquire(ctx, "n", "p", testTTL, false); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("another owner: %v; want ErrHeld", err)
+	}
+}
