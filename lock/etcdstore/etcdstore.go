@@ -40,9 +40,13 @@ type Store struct {
 	waitTTL int64 // seconds
 
 	mu     sync.Mutex
-	sess   *concurrency.Session // the waiting lease; replaced once it is lost
+	sess   *concurrency.Session         // the waiting lease; replaced once it is lost
+	free   map[int64][]clientv3.LeaseID // empty leases by TTL in seconds, for the next grants
 	closed bool
 }
+
+// maxFree bounds the empty leases a Store keeps per TTL.
+const maxFree = 8
 
 var _ lock.Backend = (*Store)(nil)
 
@@ -62,7 +66,7 @@ func New(ctx context.Context, cli *clientv3.Client, o Options) (*Store, error) {
 	if o.WaitTTL < time.Second {
 		return nil, fmt.Errorf("%w: etcdstore: WaitTTL %v: etcd leases last at least 1s", lock.ErrInvalidOptions, o.WaitTTL)
 	}
-	s := &Store{cli: cli, prefix: o.Prefix, waitTTL: seconds(o.WaitTTL)}
+	s := &Store{cli: cli, prefix: o.Prefix, waitTTL: seconds(o.WaitTTL), free: map[int64][]clientv3.LeaseID{}}
 	if _, err := s.session(ctx); err != nil {
 		return nil, err
 	}
@@ -70,13 +74,18 @@ func New(ctx context.Context, cli *clientv3.Client, o Options) (*Store, error) {
 }
 
 // Close revokes the waiting lease, which takes this Store's waiters out
-// of every queue; waits in progress return ErrClosed. Grants stay until
-// released or lapsed.
+// of every queue (waits in progress return ErrClosed), and the empty
+// leases it kept. Grants stay until released or lapsed.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	sess := s.sess
-	s.closed, s.sess = true, nil
+	sess, free := s.sess, s.free
+	s.closed, s.sess, s.free = true, nil, nil
 	s.mu.Unlock()
+	for _, ids := range free {
+		for _, id := range ids {
+			s.revoke(context.Background(), id)
+		}
+	}
 	if sess == nil {
 		return nil
 	}
@@ -170,6 +179,62 @@ func (s *Store) grantLease(ctx context.Context, ttl time.Duration) (clientv3.Lea
 	return lr.ID, nil
 }
 
+// lease returns an empty lease of ttl for one grant, reset to its full
+// TTL at the time it returns with: one this Store kept, kept alive once
+// (a renewal is answered by the leader without a disk write), or else a
+// new one (a write through the log, to disk).
+func (s *Store) lease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, time.Time, error) {
+	secs := seconds(ttl)
+	for {
+		s.mu.Lock()
+		ids := s.free[secs]
+		if len(ids) == 0 {
+			s.mu.Unlock()
+			break
+		}
+		id := ids[len(ids)-1]
+		s.free[secs] = ids[:len(ids)-1]
+		s.mu.Unlock()
+		at := time.Now()
+		_, err := s.cli.KeepAliveOnce(ctx, id)
+		if err == nil {
+			return id, at, nil
+		}
+		// Not found: it lapsed in the list; try the next. Another error:
+		// etcd did not answer; give this one up.
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.revoke(ctx, id)
+			if ctx.Err() != nil {
+				return 0, at, fmt.Errorf("etcdstore: renew a kept lease: %w", err)
+			}
+		}
+	}
+	at := time.Now()
+	id, err := s.grantLease(ctx, ttl)
+	return id, at, err
+}
+
+// recycle keeps id, a lease of ttl that is known to have no key (a
+// transaction that would have bound it failed, or the key was deleted),
+// for the next grant of the same TTL, or revokes it. A lease whose fate
+// is unknown (a write that failed in flight) must be revoked instead:
+// revoking also deletes a key the write may have bound.
+func (s *Store) recycle(ctx context.Context, id clientv3.LeaseID, ttl time.Duration) {
+	if id == 0 {
+		return
+	}
+	secs := seconds(ttl)
+	s.mu.Lock()
+	if !s.closed && len(s.free[secs]) < maxFree {
+		s.free[secs] = append(s.free[secs], id)
+		id = 0
+	}
+	s.mu.Unlock()
+	if id != 0 {
+		s.revoke(ctx, id)
+	}
+}
+
 // revoke revokes a lease no key needs any more. A failure only leaves
 // an empty lease to lapse by itself, so it is not reported.
 func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
@@ -181,14 +246,14 @@ func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 // errRetry makes Acquire start over: the keys changed under it.
 var errRetry = errors.New("etcdstore: retry")
 
-// Acquire implements lock.Backend. The uncontended path is one lease
-// grant and one transaction that binds owner's key to the lease if the
-// name's directory is empty.
+// Acquire implements lock.Backend. The uncontended path is a lease (one
+// a Release left empty, kept alive once, or a new one) and one
+// transaction that binds owner's key to it if the name's directory is
+// empty.
 func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (lock.Grant, error) {
 	dir, key := s.dir(name), s.key(name, owner)
 	for {
-		start := time.Now()
-		lid, err := s.grantLease(ctx, ttl)
+		lid, start, err := s.lease(ctx, ttl)
 		if err != nil {
 			return lock.Grant{}, err
 		}
@@ -209,7 +274,7 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
-			s.revoke(ctx, lid)
+			s.recycle(ctx, lid, ttl)
 			continue // emptied since the compare: impossible within one txn, but cheap to survive
 		}
 		head := kvs[0]
@@ -217,14 +282,17 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			// owner holds it (or, from another process, is about to):
 			// the same token, a TTL from now.
 			g, err := s.rebind(ctx, name, head, lid, rec, start, ttl)
-			if errors.Is(err, errRetry) {
-				s.revoke(ctx, lid)
+			switch {
+			case errors.Is(err, errRetry):
+				s.recycle(ctx, lid, ttl)
 				continue
+			case err != nil:
+				s.revoke(ctx, lid)
 			}
 			return g, err
 		}
 		if !wait {
-			s.revoke(ctx, lid)
+			s.recycle(ctx, lid, ttl)
 			return lock.Grant{}, s.held(ctx, name, head)
 		}
 		g, err := s.wait(ctx, name, owner, ttl, lid, start)
@@ -293,12 +361,12 @@ func (s *Store) expires(ctx context.Context, kv *mvccpb.KeyValue) time.Time {
 // when every older key is gone. It returns errRetry when the queue
 // changed so that Acquire must look again: owner's key turned out
 // granted (reentrant, from another process), or vanished with a lapsed
-// waiting lease. lid, a lease of ttl granted at lidAt, before the wait,
-// becomes the grant's: wait revokes it unless it is granted.
+// waiting lease. lid, a lease of ttl reset at lidAt, before the wait,
+// becomes the grant's; wait gives it up unless it is granted.
 func (s *Store) wait(ctx context.Context, name, owner string, ttl time.Duration, lid clientv3.LeaseID, lidAt time.Time) (g lock.Grant, err error) {
 	defer func() {
 		if err != nil {
-			s.revoke(ctx, lid)
+			s.recycle(ctx, lid, ttl) // take revoked it if its fate is unknown
 		}
 	}()
 	sess, err := s.session(ctx)
@@ -398,7 +466,8 @@ func (s *Store) take(ctx context.Context, name, owner, key string, myRev, queued
 		}
 	}
 	if err != nil {
-		return lock.Grant{}, lid, fmt.Errorf("etcdstore: take %q: %w", name, err)
+		s.revoke(ctx, lid) // the put may have bound the key: revoking deletes it
+		return lock.Grant{}, 0, fmt.Errorf("etcdstore: take %q: %w", name, err)
 	}
 	if !resp.Succeeded {
 		return lock.Grant{}, lid, errRetry
@@ -566,7 +635,8 @@ func (s *Store) renew(ctx context.Context, g lock.Grant, ttl time.Duration) (loc
 // Release implements lock.Backend: it deletes owner's key only if its
 // create revision is g's token, so that a release retried after a
 // newer grant of the same owner leaves that grant alone (etcd issue
-// #22082), and revokes the grant's lease.
+// #22082). The grant's lease, empty now, is kept for the next grant of
+// its TTL.
 func (s *Store) Release(ctx context.Context, g lock.Grant) error {
 	key := s.key(g.Name, g.Owner)
 	resp, err := s.cli.Txn(ctx).
@@ -579,8 +649,10 @@ func (s *Store) Release(ctx context.Context, g lock.Grant) error {
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: %q (token %d) by %q", lock.ErrNotHeld, g.Name, g.Token, g.Owner)
 	}
-	if prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 && decode(prev[0]).Granted != 0 && prev[0].Lease != 0 {
-		s.revoke(ctx, clientv3.LeaseID(prev[0].Lease))
+	if prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 && prev[0].Lease != 0 {
+		if rec := decode(prev[0]); rec.Granted != 0 {
+			s.recycle(ctx, clientv3.LeaseID(prev[0].Lease), time.Duration(rec.TTLms)*time.Millisecond)
+		}
 	}
 	return nil
 }
