@@ -5,8 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,26 +69,26 @@ type impl struct {
 func BenchmarkAcquireRelease(b *testing.B) {
 	b.Run("db=postgres", func(b *testing.B) {
 		st, _, dsn := openPostgres(b)
-		runImpls(b, append([]impl{{"floor", postgresFloor(b, dsn)}}, idgenImpls(b, st.Locks())...))
+		runImpls(b, append([]impl{{"floor", postgresFloor(b, dsn)}}, idgenImpls(b, st.Locks())...), nil)
 	})
 	b.Run("db=mysql", func(b *testing.B) {
 		st, _ := openMySQL(b)
-		runImpls(b, append([]impl{{"floor", mysqlFloor(b, st.DB())}}, idgenImpls(b, st.Locks())...))
+		runImpls(b, append([]impl{{"floor", mysqlFloor(b, st.DB())}}, idgenImpls(b, st.Locks())...), nil)
 	})
 	b.Run("db=sqlite", func(b *testing.B) {
 		st, _ := openSQLite(b)
-		runImpls(b, append([]impl{{"floor", sqliteFloor(b, st.DB())}}, idgenImpls(b, st.Locks())...))
+		runImpls(b, append([]impl{{"floor", sqliteFloor(b, st.DB())}}, idgenImpls(b, st.Locks())...), nil)
 	})
 	b.Run("db=redis", func(b *testing.B) {
 		rdb, _ := startRedis(b)
 		be := newRedisStore(b, rdb)
 		impls := append([]impl{{"floor", redisFloor(rdb)}}, idgenImpls(b, be)...)
 		impls = append(impls, impl{"redislock", redislockOp(rdb)}, impl{"redsync", redsyncOp(rdb)})
-		runImpls(b, impls)
+		runImpls(b, impls, redisCPU(rdb))
 	})
 	b.Run("db=etcd", func(b *testing.B) {
 		cli, _ := startEtcd(b)
-		runImpls(b, append([]impl{{"floor", etcdFloor(b, cli)}}, idgenImpls(b, newEtcdStore(b, cli))...))
+		runImpls(b, append([]impl{{"floor", etcdFloor(b, cli)}}, idgenImpls(b, newEtcdStore(b, cli))...), nil)
 	})
 }
 
@@ -121,18 +125,46 @@ func BenchmarkHandOff(b *testing.B) {
 	})
 }
 
-func runImpls(b *testing.B, impls []impl) {
+// runImpls runs each impl as a sub-benchmark. Besides the wall time
+// it reports cpu-µs/op, this process's CPU time (user and system) per
+// iteration, steadier than the wall time on a shared machine; and, when
+// server is not nil, srv-cpu-µs/op, the server's, from server's
+// cumulative CPU seconds. With LOCKBENCH_REVERSE set it runs them in
+// the reverse order, so that a run of several processes can alternate
+// the order and no row always runs first on a fresh server.
+func runImpls(b *testing.B, impls []impl, server func() float64) {
 	ctx := context.Background()
+	if os.Getenv("LOCKBENCH_REVERSE") != "" {
+		impls = slices.Clone(impls)
+		slices.Reverse(impls)
+	}
 	for _, im := range impls {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu0, srv0 := processCPU(), 0.0
+			if server != nil {
+				srv0 = server()
+			}
 			for b.Loop() {
 				if err := im.op(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			if server != nil {
+				b.ReportMetric((server()-srv0)*1e6/float64(b.N), "srv-cpu-µs/op")
+			}
 		})
 	}
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // name returns a lock name of its own, also on a server other runs
@@ -386,6 +418,26 @@ func newRedisStore(b *testing.B, rdb *redis.Client) *redisstore.Store {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// redisCPU returns the server's used_cpu_user plus used_cpu_sys (INFO
+// cpu), in seconds; 0 if it cannot be read.
+func redisCPU(rdb *redis.Client) func() float64 {
+	return func() float64 {
+		info, err := rdb.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			return 0
+		}
+		var sum float64
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_user" || k == "used_cpu_sys" {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+		return sum
+	}
 }
 
 // compareAndDelete is the release every Redis lock guide gives.
