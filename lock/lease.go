@@ -22,8 +22,13 @@ type Lease struct {
 	lost  chan struct{}
 	ctx   context.Context
 	cause context.CancelCauseFunc
-	stop  chan struct{} // closed by Release: the watchdog ends
-	done  chan struct{} // closed when the watchdog has ended
+	// The watchdog is a timer, not a goroutine: a lease costs nothing
+	// between renewals. renewing is held while a renewal runs, so that
+	// Release, after cancelling it (rcancel), waits for it to end.
+	timer    *time.Timer
+	renewing sync.Mutex
+	rctx     context.Context
+	rcancel  context.CancelFunc
 
 	mu       sync.Mutex
 	g        Grant
@@ -35,10 +40,18 @@ type Lease struct {
 
 func newLease(l *Locker, g Grant, sent time.Time, ttl time.Duration) *Lease {
 	ctx, cause := context.WithCancelCause(context.Background())
-	le := &Lease{l: l, lost: make(chan struct{}), ctx: ctx, cause: cause, stop: make(chan struct{}), done: make(chan struct{}),
+	rctx, rcancel := context.WithCancel(context.Background())
+	le := &Lease{l: l, lost: make(chan struct{}), ctx: ctx, cause: cause, rctx: rctx, rcancel: rcancel,
 		g: g, ttl: ttl, deadline: sent.Add(ttl)}
-	go le.watch()
+	le.timer = time.AfterFunc(le.every(), le.renew)
 	return le
+}
+
+// every is the time between renewals.
+func (le *Lease) every() time.Duration {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.ttl / time.Duration(le.l.opts.RenewEvery)
 }
 
 // Name, Owner and Token are the grant's.
@@ -99,64 +112,43 @@ func (le *Lease) end(err error, lost bool) {
 	le.cause(err)
 }
 
-// watch renews the lease until it is released or lost.
-func (le *Lease) watch() {
-	defer close(le.done)
-	defer le.l.forget(le)
-	rctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-le.stop:
-			cancel() // a renewal in flight when Release is called ends now
-		case <-rctx.Done():
-		}
-	}()
-	every := func() time.Duration {
-		le.mu.Lock()
-		defer le.mu.Unlock()
-		return le.ttl / time.Duration(le.l.opts.RenewEvery)
+// renew is the watchdog's tick: it renews the lease, or ends it lost.
+func (le *Lease) renew() {
+	le.renewing.Lock()
+	defer le.renewing.Unlock()
+	le.mu.Lock()
+	g, ttl, deadline, over := le.g, le.ttl, le.deadline, le.stopped || le.err != nil
+	le.mu.Unlock()
+	if over {
+		return
 	}
-	timer := time.NewTimer(every())
-	defer timer.Stop()
-	for {
-		select {
-		case <-le.stop:
-			return
-		case <-le.ctx.Done():
-			return
-		case <-timer.C:
-		}
+	if !time.Now().Before(deadline) {
+		le.end(fmt.Errorf("%w: %q (token %d): no renewal succeeded within its TTL %v", ErrExpired, g.Name, g.Token, ttl), true)
+		le.l.forget(le)
+		return
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(le.rctx, deadline)
+	ng, err := le.l.b.Renew(ctx, g, ttl)
+	cancel()
+	switch {
+	case err == nil:
 		le.mu.Lock()
-		g, ttl, deadline := le.g, le.ttl, le.deadline
+		if le.g.Token == ng.Token {
+			le.g, le.deadline = ng, sent.Add(ttl)
+		}
 		le.mu.Unlock()
-		if !time.Now().Before(deadline) {
-			le.end(fmt.Errorf("%w: %q (token %d): no renewal succeeded within its TTL %v", ErrExpired, g.Name, g.Token, ttl), true)
-			return
-		}
-		sent := time.Now()
-		ctx, cancelRenew := context.WithDeadline(rctx, deadline)
-		ng, err := le.l.b.Renew(ctx, g, ttl)
-		cancelRenew()
-		switch {
-		case err == nil:
-			le.mu.Lock()
-			if le.g.Token == ng.Token {
-				le.g, le.deadline = ng, sent.Add(ttl)
-			}
-			le.mu.Unlock()
-			timer.Reset(every())
-		case errors.Is(err, ErrLost):
-			le.end(err, true)
-			return
-		case rctx.Err() != nil:
-			return // released
-		default:
-			// Retried well within the TTL; a loss is declared only when it
-			// has run out, since the grant may still stand.
-			le.l.opts.Logger.Warn("lock: renewal failed; retrying", "name", g.Name, "owner", g.Owner, "token", g.Token, "err", err)
-			timer.Reset(max(min(every()/5, time.Until(deadline)), time.Millisecond))
-		}
+		le.timer.Reset(le.every())
+	case errors.Is(err, ErrLost):
+		le.end(err, true)
+		le.l.forget(le)
+	case le.rctx.Err() != nil:
+		// released
+	default:
+		// Retried well within the TTL; a loss is declared only when it
+		// has run out, since the grant may still stand.
+		le.l.opts.Logger.Warn("lock: renewal failed; retrying", "name", g.Name, "owner", g.Owner, "token", g.Token, "err", err)
+		le.timer.Reset(max(min(le.every()/5, time.Until(deadline)), time.Millisecond))
 	}
 }
 
@@ -170,12 +162,14 @@ func (le *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	le.stopped = true
-	lost := le.err
 	le.mu.Unlock()
-	close(le.stop)
-	<-le.done
-	if lost != nil {
-		return lost
+	le.rcancel() // a renewal in flight ends now
+	le.timer.Stop()
+	le.renewing.Lock() // and none runs after this
+	le.renewing.Unlock()
+	le.l.forget(le)
+	if err := le.Err(); err != nil {
+		return err
 	}
 	le.end(ErrReleased, false)
 	if err := le.l.b.Release(ctx, le.Grant()); err != nil {
