@@ -1,7 +1,8 @@
 // Package store is idgen's SQL store, written once over every SQL
 // backend: the segment table (segment.Store and its admin), the worker
 // leases of snowflake mode, fencing against a changed history (package
-// fence) and the idempotency keys, all in one database.
+// fence), the idempotency keys and the locks (package lock), all in one
+// database.
 //
 // Open picks the backend from the DSN's scheme, as database/sql picks a
 // driver by name: store/sqlite, store/postgres and store/mysql register
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
@@ -114,6 +116,7 @@ type Store struct {
 	seg     *sqlstore.Store
 	leases  *sqlstore.Leases
 	guard   *sqlstore.Guard
+	locks   *sqlstore.Locks
 	owner   string
 
 	// pres is the presence lease the store holds (see present), nil
@@ -188,12 +191,17 @@ func build(c *sqlstore.Conn, t sqlstore.SequenceTable, owner string) (*Store, er
 	}
 	o := c.Guard
 	o.Owner = owner
+	locks, err := sqlstore.NewLockStatements(c.Spelling)
+	if err != nil {
+		return nil, err
+	}
 	g, err := sqlstore.NewGuard(c.DB, d, o)
 	if err != nil {
 		return nil, err
 	}
 	return &Store{conn: c, d: d, idemSQL: idem, own: t.Own(), seg: sqlstore.NewGuarded(c.DB, d, g),
-		leases: sqlstore.NewGuardedLeases(c.DB, d, g, owner), guard: g, owner: owner}, nil
+		leases: sqlstore.NewGuardedLeases(c.DB, d, g, owner), guard: g,
+		locks: sqlstore.NewLocks(c.DB, d, locks, g, c.Listen), owner: owner}, nil
 }
 
 // Owner returns the name this process holds leases under in worker_node
@@ -239,6 +247,7 @@ func (s *Store) Ping(ctx context.Context) error { return s.conn.SQL.PingContext(
 // too. Close the allocators and generators that use the store first.
 func (s *Store) Close() error {
 	perr := s.closePresence()
+	s.locks.Close()
 	s.idemOnce.Do(func() {}) // none opened after Close
 	if s.idemClose != nil {
 		s.idemClose()
@@ -256,6 +265,25 @@ func (s *Store) DB() *sql.DB { return s.conn.SQL }
 // starting together never wait for each other. It shares the Store's
 // pool; close the Store after the Leased generators that use it.
 func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
+
+// Locks returns the lock.Backend of the database's lock tables
+// (migration 00016), for lock.New: named locks whose fencing tokens the
+// store's fence raises after a failover or a restore as it raises IDs,
+// so that every token granted after one is above every token granted
+// before. Waiters are woken by LISTEN/NOTIFY on PostgreSQL, on a
+// connection of the Store's own opened at the first wait; on MySQL and
+// SQLite they poll (see store/internal/sqlstore's Locks). Expiries are
+// by this process's clock, as worker leases' are.
+//
+// Waiters are granted in arrival order, so a TryAcquire of a free lock
+// that others wait for is refused: its *lock.HeldError's Holder is then
+// the first live waiter, the owner the lock is promised to, with Token 0
+// (no grant holds the lock) and Expires the end of that waiter's own
+// 2-second TTL, which it refreshes while it waits.
+//
+// It shares the Store's pool. Close neither releases grants nor removes
+// waiters: they lapse with their TTLs, as after a crash.
+func (s *Store) Locks() lock.Backend { return s.locks }
 
 // Idempotency returns the store of idempotency keys (the idempotency_key
 // table of migration 9) in the same database, for idempotency.New. Where
@@ -377,11 +405,13 @@ func (s *Store) Import(ctx context.Context, tags []segment.Tag) (before []int64,
 
 // ObserveRetries makes f count the transactions this store ran again
 // after a deadlock or a serialization failure, by operation: "reserve",
-// "raise", "bump", "create", "import", "claim" or "fence". f must not block.
+// "raise", "bump", "create", "import", "claim", "fence", "lock" (a lock
+// grant) or "unlock". f must not block.
 func (s *Store) ObserveRetries(f func(op string)) {
 	s.seg.ObserveRetries(f)
 	s.leases.ObserveRetries(f)
 	s.guard.ObserveRetries(f)
+	s.locks.ObserveRetries(f)
 }
 
 // ConfigureFence sets how the store fences when its history changes (a

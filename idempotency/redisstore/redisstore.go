@@ -39,6 +39,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/internal/redispolicy"
 )
 
 // DefaultPrefix starts every Redis key the store writes.
@@ -82,7 +83,11 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Store, 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if err := checkEviction(ctx, rdb); err != nil {
+	if err := redispolicy.CheckNoEviction(ctx, rdb, redispolicy.Need{
+		Err:  ErrEvictionPolicy,
+		What: "idempotency keys",
+		Harm: "its retry would then run again",
+	}); err != nil {
 		return nil, err
 	}
 	return &Store{rdb: rdb, prefix: opts.Prefix, now: opts.Now}, nil

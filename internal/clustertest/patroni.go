@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idgen/idgen/internal/testkit"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 const pgBin = "/usr/lib/postgresql/15/bin"
@@ -41,7 +42,7 @@ type Patroni struct {
 	dir   string
 	u     *user.User
 	opts  PatroniOptions
-	etcd  *proc
+	etcd  *dbtest.Etcd
 	Nodes []*PGNode
 	// Password is the password of the idgen user (and, in this test
 	// cluster, of every PostgreSQL role), for checking log redaction.
@@ -92,16 +93,16 @@ func StartPatroni(t testing.TB, opts PatroniOptions) *Patroni {
 			}
 		}
 	})
-	ports := testkit.FreePorts(t, 2+2*opts.Nodes)
 	began := time.Now()
-	p.startEtcd(ports[0], ports[1])
+	etcdPort := p.startEtcd()
+	ports := testkit.FreePorts(t, 2*opts.Nodes)
 	var hosts []string
 	for i := range opts.Nodes {
-		n := &PGNode{Name: fmt.Sprintf("pg%d", i+1), Port: ports[2+2*i], APIPort: ports[3+2*i]}
+		n := &PGNode{Name: fmt.Sprintf("pg%d", i+1), Port: ports[2*i], APIPort: ports[2*i+1]}
 		n.dir = filepath.Join(p.dir, n.Name)
 		mkdirs(t, u, n.dir)
 		n.config = filepath.Join(n.dir, "patroni.yml")
-		writeFile(t, u, n.config, p.patroniYAML(n, ports[0]))
+		writeFile(t, u, n.config, p.patroniYAML(n, etcdPort))
 		p.Nodes = append(p.Nodes, n)
 		hosts = append(hosts, n.Addr())
 	}
@@ -121,33 +122,17 @@ func StartPatroni(t testing.TB, opts PatroniOptions) *Patroni {
 	}
 	p.createDatabase()
 	t.Logf("patroni: %d nodes (synchronous_mode %v, ttl %v) healthy after %v; etcd on %d",
-		opts.Nodes, !opts.Async, opts.TTL, time.Since(began).Round(100*time.Millisecond), ports[0])
+		opts.Nodes, !opts.Async, opts.TTL, time.Since(began).Round(100*time.Millisecond), etcdPort)
 	return p
 }
 
-func (p *Patroni) startEtcd(client, peer int) {
-	dir := filepath.Join(p.dir, "etcd")
-	mkdirs(p.t, p.u, dir)
-	c, pe := fmt.Sprintf("http://127.0.0.1:%d", client), fmt.Sprintf("http://127.0.0.1:%d", peer)
-	p.etcd = start(p.t, p.u, filepath.Join(dir, "etcd.log"), "etcd",
-		"--name", "n1", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", c, "--advertise-client-urls", c,
-		"--listen-peer-urls", pe, "--initial-advertise-peer-urls", pe,
-		"--initial-cluster", "n1="+pe, "--initial-cluster-state", "new", "--enable-v2=true")
-	err := testkit.WaitFor(30*time.Second, pollEvery, func() error {
-		resp, err := http.Get(c + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("etcd /health: %s", resp.Status)
-		}
-		return nil
-	})
-	if err != nil {
-		p.t.Fatalf("etcd: %v\n%s", err, p.etcd.tail(20))
-	}
+// startEtcd starts the single etcd member Patroni keeps its state in
+// (dbtest's etcd, which lock/etcdstore's tests start too) and returns its
+// client port. It runs as the test's own user: Patroni only talks to it.
+// The v2 API stays on, as it was when this package started etcd itself.
+func (p *Patroni) startEtcd() int {
+	p.etcd = dbtest.StartEtcdCluster(p.t, dbtest.EtcdOptions{Args: []string{"--enable-v2=true"}})
+	return p.etcd.ClientPorts[0]
 }
 
 // patroniYAML is the configuration of node n: the settings of

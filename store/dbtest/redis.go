@@ -39,20 +39,7 @@ func startRedis(tb testing.TB, busPorts int, extra func(dir string, ports []int)
 		if extra != nil {
 			args = append(args, extra(dir, ports[1:])...)
 		}
-		cmd := exec.Command(bin, args...)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		cmd.Stderr = cmd.Stdout
-		if err := cmd.Start(); err != nil {
-			tb.Fatalf("start redis-server: %v", err)
-		}
-		go func() { // drain, so that the server never blocks on its log
-			s := bufio.NewScanner(out)
-			for s.Scan() {
-			}
-		}()
+		cmd := spawnRedis(tb, bin, args)
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if waitTCP(addr, 10*time.Second) {
 			tb.Cleanup(func() {
@@ -67,6 +54,26 @@ func startRedis(tb testing.TB, busPorts int, extra func(dir string, ports []int)
 			tb.Fatal(fmt.Errorf("redis-server did not listen on %s", addr))
 		}
 	}
+}
+
+// spawnRedis starts redis-server with args, its log drained.
+func spawnRedis(tb testing.TB, bin string, args []string) *exec.Cmd {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start redis-server: %v", err)
+	}
+	go func() { // drain, so that the server never blocks on its log
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+		}
+	}()
+	return cmd
 }
 
 // freePorts returns n loopback ports free just now.

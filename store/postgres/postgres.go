@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,6 +35,8 @@ var spelling = sqlstore.Spelling{
 	// each other's batches.
 	IdemSweep: `DELETE FROM idempotency_key WHERE (scope, idem_key) IN
 		(SELECT scope, idem_key FROM idempotency_key WHERE expires_at <= ? LIMIT ? FOR UPDATE SKIP LOCKED)`,
+	// Lock releases wake waiters through LISTEN/NOTIFY (see listen).
+	Notify: `SELECT pg_notify('idgen_lock', ?)`,
 	NoRows: pgx.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var pe *pgconn.PgError
@@ -140,6 +143,7 @@ func open(ctx context.Context, dsn string) (*sqlstore.Conn, error) {
 	view := stdlib.OpenDBFromPool(pool)
 	return &sqlstore.Conn{DB: poolDB{pool}, SQL: view, Spelling: spelling,
 		Migrations: migrations.Postgres, OpenIdem: func() (sqlstore.DB, sqlstore.DB, func()) { return openIdem(pool) },
+		Listen: func(ctx context.Context, channel string) (sqlstore.Listener, error) { return listen(ctx, cfg, channel) },
 		Close: func() error {
 			err := view.Close() // its opener goroutine; the pool stays open
 			pool.Close()
@@ -191,4 +195,37 @@ func parseError(err error) error {
 		msg = "not a PostgreSQL DSN"
 	}
 	return fmt.Errorf("postgres: the DSN cannot be parsed (%s); if the user name or password holds @, :, /, ? or #, percent-encode them (%%40, %%3A, %%2F, %%3F, %%23)", msg)
+}
+
+// listen opens a connection of its own, outside the pool, that LISTENs
+// on channel: the one connection per store on which lock waiters hear
+// releases (sqlstore.Locks). A pooled connection would be handed to
+// other statements between notifications.
+func listen(ctx context.Context, cfg *pgxpool.Config, channel string) (sqlstore.Listener, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect the lock listener: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("postgres: listen: %w", err)
+	}
+	return pgListener{conn}, nil
+}
+
+// pgListener is sqlstore.Listener on a pgx connection.
+type pgListener struct{ c *pgx.Conn }
+
+func (l pgListener) Next(ctx context.Context) (string, error) {
+	n, err := l.c.WaitForNotification(ctx)
+	if err != nil {
+		return "", err
+	}
+	return n.Payload, nil
+}
+
+func (l pgListener) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return l.c.Close(ctx)
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store/sqlite"
@@ -79,4 +81,37 @@ func ExampleStore_Leases() {
 	// Output:
 	// 0 0 <nil>
 	// worker 0: owner "", last timestamp recorded: true
+}
+
+// Locks from the same file: one user's checkout at a time, each grant
+// with a fencing token that the protected write must carry.
+func ExampleStore_Locks() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "idgen-example")
+	defer os.RemoveAll(dir)
+
+	store, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "idgen.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close() // after the leases are released
+	if _, err := store.Migrate(ctx, nil); err != nil {
+		panic(err)
+	}
+	locks, err := lock.New(store.Locks(), lock.Options{})
+	if err != nil {
+		panic(err)
+	}
+	for range 2 {
+		err := locks.Do(ctx, "checkout:user-42", "instance-a", 10*time.Second, func(ctx context.Context, le *lock.Lease) error {
+			fmt.Println("token", le.Token()) // written with the order, checked by the resource
+			return nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	// Output:
+	// token 1
+	// token 2
 }

@@ -132,6 +132,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("FenceCountsLapsedLeases", func(t *testing.T) {
 		FenceCountsLapsedLeases(t, func(t *testing.T) Store { return b.open(t, srv.DSN) })
 	})
+	t.Run("Locks", func(t *testing.T) { Locks(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
+	t.Run("LockTokens", func(t *testing.T) { LockTokens(t, func(t *testing.T) Store { return b.open(t, srv.DSN) }) })
 	t.Run("Outage", func(t *testing.T) { outage(t, b) })
 }
 

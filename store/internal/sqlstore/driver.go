@@ -35,8 +35,21 @@ type Conn struct {
 	// Idempotency), and what closes them. A nil durable means both run on
 	// DB. Nil: both run on DB.
 	OpenIdem func() (durable, lazy DB, closeIdem func())
+	// Listen, if set, opens a connection of its own that hears the
+	// notifications sent on channel (Spelling.Notify): how waiters for a
+	// lock learn at once that it was freed. Nil: they poll.
+	Listen func(ctx context.Context, channel string) (Listener, error)
 	// Close closes the database's pools.
 	Close func() error
+}
+
+// Listener is one connection listening for notifications.
+type Listener interface {
+	// Next waits for the next notification and returns its payload, or
+	// an error once ctx ends or the connection is lost.
+	Next(ctx context.Context) (string, error)
+	// Close closes the connection.
+	Close() error
 }
 
 // Driver opens the databases of one kind: what store/sqlite,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -107,6 +108,13 @@ func (g *Guard) fence(ctx context.Context, snap fence.Memory, need *errFence) er
 				if _, err := q.Exec(ctx, g.id.ToMarks[t]); err != nil {
 					return fmt.Errorf("raise %s to its marks (migration 00014): %w", t, err)
 				}
+			}
+			// Lock tokens survive what IDs survive: every token moves up
+			// by the margin with the counters, and the floor the record
+			// now carries starts the lock names the store lost above it
+			// (Locks).
+			if _, err := q.Exec(ctx, g.id.LockBump, int64(math.MaxInt64)-ev.Plan.Margin, ev.Plan.Margin); err != nil {
+				return fmt.Errorf("raise the lock tokens (migration 00016): %w", err)
 			}
 			return nil
 		})

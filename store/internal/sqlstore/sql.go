@@ -38,6 +38,13 @@ type Spelling struct {
 	// ? placeholders. Args: now, limit.
 	IdemSweep string
 
+	// Notify, if set, wakes the waiters of a lock that other connections
+	// hold, in the transaction that frees it: PostgreSQL's
+	// SELECT pg_notify('idgen_lock', ?), which the store's listener
+	// (Conn.Listen) hears once the transaction commits. Args: the lock's
+	// name. Empty: waiters poll (see Locks).
+	Notify string
+
 	// NoRows, IsDuplicate and IsRetryable are as in Dialect.
 	NoRows      error
 	IsDuplicate func(error) bool
@@ -185,6 +192,7 @@ func (r *renderer) identity() *IdentitySQL {
 		SetParams:  r.sql(`UPDATE idgen_fence SET fence_margin = ?, lease_ttl_ms = ? WHERE id = 1`),
 		LiveOthers: r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
 		RaiseFloor: r.sql(`UPDATE idgen_fence SET tag_floor = CASE WHEN tag_floor <= ? THEN tag_floor + ? ELSE 9223372036854775807 END WHERE id = 1`),
+		LockBump:   r.sql(`UPDATE idgen_lock SET token = CASE WHEN token <= ? THEN token + ? ELSE 9223372036854775807 END`),
 	}
 }
 
@@ -402,6 +410,12 @@ type IdentitySQL struct {
 	// RaiseFloor adds to tag_floor, saturating at the int64 limit, for
 	// `idgen tag bump --all`. Args: limit, n.
 	RaiseFloor string
+	// LockBump adds a fence's margin to every lock's token (migration
+	// 00016), saturating at the int64 limit, as Bump does to every
+	// sequence table: tokens granted in the commits a failover or a
+	// restore lost are below every token granted after the fence. Args:
+	// limit, margin.
+	LockBump string
 }
 
 // IdentityColumns returns the select list of the server's four identity

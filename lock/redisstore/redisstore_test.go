@@ -1,0 +1,458 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idgen/idgen/lock"
+	"github.com/idgen/idgen/lock/locktest"
+	"github.com/idgen/idgen/lock/redisstore"
+	"github.com/idgen/idgen/store/dbtest"
+)
+
+// suiteTTL is the TTL the suite lets lapse: Redis expires by its own
+// clock to the microsecond, so short is precise; not shorter, for a
+// loaded 2-core CI machine.
+const suiteTTL = 300 * time.Millisecond
+
+// suite is locktest's Config over Stores opened by open, each on a
+// client of its own; Kill closes that client and nothing else, as a
+// crash would.
+func suite(t *testing.T, open func() redis.UniversalClient, o redisstore.Options) locktest.Config {
+	var clients sync.Map // *redisstore.Store → redis.UniversalClient
+	return locktest.Config{
+		TTL: suiteTTL,
+		Open: func(t *testing.T) lock.Backend {
+			rdb := open()
+			t.Cleanup(func() { _ = rdb.Close() })
+			st, err := redisstore.New(context.Background(), rdb, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients.Store(st, rdb)
+			return st
+		},
+		Kill: func(t *testing.T, b lock.Backend) {
+			rdb, _ := clients.Load(b)
+			_ = rdb.(redis.UniversalClient).Close()
+		},
+	}
+}
+
+// The conformance suite on one redis-server. A dead waiter's place
+// lapses WaiterTTL after its last renewal, so the live one behind three
+// is granted within it.
+func TestStore_Conformance(t *testing.T) {
+	t.Parallel()
+	addr := dbtest.StartRedis(t)
+	locktest.Run(t, suite(t, func() redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: addr})
+	}, redisstore.Options{WaiterTTL: 300 * time.Millisecond}))
+}
+
+func newStore(t *testing.T, rdb redis.UniversalClient, o redisstore.Options) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.New(context.Background(), rdb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func client(t *testing.T, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// On a Redis Cluster of 3 masters: the suite, with every script in one
+// slot per lock (a script naming keys of two slots fails with
+// CROSSSLOT), locks spread over every master, names with braces kept
+// apart, and a shard with an evicting policy refused.
+func TestStore_Cluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addrs := dbtest.StartRedisCluster(t, 3)
+	open := func() redis.UniversalClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}) }
+
+	t.Run("Conformance", func(t *testing.T) {
+		locktest.Run(t, suite(t, open, redisstore.Options{WaiterTTL: 300 * time.Millisecond}))
+	})
+
+	t.Run("Spread", func(t *testing.T) {
+		rdb := open().(*redis.ClusterClient)
+		t.Cleanup(func() { _ = rdb.Close() })
+		st := newStore(t, rdb, redisstore.Options{Prefix: "spread:"})
+		names := []string{"a{b", "a}b", "{}", "~x", "}{", "{x}"}
+		for i := range 30 {
+			names = append(names, fmt.Sprint("user-", i))
+		}
+		tokens := map[string]int64{}
+		for _, n := range names {
+			g, err := st.Acquire(ctx, n, "o", time.Minute, false)
+			if err != nil {
+				t.Fatalf("%q: %v", n, err)
+			}
+			tokens[n] = g.Token
+		}
+		for _, n := range names { // each name is its own lock
+			info, err := st.Describe(ctx, n)
+			if err != nil || info.Holder == nil || info.Holder.Token != tokens[n] {
+				t.Fatalf("%q: %+v, %v; want the grant with token %d", n, info.Holder, err, tokens[n])
+			}
+		}
+		var masters atomic.Int32
+		err := rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			k, err := c.Keys(ctx, "spread:*").Result()
+			if len(k) > 0 {
+				masters.Add(1)
+			}
+			return err
+		})
+		if err != nil || masters.Load() != 3 {
+			t.Fatalf("locks on %d masters (%v); want all 3", masters.Load(), err)
+		}
+	})
+
+	// The guard's fence and the caller's keys share the resource's slot.
+	t.Run("Guard", func(t *testing.T) {
+		rdb := open()
+		t.Cleanup(func() { _ = rdb.Close() })
+		st := newStore(t, rdb, redisstore.Options{})
+		for i := range 6 {
+			res := fmt.Sprint("acct:", i)
+			w := []any{"SET", "{" + res + "}:balance", "10"}
+			if err := st.Guarded(ctx, res, 5, w, []any{"INCR", "{" + res + "}:writes"}); err != nil {
+				t.Fatalf("%s: %v", res, err)
+			}
+			if err := st.Guarded(ctx, res, 4, w); !errors.Is(err, lock.ErrStaleToken) {
+				t.Fatalf("%s, token 4 after 5: %v; want ErrStaleToken", res, err)
+			}
+		}
+	})
+
+	// WAIT goes to the lock's master over one connection: with no
+	// replicas in this cluster, every grant is undone and reported.
+	t.Run("ReplicasMissing", func(t *testing.T) {
+		rdb := open()
+		t.Cleanup(func() { _ = rdb.Close() })
+		st := newStore(t, rdb, redisstore.Options{Prefix: "rep:", Replicas: 1, ReplicaTimeout: 50 * time.Millisecond})
+		if _, err := st.Acquire(ctx, "n", "a", time.Minute, false); !errors.Is(err, redisstore.ErrNotReplicated) {
+			t.Fatalf("%v; want ErrNotReplicated", err)
+		}
+		if info, err := st.Describe(ctx, "n"); err != nil || info.Holder != nil {
+			t.Fatalf("%+v, %v; want the grant undone", info.Holder, err)
+		}
+	})
+
+	t.Run("EvictionPolicy", func(t *testing.T) {
+		one := client(t, addrs[1])
+		if err := one.ConfigSet(ctx, "maxmemory-policy", "volatile-ttl").Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = one.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err() })
+		rdb := open()
+		t.Cleanup(func() { _ = rdb.Close() })
+		_, err := redisstore.New(ctx, rdb, redisstore.Options{})
+		if !errors.Is(err, redisstore.ErrEvictionPolicy) || !strings.Contains(err.Error(), addrs[1]) {
+			t.Fatalf("a shard on volatile-ttl: %v; want ErrEvictionPolicy naming %s", err, addrs[1])
+		}
+	})
+}
+
+// New refuses every policy that can drop a lock key before its TTL.
+func TestNew_EvictionPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := client(t, dbtest.StartRedis(t))
+	for _, tc := range []struct {
+		policy string
+		ok     bool
+	}{
+		{"noeviction", true},
+		{"allkeys-lru", false},
+		{"volatile-lru", false},
+		{"volatile-ttl", false},
+		{"allkeys-random", false},
+	} {
+		if err := rdb.ConfigSet(ctx, "maxmemory-policy", tc.policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := redisstore.New(ctx, rdb, redisstore.Options{})
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: %v; want the store", tc.policy, err)
+		case !tc.ok && (!errors.Is(err, redisstore.ErrEvictionPolicy) || !strings.Contains(err.Error(), tc.policy) ||
+			!strings.Contains(err.Error(), "maxmemory-policy noeviction")):
+			t.Errorf("%s: %v; want ErrEvictionPolicy naming %s and noeviction", tc.policy, err, tc.policy)
+		}
+	}
+}
+
+// New refuses options that cannot work, before any I/O.
+func TestNew_InvalidOptions(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { _ = rdb.Close() })
+	for _, o := range []redisstore.Options{
+		{Prefix: "a{b"},
+		{Retain: time.Millisecond},
+		{WaiterTTL: time.Millisecond},
+		{Replicas: -1},
+		{MaxClockSkew: -time.Second},
+	} {
+		if _, err := redisstore.New(context.Background(), rdb, o); !errors.Is(err, lock.ErrInvalidOptions) {
+			t.Errorf("%+v: %v; want ErrInvalidOptions", o, err)
+		}
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { _ = ring.Close() })
+	if _, err := redisstore.New(context.Background(), ring, redisstore.Options{Replicas: 1}); !errors.Is(err, lock.ErrInvalidOptions) {
+		t.Errorf("Replicas on a ring: %v; want ErrInvalidOptions", err)
+	}
+}
+
+// Nothing leaks (Redisson #6510): once a lock is released and Retain
+// passes, its keys are gone. The next grant, with no counter left,
+// takes its token from the clock, above the one before.
+func TestStore_TokenAfterTheHashExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := client(t, dbtest.StartRedis(t))
+	st := newStore(t, rdb, redisstore.Options{Retain: time.Second, WaiterTTL: 100 * time.Millisecond})
+	const n = "order-7"
+	g, err := st.Acquire(ctx, n, "a", 100*time.Millisecond, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A waiter that gives up, so that the queue's keys exist too.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	_, _ = st.Acquire(wctx, n, "b", time.Second, true)
+	cancel()
+	if err := st.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		k, err := rdb.DBSize(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			keys, _ := rdb.Keys(ctx, "*").Result()
+			t.Fatalf("keys left %v after Retain: %v", time.Since(start), keys)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("every key gone %v after the release", time.Since(start).Round(time.Millisecond))
+	g2, err := st.Acquire(ctx, n, "b", time.Second, false)
+	if err != nil || g2.Token <= g.Token {
+		t.Fatalf("after the hash expired: %+v, %v; want a token above %d", g2, err, g.Token)
+	}
+}
+
+// The token fails closed: a master whose clock reads behind the name's
+// last token (a clock stepped back) grants nothing, rather than a token
+// that could go below one granted before.
+func TestStore_ClockBehindFailsClosed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := client(t, dbtest.StartRedis(t))
+	st := newStore(t, rdb, redisstore.Options{Prefix: "t:"})
+	g, err := st.Acquire(ctx, "n", "a", time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	// What a clock stepped back 10s leaves: a last token 10s ahead.
+	ahead := fmt.Sprint(g.Token + 10_000_000)
+	if err := rdb.HSet(ctx, "t:{n}", "t", ahead).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if g2, err := st.Acquire(ctx, "n", "b", time.Second, false); !errors.Is(err, redisstore.ErrClockBehind) {
+		t.Fatalf("a clock 10s behind the last token: %+v, %v; want ErrClockBehind", g2, err)
+	}
+	if got := rdb.HGet(ctx, "t:{n}", "t").Val(); got != ahead {
+		t.Fatalf("the last token is %s after a refused grant; want %s untouched", got, ahead)
+	}
+	// Within 50ms the grant waits for the clock instead.
+	if err := rdb.HSet(ctx, "t:{n}", "t", fmt.Sprint(time.Now().UnixMicro()+20_000)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if g3, err := st.Acquire(ctx, "n", "b", time.Second, false); err != nil {
+		t.Fatalf("a clock 20ms behind: %v; want a grant once it caught up", err)
+	} else {
+		t.Logf("token %d after waiting for the clock", g3.Token)
+	}
+}
+
+// A Redis restarted without persistence comes back empty: the holder's
+// grant is gone (its renewal says ErrLost, and another owner is granted
+// at once: two holders, which only the guard tells apart), and the next
+// token comes from the clock, above every earlier one by about the time
+// the restart took. The measured figures are logged; docs/locks.md and
+// the package doc quote them.
+func TestStore_RestartWithoutPersistence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := dbtest.StartRedisServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	st := newStore(t, rdb, redisstore.Options{})
+	var last int64
+	var held lock.Grant
+	for i := range 5 { // a busy lock: tokens a few µs apart
+		g, err := st.Acquire(ctx, "n", fmt.Sprint("o", i), time.Minute, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, held = g.Token, g
+		if i < 4 {
+			if err := st.Release(ctx, g); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := st.Guarded(ctx, "res", held.Token, []any{"SET", "{res}:v", "old"}); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	srv.Restart(t)
+	var g lock.Grant
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; { // until the pool dials the new server
+		if g, err = st.Acquire(ctx, "n", "after", time.Minute, false); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("acquire after the restart: %v", err)
+	}
+	if g.Token <= last {
+		t.Fatalf("token %d after the restart; want above %d", g.Token, last)
+	}
+	if _, err := st.Renew(ctx, held, time.Minute); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("the old holder's renewal: %v; want ErrLost", err)
+	}
+	// The guard's fence went with the data it guards: both start over.
+	v, err := rdb.Get(ctx, "{res}:v").Result()
+	if !errors.Is(err, redis.Nil) {
+		t.Fatalf("the guarded value after the restart: %q, %v; want it gone", v, err)
+	}
+	t.Logf("restart without persistence: the lock was granted again at once; token %d → %d, +%v (the restart took %v)",
+		last, g.Token, time.Duration(g.Token-last)*time.Microsecond, time.Since(killed).Round(time.Millisecond))
+}
+
+// With Replicas, a grant returns only once a replica has it; a grant no
+// replica acknowledges is undone and reported.
+func TestStore_Replicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	master := dbtest.StartRedisServer(t, "--repl-diskless-sync-delay", "0")
+	host, port, _ := strings.Cut(master.Addr, ":")
+	replica := dbtest.StartRedisServer(t, "--replicaof", host, port)
+	rc := client(t, replica.Addr)
+	mc := client(t, master.Addr)
+	// The master counts the replica for WAIT once the replica's first
+	// ACK turned it online, after the replica reports its link up.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		info, _ := mc.Info(ctx, "replication").Result()
+		if strings.Contains(info, "state=online") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica never came online: %s", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rdb := client(t, master.Addr)
+	st := newStore(t, rdb, redisstore.Options{Prefix: "r:", Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
+	g, err := st.Acquire(ctx, "n", "a", time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.HGet(ctx, "r:{n}", "t").Val(); got != fmt.Sprint(g.Token) {
+		t.Fatalf("the replica has token %q once the grant returned; want %d", got, g.Token)
+	}
+	if err := rc.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; { // until the master sees it gone
+		info, _ := rdb.Info(ctx, "replication").Result()
+		if strings.Contains(info, "connected_slaves:0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the master still counts a replica: %s", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if g2, err := st.Acquire(ctx, "m", "a", time.Minute, false); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("a grant no replica saw: %+v, %v; want ErrNotReplicated", g2, err)
+	}
+	if info, err := st.Describe(ctx, "m"); err != nil || info.Holder != nil {
+		t.Fatalf("after the unreplicated grant: %+v, %v; want it undone", info.Holder, err)
+	}
+}
+
+// The guard, as Kleppmann's scenario has it: a holder paused past its
+// TTL wakes after another holder wrote, and its write is refused with
+// ErrStaleToken; the current holder writes again with its own token.
+func TestStore_GuardRefusesAStaleToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := client(t, dbtest.StartRedis(t))
+	st := newStore(t, rdb, redisstore.Options{})
+	l, err := lock.New(st, lock.Options{MinTTL: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(v string) []any { return []any{"HSET", "{acct:7}", "balance", v} }
+	paused, err := st.Acquire(ctx, "acct:7", "paused", 100*time.Millisecond, false) // no watchdog: it pauses
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Guarded(ctx, "acct:7", paused.Token, set("100")); err != nil {
+		t.Fatal(err)
+	}
+	le, err := l.Acquire(ctx, "acct:7", "next", time.Second) // waits out the pause
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	if le.Token() <= paused.Token {
+		t.Fatalf("token %d after %d", le.Token(), paused.Token)
+	}
+	for _, v := range []string{"90", "80"} { // one holder, several writes
+		if err := st.Guarded(ctx, "acct:7", le.Token(), set(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = st.Guarded(ctx, "acct:7", paused.Token, set("100"), []any{"SET", "{acct:7}:audit", "paused"})
+	if !errors.Is(err, lock.ErrStaleToken) {
+		t.Fatalf("the paused holder's write: %v; want ErrStaleToken", err)
+	}
+	if v := rdb.HGet(ctx, "{acct:7}", "balance").Val(); v != "80" {
+		t.Fatalf("balance %q; want 80, the current holder's", v)
+	}
+	if n := rdb.Exists(ctx, "{acct:7}:audit").Val(); n != 0 {
+		t.Fatal("a refused write wrote part of itself")
+	}
+	if err := st.Guarded(ctx, "a{b", 1); !errors.Is(err, lock.ErrInvalidName) {
+		t.Fatalf("a resource with a brace: %v; want ErrInvalidName", err)
+	}
+}
