@@ -93,6 +93,7 @@ func Verify(h History) (Counts, []string) {
 	grantedTo := map[int64]string{}
 	for _, owner := range slices.Sorted(maps.Keys(h.Events)) {
 		var last int64
+		unreleased := false // the last hold's grant may still stand
 		type holdState struct {
 			token     int64
 			lost      bool
@@ -114,13 +115,18 @@ func Verify(h History) (Counts, []string) {
 			case Granted:
 				c.Grants++
 				hs.token = e.Token
-				if e.Token <= last {
+				// An owner whose lease expired, or whose Release failed,
+				// may still hold the grant in the store, and then gets it
+				// back with its token: reentrancy.
+				again := e.Token == last && unreleased
+				if e.Token <= last && !again {
 					bad("token went backwards: %s was granted %d after %d", owner, e.Token, last)
 				}
 				last = max(last, e.Token)
-				if hs.acquiring != nil && e.Token <= hs.acquiring.Floor {
-					bad("token went backwards: %s was granted %d, not above token %d the log had accepted before it asked", owner, e.Token, hs.acquiring.Floor)
+				if a := hs.acquiring; a != nil && (e.Token < a.Floor || e.Token == a.Floor && !again) {
+					bad("token went backwards: %s was granted %d, not above token %d the log had accepted before it asked", owner, e.Token, a.Floor)
 				}
+				unreleased = false
 				if o, ok := grantedTo[e.Token]; ok && o != owner {
 					bad("token %d granted twice: to %s and to %s", e.Token, o, owner)
 				}
@@ -141,6 +147,11 @@ func Verify(h History) (Counts, []string) {
 					c.Losses++
 				}
 				hs.lost = true
+				// ErrExpired: the renewals failed until the TTL ran out by
+				// this process's clock, and the store may still show the
+				// grant; other errors leave it unknown. ErrLost and
+				// ErrNotHeld say it is gone.
+				unreleased = e.Reason == "other" || e.Reason == "expired"
 			case Released:
 				switch {
 				case hs.lost:

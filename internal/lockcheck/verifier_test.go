@@ -75,6 +75,21 @@ func TestVerify(t *testing.T) {
 		{"grant below the worker's last", History{
 			Events: map[string][]Event{"w1-1": ev("w1-1", cat(hold(1, 0, 5), []Event{released(1, 5, 0)}, hold(2, 0, 4))...)},
 		}, "granted 4 after 5"},
+		{"the same grant again after a failed release", History{
+			Events: map[string][]Event{"w1-1": ev("w1-1", cat(hold(1, 0, 5, 1), []Event{{Kind: ReleaseError, Hold: 1, Token: 5, Reason: "other"}}, hold(2, 5, 5))...)},
+			Log:    rows("w1-1", int64(5)),
+		}, ""},
+		{"the same grant again after the lease expired", History{
+			Events: map[string][]Event{"w1-1": ev("w1-1", cat(hold(1, 0, 5, 1), []Event{{Kind: Lost, Hold: 1, Token: 5, Reason: "expired"},
+				{Kind: ReleaseError, Hold: 1, Token: 5, Reason: "expired"}}, hold(2, 5, 5))...)},
+			Log: rows("w1-1", int64(5)),
+		}, ""},
+		{"the same token again after the lease was lost", History{
+			Events: map[string][]Event{"w1-1": ev("w1-1", cat(hold(1, 0, 5), []Event{{Kind: ReleaseError, Hold: 1, Token: 5, Reason: "lost"}}, hold(2, 0, 5))...)},
+		}, "granted 5 after 5"},
+		{"the same token again after a release", History{
+			Events: map[string][]Event{"w1-1": ev("w1-1", cat(hold(1, 0, 5), []Event{released(1, 5, 0)}, hold(2, 0, 5))...)},
+		}, "granted 5 after 5"},
 		{"token granted twice", History{
 			Events: map[string][]Event{"w1-1": ev("w1-1", hold(1, 0, 5)...), "w2-2": ev("w2-2", hold(1, 0, 5)...)},
 		}, "granted twice"},
