@@ -42,6 +42,7 @@ type proc struct {
 	holding int64 // the token of the hold under way, 0 between holds
 	wrote   int   // writes of that hold
 	stopped bool  // SIGSTOP sent, no SIGCONT yet
+	paused  bool  // stopped during this hold: left alone until its next grant
 	stderr  strings.Builder
 }
 
@@ -126,7 +127,7 @@ func (f *fleet) record(p *proc, line []byte) {
 	f.events[e.Owner] = append(f.events[e.Owner], e)
 	switch e.Kind {
 	case Granted:
-		p.holding, p.wrote = e.Token, 0
+		p.holding, p.wrote, p.paused = e.Token, 0, false
 		f.grants = append(f.grants, e)
 	case Wrote:
 		p.wrote++
@@ -135,9 +136,11 @@ func (f *fleet) record(p *proc, line []byte) {
 	}
 }
 
-// holder waits for a live, running worker that holds the lock and has
-// written at least once in this hold, so that a fault lands between two
-// of its writes, and returns it with its token.
+// holder waits for a live worker that holds the lock, has written at
+// least once in this hold and will write again, so that a fault lands
+// between two of its writes, and that was not paused in this hold (a
+// paused one is left to write with its stale token), and returns it
+// with its token.
 func (f *fleet) holder() (*proc, int64) {
 	f.t.Helper()
 	var h *proc
@@ -146,7 +149,7 @@ func (f *fleet) holder() (*proc, int64) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, p := range f.procs {
-			if p.alive() && !p.stopped && p.holding != 0 && p.wrote > 0 && p.wrote < f.writes {
+			if p.alive() && !p.paused && p.holding != 0 && p.wrote > 0 && p.wrote < f.writes {
 				h, token = p, p.holding
 				return nil
 			}
@@ -208,7 +211,7 @@ func (f *fleet) signal(p *proc, sig syscall.Signal) {
 	f.mu.Lock()
 	switch sig {
 	case syscall.SIGSTOP:
-		p.stopped = true
+		p.stopped, p.paused = true, true
 	case syscall.SIGCONT:
 		p.stopped = false
 	}

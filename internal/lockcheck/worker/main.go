@@ -30,8 +30,6 @@ import (
 
 	"github.com/idgen/idgen/internal/lockcheck"
 	"github.com/idgen/idgen/lock"
-	"github.com/idgen/idgen/store"
-	"github.com/idgen/idgen/store/fence"
 	_ "github.com/idgen/idgen/store/mysql"
 	_ "github.com/idgen/idgen/store/postgres"
 	_ "github.com/idgen/idgen/store/sqlite"
@@ -47,7 +45,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.lockDSN, "lock", "", "the lock store's DSN (postgres://, mysql://, sqlite://)")
+	flag.StringVar(&c.lockDSN, "lock", "", "the lock store: a SQL store's DSN (postgres://, mysql://, sqlite://), redis://HOST:PORT[,HOST:PORT] or etcd://HOST:PORT[,…]")
 	flag.StringVar(&c.resourceDSN, "resource", "", "the guarded resource: a PostgreSQL URL")
 	flag.StringVar(&c.name, "name", "lockcheck", "the lock's name, also the guarded resource's")
 	flag.StringVar(&c.worker, "worker", "", "this worker's name")
@@ -83,18 +81,12 @@ func (o *out) print(e lockcheck.Event) {
 }
 
 func run(ctx context.Context, c config) error {
-	st, err := store.Open(ctx, c.lockDSN, store.Options{})
+	b, closeBackend, err := backend(ctx, c.lockDSN, c.fenceTTL)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	if err := st.ConfigureFence(fence.Config{LeaseTTL: c.fenceTTL}, nil); err != nil {
-		return err
-	}
-	if err := st.RecordFence(ctx); err != nil {
-		return err
-	}
-	locker, err := lock.New(st.Locks(), lock.Options{MinTTL: 10 * time.Millisecond})
+	defer closeBackend()
+	locker, err := lock.New(b, lock.Options{MinTTL: 10 * time.Millisecond})
 	if err != nil {
 		return err
 	}
