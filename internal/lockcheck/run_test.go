@@ -38,6 +38,14 @@ type backend struct {
 	// fleet once (an async failover, a file put back) and returns what
 	// happened in words.
 	failover func(t *testing.T, f *fleet) (string, error)
+	// ttl is the leases' TTL; zero means leaseTTL.
+	ttl time.Duration
+	// measured makes the lock's own violations (a token backwards or
+	// granted twice, a lease lost silently) figures to report rather than
+	// failures: for a store that does not promise them through its
+	// fault. The guard's (a stale write accepted, interleaved writes)
+	// fail the run on every store.
+	measured bool
 }
 
 // runLength is how long a run goes on injecting faults, after the
@@ -137,8 +145,13 @@ func run(t *testing.T, b backend) Counts {
 	}
 	began := time.Now()
 	resDSN, db := resource(t)
-	migrate(t, b.dsn)
-	args := []string{"-lock", b.dsn, "-resource", resDSN, "-ttl", leaseTTL.String(), "-gap", "100ms"}
+	if b.ttl == 0 {
+		b.ttl = leaseTTL
+	}
+	if !strings.HasPrefix(b.dsn, "redis://") && !strings.HasPrefix(b.dsn, "etcd://") {
+		migrate(t, b.dsn)
+	}
+	args := []string{"-lock", b.dsn, "-resource", resDSN, "-ttl", b.ttl.String(), "-gap", "100ms"}
 	if noGuard() {
 		args = append(args, "-no-guard")
 	}
@@ -146,7 +159,7 @@ func run(t *testing.T, b backend) Counts {
 	for i := range workers {
 		f.start(fmt.Sprintf("w%d", i+1))
 	}
-	n := &nemesis{f: f, ttl: leaseTTL}
+	n := &nemesis{f: f, ttl: b.ttl}
 	var notes []string
 	step := func(i int) {
 		if i%2 == 0 {
@@ -201,12 +214,18 @@ func run(t *testing.T, b backend) Counts {
 		if len(v) > 0 {
 			t.Logf("the workers' events:\n%s", trace(f.history(nil), v))
 		}
-		for i, s := range v {
-			if i == 20 {
-				t.Errorf("… and %d more", len(v)-i)
-				break
+		failed := 0
+		for _, s := range v {
+			if b.measured && !guardViolation(s) {
+				t.Logf("%s: measured, not asserted: %s", b.name, s)
+				continue
 			}
-			t.Errorf("violation: %s", s)
+			if failed++; failed <= 20 {
+				t.Errorf("violation: %s", s)
+			}
+		}
+		if failed > 20 {
+			t.Errorf("… and %d more", failed-20)
 		}
 	}
 	if c.Grants == 0 || c.Writes == 0 {
@@ -229,4 +248,16 @@ func trace(h History, violations []string) string {
 		}
 	}
 	return b.String()
+}
+
+// guardViolation reports whether Verify's violation v is the guard's:
+// a write the resource should have refused, or a log that disagrees
+// with what the workers were told.
+func guardViolation(v string) bool {
+	for _, p := range []string{"stale write accepted", "two holders", "interleaved writes"} {
+		if strings.HasPrefix(v, p) {
+			return true
+		}
+	}
+	return strings.Contains(v, "committed as log row")
 }
