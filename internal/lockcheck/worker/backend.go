@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -29,7 +30,7 @@ func backend(ctx context.Context, dsn string, fenceTTL time.Duration) (b lock.Ba
 		rdb := redis.NewClient(&redis.Options{Dialer: masterDialer(addrs), DialTimeout: time.Second, MaxRetries: -1})
 		s, err := redisstore.New(ctx, rdb, redisstore.Options{})
 		if err != nil {
-			rdb.Close()
+			_ = rdb.Close()
 			return nil, nil, err
 		}
 		return s, rdb.Close, nil
@@ -41,20 +42,21 @@ func backend(ctx context.Context, dsn string, fenceTTL time.Duration) (b lock.Ba
 		}
 		s, err := etcdstore.New(ctx, cli, etcdstore.Options{})
 		if err != nil {
-			cli.Close()
+			_ = cli.Close()
 			return nil, nil, err
 		}
-		return s, func() error { s.Close(); return cli.Close() }, nil
+		return s, func() error { return errors.Join(s.Close(), cli.Close()) }, nil
 	}
 	st, err := store.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := st.ConfigureFence(fence.Config{LeaseTTL: fenceTTL}, nil); err == nil {
+	err = st.ConfigureFence(fence.Config{LeaseTTL: fenceTTL}, nil)
+	if err == nil {
 		err = st.RecordFence(ctx)
 	}
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return nil, nil, err
 	}
 	return st.Locks(), st.Close, nil
@@ -68,7 +70,7 @@ func masterDialer(addrs []string) func(ctx context.Context, network, addr string
 		for _, a := range addrs {
 			probe := redis.NewClient(&redis.Options{Addr: a, DialTimeout: time.Second, MaxRetries: -1})
 			role, err := probe.Do(ctx, "ROLE").Slice()
-			probe.Close()
+			_ = probe.Close()
 			if err != nil || len(role) == 0 || role[0] != "master" {
 				errs = append(errs, fmt.Sprintf("%s: %v %v", a, role, err))
 				continue

@@ -77,7 +77,7 @@ func (o *out) print(e lockcheck.Event) {
 	b, _ := json.Marshal(e)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	os.Stdout.Write(append(b, '\n'))
+	_, _ = os.Stdout.Write(append(b, '\n')) // a closed stdout: the test is gone
 }
 
 func run(ctx context.Context, c config) error {
@@ -85,7 +85,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	defer closeBackend()
+	defer func() { _ = closeBackend() }()
 	locker, err := lock.New(b, lock.Options{MinTTL: 10 * time.Millisecond})
 	if err != nil {
 		return err
@@ -94,7 +94,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	guard, err := lock.NewGuard(lock.GuardConfig{Dialect: lock.Postgres})
 	if err != nil {
 		return err
@@ -194,7 +194,7 @@ func (w *worker) commit(ctx context.Context, hold int, token int64) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone
 	if !w.c.noGuard {
 		if err := w.guard.Check(ctx, tx, w.c.name, token); err != nil {
 			return 0, err
