@@ -215,6 +215,18 @@ func (l *Locker) acquire(ctx context.Context, name, owner string, ttl time.Durat
 	if err != nil {
 		return nil, err
 	}
+	// The lease's deadline counts from before the request, since the
+	// grant's moment is unknown; after a wait that is too early, and the
+	// lease would expire at once, so it starts from a renewal instead.
+	if every := ttl / time.Duration(l.opts.RenewEvery); time.Since(sent) > every {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
+		sent = time.Now()
+		g, err = l.b.Renew(rctx, g, ttl)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("lock: renew %q after the wait: %w", name, err)
+		}
+	}
 	k := holderKey{name, owner}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/lock"
 )
 
@@ -174,19 +175,15 @@ func lapsed(t *testing.T, c Config) {
 	ctx, a, b := ctxT(t), c.Open(t), c.Open(t)
 	n := name(t)
 	g := must(t)(a.Acquire(ctx, n, "sleeper", c.TTL, false))
-	// Poll until another owner can take it: the lease lapsed.
+	// Poll until another owner can take it: the backend's clock decides
+	// when the lease lapsed.
 	var taken lock.Grant
-	deadline := time.Now().Add(10 * c.TTL)
-	for {
-		var err error
-		taken, err = b.Acquire(ctx, n, "taker", 10*c.TTL, false)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, lock.ErrHeld) || time.Now().After(deadline) {
-			t.Fatalf("acquire after the holder's TTL: %v", err)
-		}
-		time.Sleep(c.TTL / 20) // polls a lapse: the backend's clock decides it
+	var last error
+	if !testtime.Until(10*c.TTL, c.TTL/20, func() bool {
+		taken, last = b.Acquire(ctx, n, "taker", 10*c.TTL, false)
+		return last == nil || !errors.Is(last, lock.ErrHeld)
+	}) || last != nil {
+		t.Fatalf("acquire after the holder's TTL: %v", last)
 	}
 	if taken.Token <= g.Token {
 		t.Fatalf("grant %+v after a lapsed %+v: want a higher token", taken, g)
@@ -199,14 +196,11 @@ func lapsed(t *testing.T, c Config) {
 	}
 }
 
-// waitFor polls cond until it holds or a minute passes.
+// waitFor fails t unless cond holds within a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	if !testtime.Until(time.Minute, time.Millisecond, cond) {
+		t.Fatalf("timed out waiting until %s", what)
 	}
 }
 
