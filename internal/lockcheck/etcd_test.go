@@ -17,6 +17,7 @@ import (
 // leader is killed (SIGKILL) under the running workers. Leases are 2 s,
 // etcd's shortest with its default election timeout.
 func TestEtcd(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	e := dbtest.StartEtcdCluster(t, dbtest.EtcdOptions{Members: 3})
 	var hosts []string

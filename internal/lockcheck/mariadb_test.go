@@ -13,6 +13,7 @@ import (
 // on the primary alone, the primary is killed with SIGKILL and the stale
 // replica promoted under the running workers.
 func TestMariaDB(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	r := clustertest.StartMariaDBReplica(t)
 	run(t, backend{name: "mariadb", dsn: r.DSN(""), failover: func(t *testing.T, f *fleet) (string, error) {

@@ -17,9 +17,7 @@ import (
 // (SIGCONT), writes again believing it holds the lock: the guard refuses
 // that write with lock.ErrStaleToken, and a hears that its lease is lost.
 func TestPause_GuardRefusesStaleHolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real worker processes: skipped under -short")
-	}
+	skipShort(t)
 	t.Parallel()
 	lockDSN := dbtest.Start(t, dbtest.Postgres).DSN
 	resDSN, db := resource(t)

@@ -13,6 +13,7 @@ import (
 // primary alone, the primary is killed with SIGKILL and the stale
 // replica promoted under the running workers.
 func TestPostgres(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	p := clustertest.StartPGReplica(t)
 	run(t, backend{name: "postgres", dsn: p.DSN, failover: func(t *testing.T, f *fleet) (string, error) {

@@ -21,6 +21,7 @@ import (
 // redisstore package doc): its effect on the lock is measured, and only
 // the guard's properties are asserted.
 func TestRedis(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	master := dbtest.StartRedisServer(t, "--repl-diskless-sync-delay", "0")
 	host, port, _ := strings.Cut(master.Addr, ":")

@@ -140,9 +140,6 @@ func readLog(t *testing.T, db *sql.DB) []Row {
 // IDGEN_LOCKCHECK_NOGUARD=1, on none) and returns the counts.
 func run(t *testing.T, b backend) Counts {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("real worker processes and faults: skipped under -short")
-	}
 	began := time.Now()
 	resDSN, db := resource(t)
 	if b.ttl == 0 {
@@ -260,4 +257,12 @@ func guardViolation(v string) bool {
 		}
 	}
 	return strings.Contains(v, "committed as log row")
+}
+
+// skipShort skips t under -short, before it starts any server.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real worker processes and servers: skipped under -short")
+	}
 }

@@ -14,6 +14,7 @@ import (
 // are killed again, the copy put back and the workers restarted on it.
 // What the store keeps beside the file is not put back, so it can tell.
 func TestSQLite(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "locks.db")
