@@ -86,6 +86,9 @@ func grpcAddr(t *testing.T, p *proctest.Proc) string {
 // gRPC with its range-caching allocator.
 func TestServe_GRPCThirdPartyClients(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds grpcurl and grpc-health-probe: a third of the -short loop's cmd/idgen; CI runs it")
+	}
 	dir := t.TempDir()
 	bin := proctest.Binary(t, dir)
 	tl := buildTools(t, dir)
