@@ -49,6 +49,19 @@ func BinaryTags(t testing.TB, dir, tags string) string {
 	})
 }
 
+// Program puts the main package pkg of this module (a path relative to
+// its root, such as "./internal/lockcheck/worker") at dir/NAME, NAME
+// being pkg's last element, and returns that path: a small program a
+// test runs as real processes beside idgen. It is built as Binary is,
+// once per run and keyed by its sources.
+func Program(t testing.TB, dir, pkg string) string {
+	t.Helper()
+	root := repoRoot()
+	return shared(t, dir, filepath.Base(pkg), root, nil, []string{pkg}, func() (string, error) {
+		return sourceHash(root, nil, pkg)
+	})
+}
+
 // Tool puts a command pinned in api/tools/go.mod (grpcurl,
 // grpc-health-probe) at dir/NAME and returns that path: the third-party
 // clients the end-to-end tests run against idgen serve. Its key is the

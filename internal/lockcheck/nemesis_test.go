@@ -1,0 +1,43 @@
+package lockcheck
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// nemesis injects the faults of a run into its fleet and counts them.
+type nemesis struct {
+	f      *fleet
+	ttl    time.Duration
+	counts Counts
+	kills  int // workers started to replace killed ones, for their names
+}
+
+// pause stops a holder between two of its writes with SIGSTOP, until
+// another worker was granted the lock and at least twice the TTL has
+// passed, then lets it go on with SIGCONT: it resumes believing it holds
+// the lock, and its next write carries a stale token.
+func (n *nemesis) pause() error {
+	p, token := n.f.holder()
+	n.f.signal(p, syscall.SIGSTOP)
+	stopped := time.Now()
+	defer n.f.signal(p, syscall.SIGCONT)
+	if _, err := n.f.grantedAbove(p, token, 30*time.Second); err != nil {
+		return fmt.Errorf("pause of worker %s (token %d): %w", p.name, token, err)
+	}
+	// The fault's own duration: the pause lasts at least twice the TTL.
+	time.Sleep(time.Until(stopped.Add(2 * n.ttl)))
+	n.counts.Pauses++
+	return nil
+}
+
+// kill ends a holder between two of its writes with SIGKILL and starts
+// a new worker in its place.
+func (n *nemesis) kill() {
+	p, _ := n.f.holder()
+	n.f.kill(p)
+	n.counts.Kills++
+	n.kills++
+	n.f.start(fmt.Sprintf("%s.%d", p.name[:2], n.kills))
+}
