@@ -333,6 +333,32 @@ func weakerDBs(t *testing.T) []guardDB {
 	}
 }
 
+// lockWait reports whether another transaction in d's schema
+// (PostgreSQL) or database (MySQL) waits for a lock. PostgreSQL shows
+// the wait itself. MariaDB's innodb_trx does not list a transaction
+// that began with a plain read, so there it is a locking statement of
+// another connection in flight: under SERIALIZABLE any (its reads lock
+// too), otherwise one past the first read of the balance. SQLite shows
+// none: a deferred transaction fails at once rather than wait.
+func (d guardDB) lockWait(ctx context.Context) bool {
+	var query string
+	switch {
+	case d.dialect == lock.Postgres: // a backend that reads the account table waits
+		query = `SELECT count(*) FROM pg_locks w JOIN pg_locks r ON r.pid = w.pid
+			WHERE NOT w.granted AND r.locktype = 'relation' AND r.relation = to_regclass('account')`
+	case d.dialect == lock.MySQL:
+		query = `SELECT count(*) FROM information_schema.processlist
+			WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command IN ('Query', 'Execute')`
+		if d.opts == nil || d.opts.Isolation != sql.LevelSerializable {
+			query += ` AND info NOT LIKE 'SELECT balance%'`
+		}
+	default:
+		return false
+	}
+	var n int
+	return d.db.QueryRowContext(ctx, query).Scan(&n) == nil && n > 0
+}
+
 // retryable reports the errors after which the caller retries the whole
 // transaction: nothing was decided.
 func retryable(err error) bool {
@@ -389,7 +415,19 @@ func TestGuard_Check_Concurrent_WeakerSettings(t *testing.T) {
 							}
 							done := make(chan error, 1)
 							go func() { done <- write(ctx, d, v, id, c.second, c.second, true) }()
-							time.Sleep(50 * time.Millisecond) // let it start, and wait or fail
+							// The second waits for the first's lock, or
+							// failed at once (SQLite's SQLITE_BUSY).
+							var second error
+							finished := false
+							waitFor(t, "the second transaction waits for the first's lock or failed", func() bool {
+								select {
+								case second = <-done:
+									finished = true
+									return true
+								default:
+									return d.lockWait(ctx)
+								}
+							})
 							if c.firstCommit {
 								err = tx.Commit()
 							} else {
@@ -398,7 +436,10 @@ func TestGuard_Check_Concurrent_WeakerSettings(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							err = <-done
+							if !finished {
+								second = <-done
+							}
+							err = second
 							if retryable(err) {
 								t.Logf("retried after: %v", err)
 								err = write(ctx, d, v, id, c.second, c.second, true)

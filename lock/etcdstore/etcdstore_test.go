@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/lock/locktest"
 	"github.com/idgen/idgen/store/dbtest"
@@ -196,20 +197,19 @@ func TestStore_WaiterThatLostItsLeaseQueuesAgain(t *testing.T) {
 	}
 	queued := func(want ...string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		err := testtime.WaitFor(time.Minute, time.Millisecond, func() error {
 			info, err := h.Describe(ctx, "n")
 			var got []string
 			for _, w := range info.Waiters {
 				got = append(got, w.Owner)
 			}
-			if err == nil && fmt.Sprint(got) == fmt.Sprint(want) {
-				return
+			if err == nil && fmt.Sprint(got) != fmt.Sprint(want) {
+				err = fmt.Errorf("waiters %v; want %v", got, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiters %v, %v; want %v", got, err, want)
-			}
-			time.Sleep(5 * time.Millisecond)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	ca := wait(a, "a")
@@ -267,9 +267,7 @@ func TestStore_MemberKilled(t *testing.T) {
 			}
 			done <- wg
 		}()
-		for !queuedIn(ctx, a, "n", "b") {
-			time.Sleep(2 * time.Millisecond)
-		}
+		waitFor(t, phase+": b is queued", func() bool { return queuedIn(ctx, a, "n", "b") })
 		if _, err := a.Renew(ctx, g, 10*testTTL); err != nil {
 			t.Fatalf("%s: renew: %v", phase, err)
 		}
@@ -313,6 +311,14 @@ func TestStore_MemberKilled(t *testing.T) {
 	}
 	if _, err := a.Renew(ctx, held, 10*testTTL); err != nil {
 		t.Fatalf("a grant held across the kill: %v", err)
+	}
+}
+
+// waitFor fails t unless cond holds within a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !testtime.Until(time.Minute, time.Millisecond, cond) {
+		t.Fatalf("timed out waiting until %s", what)
 	}
 }
 
@@ -372,9 +378,7 @@ func TestStore_HandOffLatency(t *testing.T) {
 			}
 			ch <- res{wg, time.Now()}
 		}()
-		for !queuedIn(ctx, a, "n", "b") {
-			time.Sleep(time.Millisecond)
-		}
+		waitFor(t, "b is queued", func() bool { return queuedIn(ctx, a, "n", "b") })
 		released := time.Now()
 		if err := a.Release(ctx, g); err != nil {
 			t.Fatal(err)

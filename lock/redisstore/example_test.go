@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/lock/redisstore"
 	"github.com/idgen/idgen/store/dbtest"
@@ -41,12 +42,16 @@ func TestMain(m *testing.M) {
 	if err := srv.Start(); err != nil {
 		panic(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(exampleSocket); err == nil {
-			break
-		}
+	listening := testtime.Until(time.Minute, time.Millisecond, func() bool {
+		_, err := os.Stat(exampleSocket)
+		return err == nil
+	})
+	code := 1
+	if listening {
+		code = m.Run()
+	} else {
+		fmt.Fprintln(os.Stderr, "redis-server never opened", exampleSocket)
 	}
-	code := m.Run()
 	_ = srv.Process.Kill()
 	_ = srv.Wait()
 	_ = os.RemoveAll(dir)

@@ -26,17 +26,10 @@ func TestStore_AsyncFailover(t *testing.T) {
 	host, port, _ := strings.Cut(master.Addr, ":")
 	replica := dbtest.StartRedisServer(t, "--replicaof", host, port)
 	mc, rc := client(t, master.Addr), client(t, replica.Addr)
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		info, _ := mc.Info(ctx, "replication").Result()
-		if strings.Contains(info, "state=online") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica never came online: %s", info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	old := newStore(t, mc, redisstore.Options{Replicas: 1}) // g1 is on the replica when granted
+	waitFor(t, "the replica is online", func() bool {
+		return strings.Contains(mc.Info(ctx, "replication").Val(), "state=online")
+	})
+	old := newStore(t, mc, redisstore.Options{Replicas: 1, ReplicaTimeout: time.Minute}) // g1 is on the replica when granted
 	g1, err := old.Acquire(ctx, "n", "a", 5*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
@@ -44,8 +37,8 @@ func TestStore_AsyncFailover(t *testing.T) {
 	if err := old.Guarded(ctx, "res", g1.Token, []any{"SET", "{res}:v", "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := mc.Wait(ctx, 1, time.Second).Err(); err != nil { // the guarded write too
-		t.Fatal(err)
+	if n, err := mc.Wait(ctx, 1, time.Minute).Result(); err != nil || n != 1 { // the guarded write too
+		t.Fatalf("WAIT for the guarded write: %d replicas, %v; want 1", n, err)
 	}
 
 	if err := rc.SlaveOf(ctx, "NO", "ONE").Err(); err != nil { // the failover
@@ -106,7 +99,9 @@ func TestStore_HandOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	addr := dbtest.StartRedis(t)
-	a, b := newStore(t, client(t, addr), redisstore.Options{}), newStore(t, client(t, addr), redisstore.Options{})
+	ac := client(t, addr)
+	a, b := newStore(t, ac, redisstore.Options{}), newStore(t, client(t, addr), redisstore.Options{})
+	const channel = redisstore.DefaultPrefix + "{h}" // the lock's, which a release with waiters publishes on
 	const rounds = 40
 	var d []time.Duration
 	for range rounds {
@@ -124,17 +119,13 @@ func TestStore_HandOff(t *testing.T) {
 			g, err := b.Acquire(ctx, "h", "waiter", time.Minute, true)
 			ch <- res{g, err, time.Now()}
 		}()
-		for {
+		// Queued and subscribed: past its first ask and its subscription,
+		// so that the release finds it listening (its message, or the ask
+		// right after the subscription, grants it).
+		waitFor(t, "the waiter is queued and subscribed", func() bool {
 			info, err := a.Describe(ctx, "h")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(info.Waiters) == 1 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(2 * time.Millisecond) // subscribed: past its first ask and its subscription
+			return err == nil && len(info.Waiters) == 1 && ac.PubSubNumSub(ctx, channel).Val()[channel] == 1
+		})
 		released := time.Now()
 		if err := a.Release(ctx, g); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/lock/locktest"
 	"github.com/idgen/idgen/lock/redisstore"
@@ -65,6 +66,14 @@ func newStore(t *testing.T, rdb redis.UniversalClient, o redisstore.Options) *re
 		t.Fatal(err)
 	}
 	return st
+}
+
+// waitFor fails t unless cond holds within a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !testtime.Until(time.Minute, time.Millisecond, cond) {
+		t.Fatalf("timed out waiting until %s", what)
+	}
 }
 
 func client(t *testing.T, addr string) *redis.Client {
@@ -240,20 +249,27 @@ func TestStore_TokenAfterTheHashExpired(t *testing.T) {
 	if err := st.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
+	// Every key left expires, within the grant's TTL and Retain: none
+	// is kept for good.
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys after the release: %v, %v; want the lock's", keys, err)
+	}
+	for _, k := range keys {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > 1100*time.Millisecond {
+			t.Fatalf("key %q expires in %v after the release; want within the TTL and Retain (1.1s)", k, ttl)
+		}
+	}
 	start := time.Now()
-	for {
-		k, err := rdb.DBSize(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
+	err = testtime.WaitFor(time.Minute, 10*time.Millisecond, func() error {
+		keys, err := rdb.Keys(ctx, "*").Result()
+		if err == nil && len(keys) > 0 {
+			err = fmt.Errorf("keys left after Retain: %v", keys)
 		}
-		if k == 0 {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			keys, _ := rdb.Keys(ctx, "*").Result()
-			t.Fatalf("keys left %v after Retain: %v", time.Since(start), keys)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("every key gone %v after the release", time.Since(start).Round(time.Millisecond))
 	g2, err := st.Acquire(ctx, n, "b", time.Second, false)
@@ -332,13 +348,10 @@ func TestStore_RestartWithoutPersistence(t *testing.T) {
 	killed := time.Now()
 	srv.Restart(t)
 	var g lock.Grant
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; { // until the pool dials the new server
-		if g, err = st.Acquire(ctx, "n", "after", time.Minute, false); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	err := testtime.WaitFor(time.Minute, time.Millisecond, func() (err error) { // until the pool dials the new server
+		g, err = st.Acquire(ctx, "n", "after", time.Minute, false)
+		return err
+	})
 	if err != nil {
 		t.Fatalf("acquire after the restart: %v", err)
 	}
@@ -369,19 +382,16 @@ func TestStore_Replicas(t *testing.T) {
 	mc := client(t, master.Addr)
 	// The master counts the replica for WAIT once the replica's first
 	// ACK turned it online, after the replica reports its link up.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		info, _ := mc.Info(ctx, "replication").Result()
-		if strings.Contains(info, "state=online") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica never came online: %s", info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "the replica is online", func() bool {
+		return strings.Contains(mc.Info(ctx, "replication").Val(), "state=online")
+	})
 	rdb := client(t, master.Addr)
+	// A grant that must reach the replica waits for its ACK as long as
+	// it takes (a replica on a loaded machine may take longer than any
+	// short timeout); one that must not waits 200ms for none to come.
+	patient := newStore(t, rdb, redisstore.Options{Prefix: "r:", Replicas: 1, ReplicaTimeout: time.Minute})
 	st := newStore(t, rdb, redisstore.Options{Prefix: "r:", Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
-	g, err := st.Acquire(ctx, "n", "a", time.Minute, false)
+	g, err := patient.Acquire(ctx, "n", "a", time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,16 +401,9 @@ func TestStore_Replicas(t *testing.T) {
 	if err := rc.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; { // until the master sees it gone
-		info, _ := rdb.Info(ctx, "replication").Result()
-		if strings.Contains(info, "connected_slaves:0") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the master still counts a replica: %s", info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "the master counts no replica", func() bool {
+		return strings.Contains(rdb.Info(ctx, "replication").Val(), "connected_slaves:0")
+	})
 	if g2, err := st.Acquire(ctx, "m", "a", time.Minute, false); !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("a grant no replica saw: %+v, %v; want ErrNotReplicated", g2, err)
 	}
