@@ -26,8 +26,7 @@ func (n *nemesis) pause() error {
 	if _, err := n.f.grantedAbove(p, token, 30*time.Second); err != nil {
 		return fmt.Errorf("pause of worker %s (token %d): %w", p.name, token, err)
 	}
-	// The fault's own duration: the pause lasts at least twice the TTL.
-	time.Sleep(time.Until(stopped.Add(2 * n.ttl)))
+	stayStopped(stopped, 2*n.ttl)
 	n.counts.Pauses++
 	return nil
 }
@@ -40,4 +39,11 @@ func (n *nemesis) kill() {
 	n.counts.Kills++
 	n.kills++
 	n.f.start(fmt.Sprintf("%s.%d", p.name[:2], n.kills))
+}
+
+// stayStopped returns d after a worker was stopped at stopped: a pause's
+// own duration, at least twice the TTL, so that the worker's lease has
+// lapsed by its own clock too when it wakes.
+func stayStopped(stopped time.Time, d time.Duration) {
+	time.Sleep(time.Until(stopped.Add(d)))
 }

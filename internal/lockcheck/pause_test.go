@@ -61,8 +61,7 @@ func TestPause_GuardRefusesStaleHolder(t *testing.T) {
 	if bWrote.Token <= granted.Token {
 		t.Fatalf("b wrote with token %d, not above a's %d", bWrote.Token, granted.Token)
 	}
-	// The fault's own duration: a stays stopped for twice its TTL.
-	time.Sleep(time.Until(stopped.Add(2 * leaseTTL)))
+	stayStopped(stopped, 2*leaseTTL)
 	fa.signal(a, syscall.SIGCONT)
 	fmt.Fprintln(a.stdin, "write")
 	stale := waitFor(fa, a, Stale)

@@ -92,15 +92,17 @@ const (
 )
 
 const (
-	// replicaSettle is the load before the replica stops.
-	replicaSettle = 3 * time.Second
-	// replicaBehind is the load while the replica is stopped. Longer
-	// than leaseTTL: on the promoted replica every lease the processes
-	// renewed since looks expired, while they still stamp IDs under it.
+	// replicaSettle is the load before the replica stops, in answers
+	// (load.answers), as the cluster tests' settle.
+	replicaSettle = 6_000
+	// replicaBehind is the load while the replica is stopped: a duration,
+	// longer than leaseTTL, so that on the promoted replica every lease
+	// the processes renewed since looks expired, while they still stamp
+	// IDs under it.
 	replicaBehind = 4 * time.Second
 	// afterFailover is the load after the promotion, with the third
-	// process.
-	afterFailover = 6 * time.Second
+	// process, in answers.
+	afterFailover = 12_000
 )
 
 // replicaFleet starts the first two of the three processes of a
@@ -142,11 +144,11 @@ func asyncFailover(t *testing.T, began time.Time, p asyncPair) {
 		map[string]mix{"steady": steady, "fresh": freshMix(segmenttest.UniqueTag("rep-new"))})
 	defer l.cancel()
 
-	time.Sleep(replicaSettle)
+	l.answers(replicaSettle)
 	if err := p.stop(); err != nil {
 		t.Fatalf("stop the replica: %v\n%s", err, p.logs())
 	}
-	time.Sleep(replicaBehind)
+	time.Sleep(replicaBehind) // the lag itself: leases must lapse on the replica
 	lacked, err := p.kill()
 	killed := time.Now()
 	if err != nil {
@@ -157,7 +159,7 @@ func asyncFailover(t *testing.T, began time.Time, p asyncPair) {
 	}
 	promoted := time.Since(killed)
 	third := f.start(2)
-	time.Sleep(afterFailover)
+	l.answers(afterFailover)
 
 	o := checkLoss(t, f, l, killed, "after a failover to a replica that lost the last commits")
 	for _, inst := range f.instances() {

@@ -141,8 +141,7 @@ func TestStore_HandOff(t *testing.T) {
 	}
 	slices.Sort(d)
 	p50, p90 := d[rounds/2], d[rounds*9/10]
+	// Logged, not asserted: no test fails on wall-clock time. The
+	// figure is the benchmark's (internal/bench/lockbench).
 	t.Logf("hand-off over %d rounds: p50 %v, p90 %v, max %v", rounds, p50, p90, d[rounds-1])
-	if p50 > 5*time.Millisecond {
-		t.Errorf("hand-off p50 %v; want ≤ 5ms", p50)
-	}
 }

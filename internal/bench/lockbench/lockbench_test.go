@@ -1,6 +1,7 @@
 package lockbench
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/lock/etcdstore"
 	"github.com/idgen/idgen/lock/redisstore"
@@ -236,20 +238,17 @@ func handOffRound(ctx context.Context, holder, waiter lock.Backend, n string) (t
 		g, err := waiter.Acquire(ctx, n, "waiter", ttl, true)
 		ch <- result{g, err, time.Now()}
 	}()
-	for queued := false; !queued; {
+	err = testtime.WaitFor(time.Minute, time.Millisecond, func() error {
 		info, err := holder.Describe(ctx, n)
-		if err != nil {
-			return 0, err
+		if err != nil || !slices.ContainsFunc(info.Waiters, func(w lock.Waiter) bool { return w.Owner == "waiter" }) {
+			return cmp.Or(err, errors.New("the waiter is not queued"))
 		}
-		for _, w := range info.Waiters {
-			queued = queued || w.Owner == "waiter"
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	time.Sleep(settle)
+	time.Sleep(settle) // the scenario: a waiter queued this long before the release
 	released := time.Now()
 	if err := holder.Release(ctx, g); err != nil {
 		return 0, err

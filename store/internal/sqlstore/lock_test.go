@@ -5,7 +5,10 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/idgen/idgen/internal/testtime"
 )
 
 // fakeListener hands out the names sent on ch, and fails once ch is
@@ -36,10 +39,8 @@ func TestLocks_ListenerWakesWaitersOfTheName(t *testing.T) {
 	defer unsubscribe()
 	other, unsubscribeOther := l.subscribe("b")
 	defer unsubscribeOther()
-	for deadline := time.Now().Add(5 * time.Second); !l.push(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the listener never listened")
-		}
+	if !testtime.Until(5*time.Second, time.Millisecond, l.push) {
+		t.Fatal("the listener never listened")
 	}
 	// Connecting woke everyone: anything released before is looked at.
 	<-mine
@@ -57,23 +58,28 @@ func TestLocks_ListenerWakesWaitersOfTheName(t *testing.T) {
 	}
 }
 
+// In a synctest bubble, whose clock moves only while everything waits:
+// the fifth connection comes after the backoff's 10+20+40+80 ms, not in
+// a spin.
 func TestLocks_ListenerBacksOffAfterLosses(t *testing.T) {
-	var connects atomic.Int64
-	l := NewLocks(nil, Dialect{}, LockStatements{}, nil, func(context.Context, string) (Listener, error) {
-		connects.Add(1)
-		ch := make(chan string)
-		close(ch) // dropped as soon as it listens
-		return fakeListener{ch}, nil
+	synctest.Test(t, func(t *testing.T) {
+		var connects atomic.Int64
+		fifth := make(chan struct{})
+		l := NewLocks(nil, Dialect{}, LockStatements{}, nil, func(context.Context, string) (Listener, error) {
+			if connects.Add(1) == 5 {
+				close(fifth)
+			}
+			ch := make(chan string)
+			close(ch) // dropped as soon as it listens
+			return fakeListener{ch}, nil
+		})
+		start := time.Now()
+		_, unsubscribe := l.subscribe("a")
+		<-fifth
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("5 connections to a server that drops each at once in %v; want the backoff's 150 ms at least", d)
+		}
+		unsubscribe()
+		l.Close()
 	})
-	_, unsubscribe := l.subscribe("a")
-	time.Sleep(200 * time.Millisecond)
-	unsubscribe()
-	l.Close()
-	// 10, 20, 40, 80 ms: a handful, not a spin.
-	if n := connects.Load(); n < 2 || n > 6 {
-		t.Fatalf("%d connections in 200 ms to a server that drops each at once; want a backoff", n)
-	}
-	if l.push() {
-		t.Fatal("waiters are told to rely on a listener that is gone")
-	}
 }
