@@ -198,7 +198,7 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, key any, token int64) err
 			return fmt.Errorf("%w: the side table's resource is a string, got %T", ErrInvalidName, key)
 		}
 		if err := checkText(name, MaxNameLen); err != nil {
-			return fmt.Errorf("%w: resource: %v", ErrInvalidName, err)
+			return fmt.Errorf("%w: resource: %w", ErrInvalidName, err)
 		}
 	}
 	var seen int64

@@ -342,11 +342,11 @@ func weakerDBs(t *testing.T) []guardDB {
 // none: a deferred transaction fails at once rather than wait.
 func (d guardDB) lockWait(ctx context.Context) bool {
 	var query string
-	switch {
-	case d.dialect == lock.Postgres: // a backend that reads the account table waits
+	switch d.dialect {
+	case lock.Postgres: // a backend that reads the account table waits
 		query = `SELECT count(*) FROM pg_locks w JOIN pg_locks r ON r.pid = w.pid
 			WHERE NOT w.granted AND r.locktype = 'relation' AND r.relation = to_regclass('account')`
-	case d.dialect == lock.MySQL:
+	case lock.MySQL:
 		query = `SELECT count(*) FROM information_schema.processlist
 			WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command IN ('Query', 'Execute')`
 		if d.opts == nil || d.opts.Isolation != sql.LevelSerializable {

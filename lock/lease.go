@@ -165,8 +165,8 @@ func (le *Lease) Release(ctx context.Context) error {
 	le.mu.Unlock()
 	le.rcancel() // a renewal in flight ends now
 	le.timer.Stop()
-	le.renewing.Lock() // and none runs after this
-	le.renewing.Unlock()
+	le.renewing.Lock() // waits for it; none runs after this
+	defer le.renewing.Unlock()
 	le.l.forget(le)
 	if err := le.Err(); err != nil {
 		return err

@@ -77,7 +77,7 @@ func (g *gated) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 		w.mu.Lock()
 		g.p.ranges[tag] = append(g.p.ranges[tag], r)
 		if !g.dead.Load() {
-			w.reserver.Store(g.p)
+			w.seen.Store(g.p)
 		}
 		w.res.Reservations++
 		w.mu.Unlock()

@@ -23,8 +23,7 @@ var opFuncs = map[string]opFunc{
 	"next-n": func(w *world, p *proc, tag string) error { return w.next(p, tag, 1+w.pick(8)) },
 	// A range client: it reserves a range and hands its IDs out itself.
 	"reserve-range": func(w *world, p *proc, tag string) error { w.reserveRange(p, tag, int64(1+w.pick(30))); return nil },
-	// A range client that reserves two ranges, uses the first ID, and
-	// hands back the rest of both at once: consecutive hand-backs.
+	// A range client that hands back the rest of two ranges at once.
 	"range-hand-back": func(w *world, p *proc, tag string) error { w.rangeHandBack(p, tag, int64(2+w.pick(20))); return nil },
 	// The store and time.
 	"deliver": func(w *world, _ *proc, _ string) error { return w.deliverOne() },
@@ -39,8 +38,7 @@ var opFuncs = map[string]opFunc{
 	// Processes.
 	"crash":    func(w *world, p *proc, _ string) error { return w.crash(p) },
 	"shutdown": func(w *world, p *proc, _ string) error { return w.shutdown(p) },
-	// A graceful shutdown only during a fence's hold (a TTL and its
-	// margin from the fence).
+	// A graceful shutdown only during a fence's hold.
 	"shutdown-in-hold": func(w *world, p *proc, _ string) error {
 		if time.Since(time.Unix(0, w.lastFence.Load())) <= leaseTTL*11/10 {
 			return w.shutdown(p)
@@ -53,8 +51,9 @@ var opFuncs = map[string]opFunc{
 		return nil
 	},
 	"snow-next": func(w *world, p *proc, _ string) error { return w.snowNext(p) },
-	// Every process at once, in the same millisecond: where two holders
-	// of one worker ID would collide.
+	// A lock client: takes lock L, renews it or releases it.
+	"lock": func(w *world, p *proc, _ string) error { return w.lock(p) },
+	// Every process in one millisecond: where two holders would collide.
 	"snow-all": func(w *world, _ *proc, _ string) error {
 		for _, q := range w.awake() {
 			if err := w.snowNext(q); err != nil {
@@ -65,8 +64,7 @@ var opFuncs = map[string]opFunc{
 	},
 	"heartbeat":       func(w *world, p *proc, _ string) error { w.heartbeat(p); return nil },
 	"static-one-shot": func(w *world, _ *proc, _ string) error { return w.staticOneShot() },
-	// Clocks disagree within the documented bound, a tenth of the TTL
-	// between any two: each stays within half of it from true time.
+	// Clocks within TTL/20 of true time: the documented TTL/10 between two.
 	"skew": func(w *world, p *proc, _ string) error {
 		ms := w.pick(int(leaseTTL/10/time.Millisecond) + 1)
 		p.offset.Store(int64(time.Duration(ms)*time.Millisecond - leaseTTL/20))
@@ -99,10 +97,9 @@ var opFuncs = map[string]opFunc{
 	"failover":      func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, true) },
 	"restore":       func(w *world, _ *proc, _ string) error { return w.lose(lossWhole, false) },
 	"restore-table": func(w *world, _ *proc, _ string) error { return w.lose(lossTable, false) },
-	// A restore checked at once by the process that reserved last: if
-	// it lost a reservation, that one, and the process fences.
+	// A restore checked at once by the last reserver, which saw it and fences.
 	"restore-checked": func(w *world, _ *proc, _ string) error {
-		if p := w.reserver.Load(); p != nil && !p.paused.Load() {
+		if p := w.seen.Load(); p != nil && !p.paused.Load() {
 			if err := w.lose(lossWhole, false); err != nil {
 				return err
 			}
@@ -117,8 +114,7 @@ var opFuncs = map[string]opFunc{
 		return err
 	},
 	"failover-lose-create": func(w *world, _ *proc, _ string) error { return w.lose(lossCreate, true) },
-	// A failover that loses no tag's creation: a lost creation is the
-	// tag floor's, and the floor moves by the margin.
+	// A failover that loses no creation (a lost one is the tag floor's).
 	"failover-keep-create": func(w *world, _ *proc, _ string) error { return w.lose(lossKeepCreate, true) },
 }
 
@@ -126,9 +122,7 @@ var opFuncs = map[string]opFunc{
 type Weights map[string]int
 
 // DefaultWeights is the mix CI runs: mostly clients, deliveries and
-// time, with a crash, a graceful shutdown, a pause or a failover every
-// fifty steps or so. Restores that keep the identity have worlds of
-// their own (TestSimulation_Holes, TestSimulation_KnownLimit).
+// time, with a crash, a shutdown, a pause or a failover every 50 steps.
 func DefaultWeights() Weights {
 	return Weights{
 		"next": 20, "next-n": 8, "reserve-range": 3, "range-hand-back": 2,
@@ -154,8 +148,7 @@ type weighted struct {
 	weight int
 }
 
-// table is the weights as a list in name order, so that a pick by the
-// seed is the same on every run.
+// table is the weights in name order: a pick by the seed is the same on every run.
 func (w Weights) table() ([]weighted, error) {
 	if w == nil {
 		w = DefaultWeights()
@@ -215,8 +208,7 @@ func (w *world) once() error {
 	return o.fn(w, p, tag)
 }
 
-// pickTag picks a tag for a step: mostly a and b; the exhausted edge and
-// late, which may not exist, less often.
+// pickTag picks mostly a and b; the exhausted edge and late (maybe absent) less.
 func (w *world) pickTag() string {
 	switch r := w.pick(20); {
 	case r < 8:
@@ -243,8 +235,7 @@ func (w *world) next(p *proc, tag string, n int) error {
 	return w.handOut(p, tag, ids)
 }
 
-// reserveRange runs a range client: all the range's IDs are handed out,
-// and checked on its goroutine, when the reservation returns.
+// reserveRange runs a range client: the range is handed out on its goroutine.
 func (w *world) reserveRange(p *proc, tag string, n int64) {
 	a, inc := p.alloc, p.inc
 	ctx := context.WithValue(context.Background(), originKey{}, fmt.Sprintf("range#%d", w.step))
@@ -255,8 +246,7 @@ func (w *world) reserveRange(p *proc, tag string, n int64) {
 	}()
 }
 
-// rangeHandBack reserves two ranges of n IDs, hands out the first ID of
-// the first, and hands back the rest of it and the second concurrently.
+// rangeHandBack uses the first ID of two ranges and hands back both rests at once.
 func (w *world) rangeHandBack(p *proc, tag string, n int64) {
 	a, inc := p.alloc, p.inc
 	ctx := context.WithValue(context.Background(), originKey{}, fmt.Sprintf("hand-back#%d", w.step))
@@ -285,19 +275,15 @@ const (
 	lossKeepCreate                 // every table, to after the last creation
 )
 
-// maxLost bounds the commits a loss goes back: the replication lag the
-// fence's margin is sized for (two ranges of a tag per instance).
+// maxLost bounds the commits a loss goes back: the lag the margin is sized for.
 const maxLost = 8
 
-// lose puts the database back to the oldest snapshot within maxLost
-// commits (for lossCreate, the newest taken before a creation), with a
-// new store_id if failover.
+// lose puts the database back to the oldest snapshot within maxLost commits
+// (lossCreate: the newest before a creation), with a new store_id if failover.
 func (w *world) lose(kind lossKind, failover bool) error {
 	now := w.commitCount()
-	// A loss that keeps creations keeps every lease claim too, and a
-	// loss of a creation keeps the claims: a live process whose claim
-	// was lost is invisible to a fence until it renews, and only the
-	// margin covers it (the 1 of fence.Config.Margin's I + 1).
+	// Losses of the create kinds keep every claim: a lost claim's process is
+	// invisible to a fence until it renews, and only the margin covers it.
 	floor := 0
 	for j, s := range w.hist.snaps {
 		if kind >= lossCreate && s.kind == snapClaim || kind == lossKeepCreate && s.kind == snapCreate {

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
+	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
 )
@@ -102,10 +104,10 @@ func (w *world) snowNext(p *proc) error {
 	// Two holders of a worker ID stamp at once when one stamps a time at
 	// or before another's last (the layout: 19 sequence, 3 worker bits).
 	last := w.stamps[id>>19&7]
-	if last.inc != p.inc && id>>22 <= last.ts {
+	if last.inc != p.inc && int(id>>22) <= last.ts {
 		return w.violation("incarnation %d stamped worker %d at %d, not after incarnation %d's %d", p.inc, id>>19&7, id>>22, last.inc, last.ts)
 	}
-	w.stamps[id>>19&7] = stamp{p.inc, id >> 22}
+	w.stamps[id>>19&7].inc, w.stamps[id>>19&7].ts = p.inc, int(id>>22)
 	w.res.SnowflakeIDs++
 	return nil
 }
@@ -124,8 +126,32 @@ func isAny(err error, targets ...error) bool {
 	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
 }
 
-// stamp is the last time stamped under a worker ID, and by whom.
-type stamp struct {
-	inc int
-	ts  int64
+// lock takes lock L for p, or renews or releases p's grant of it: a
+// token granted must be above every token seen granted before, lost ones
+// included (the fence raises lock rows as it raises id_sequence).
+func (w *world) lock(p *proc) error {
+	b, ctx, held := p.s.Locks(), context.Background(), p.grant
+	var g lock.Grant
+	var err error
+	switch {
+	case held.Token == 0:
+		w.faulty(p.f, w.faults, func() { g, err = b.Acquire(ctx, "L", fmt.Sprintf("p%d.%d", p.id, p.inc), leaseTTL, false) })
+	case w.chance(0.7):
+		w.faulty(p.f, w.faults, func() { g, err = b.Renew(ctx, held, leaseTTL) })
+	default:
+		w.faulty(p.f, w.faults, func() { err = b.Release(ctx, held) })
+	}
+	w.trace("  lock %d.%d: token %d after %d: %v", p.id, p.inc, g.Token, held.Token, err)
+	switch {
+	case err == nil && g.Token == 0, isAny(err, lock.ErrLost, lock.ErrNotHeld):
+		p.grant = lock.Grant{}
+	case err != nil:
+	case held.Token != 0 && g.Token != held.Token:
+		return w.violation("a renewal of token %d gave token %d", held.Token, g.Token)
+	case held.Token == 0 && g.Token <= w.topToken:
+		return w.violation("lock L granted with token %d, not above %d granted before", g.Token, w.topToken)
+	default:
+		w.topToken, p.grant = max(w.topToken, g.Token), g
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/snowflake"
 	"github.com/idgen/idgen/store"
@@ -45,6 +46,7 @@ type proc struct {
 	ranges  map[string][]segment.Range // reserved for this incarnation, under w.mu
 	last    map[string]int64
 	lastSF  int64
+	grant   lock.Grant // of lock L, held by this incarnation
 }
 
 func (p *proc) maxStep() int64 {
@@ -102,7 +104,7 @@ func (w *world) boot(p *proc) error {
 	w.mu.Lock()
 	p.ranges = map[string][]segment.Range{}
 	w.mu.Unlock()
-	p.last, p.lastSF = map[string]int64{}, 0
+	p.last, p.lastSF, p.grant = map[string]int64{}, 0, lock.Grant{}
 	ctx := context.Background()
 	s, err := w.open(ctx, p.f, p.maxStep(), false)
 	if err != nil {

@@ -37,17 +37,12 @@ type Config struct {
 
 // Result is what a run did.
 type Result struct {
-	Steps        int
-	SegmentIDs   int // distinct segment IDs handed out
-	SnowflakeIDs int
-	Reservations int // reservations the real store committed and answered
-	Crashes      int
-	Restarts     int // graceful shutdowns and restarts
-	Pauses       int
-	Losses       int    // failovers and restores
-	LostCommits  int64  // commits they lost
-	Fences       int64  // fences the processes' stores performed
-	TraceHash    uint64 // FNV-1a of every trace line: the same, the same run
+	Steps, SegmentIDs, SnowflakeIDs int // SegmentIDs: distinct ones handed out
+	Reservations                    int // the real store committed and answered
+	Crashes, Restarts, Pauses       int // Restarts: graceful shutdowns
+	Losses                          int // failovers and restores
+	LostCommits, Fences             int64
+	TraceHash                       uint64 // FNV-1a of every trace line: the same, the same run
 }
 
 // Violation is a broken promise, with the seed and step that replay it.
@@ -79,38 +74,36 @@ func Run(t *testing.T, cfg Config) (res Result, err error) {
 }
 
 type world struct {
-	cfg    Config
-	ops    []weighted
-	rng    *rand.Rand
-	step   int
-	faults bool
-	res    Result
-	start  time.Time
-	path   string
-	hist   *history
-	fences atomic.Int64
-	lost   atomic.Bool // a loss happened: a fence before it is a violation
-	// reserver reserved last: a restore that lost a reservation lost its.
-	reserver  atomic.Pointer[proc]
-	lastFence atomic.Int64    // Unix nanoseconds
-	nowait    context.Context // cancelled: for takes that must not wait
-	// claimSnaps: the op mix has losses that keep lease claims, which
-	// need a snapshot before every claim.
-	claimSnaps bool
+	cfg        Config
+	ops        []weighted
+	rng        *rand.Rand
+	step, incs int
+	faults     bool
+	res        Result
+	start      time.Time
+	path       string
+	hist       *history
+	fences     atomic.Int64
+	lost       atomic.Bool // a loss happened: a fence before it is a violation
+	// seen reserved last: a restore that lost a reservation lost its.
+	seen       atomic.Pointer[proc]
+	lastFence  atomic.Int64    // Unix nanoseconds
+	nowait     context.Context // cancelled: for takes that must not wait
+	claimSnaps bool            // the op mix keeps lease claims: a snapshot before each
 
 	mu      sync.Mutex // guards what follows, written by parked calls
 	pending []*call
 	lateErr error
 	segIDs  map[tagID]int
 	snow    map[int64]int
-	stamps  [8]stamp // per worker ID
-	commits int64
+	stamps  [8]struct{ inc, ts int } // who stamped last under each worker ID, and when
+	// topToken is the highest token of lock L seen granted.
+	topToken, commits int64
 
 	tmu  sync.Mutex // guards the trace hash
 	hash hash.Hash64
 
 	procs []*proc
-	incs  int
 }
 
 // ErrConfig is returned for a Config that cannot run.

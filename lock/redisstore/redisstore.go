@@ -310,7 +310,7 @@ func (s *Store) acquireOnce(ctx context.Context, k keys, owner string, ttl time.
 		return nil, err
 	}
 	conn := cl.Conn() // WAIT counts the writes of its own connection
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	r, err := s.run(ctx, conn, acquireScript, k, args...)
 	if err != nil || r[0] != "ok" {
 		return r, err
@@ -324,7 +324,7 @@ func (s *Store) acquireOnce(ctx context.Context, k keys, owner string, ttl time.
 		_, _ = s.run(context.WithoutCancel(ctx), conn, releaseScript, k, owner, r[1])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
+		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
 	}
 	return nil, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, got, s.opts.Replicas, s.opts.ReplicaTimeout)
 }

@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"maps"
 
 	"fmt"
 	"github.com/idgen/idgen/store/internal/plant"
@@ -84,8 +85,51 @@ type HighWater struct {
 	// move yet: from the row they found (a range's end) to the row they
 	// left. Hand-backs of consecutive ranges commit one after another,
 	// the higher first, but their callbacks may run in either order.
-	settled   map[string]map[int64]int64
+	settled map[string]map[int64]int64
+	// ranges holds, per tag, the ranges the process reserved, by end: a
+	// hand-back of a whole range moves the mark to the end of the next
+	// range below that the process holds, not to the range's start,
+	// since the IDs between may be another process's, handed back in
+	// turn (which a fence would take for a regression: the simulator's
+	// hand-backs world, seed 9).
+	ranges    map[string]*held
 	witnessed atomic.Int64
+}
+
+// held is the ranges of one tag, start by end; trimmed says that older
+// ones were dropped (maxRanges), so an end below the lowest kept is
+// unknown.
+type held struct {
+	starts  map[int64]int64
+	trimmed bool
+}
+
+// below returns where tag's mark goes when the process hands back all
+// of [from, to): the end of its highest range below, as far as it
+// knows, or from. A partial hand-back leaves [start, from) in use.
+func (h *HighWater) below(tag string, from, to int64) int64 {
+	r := h.ranges[tag]
+	if r == nil {
+		return from
+	}
+	start, ok := r.starts[to]
+	delete(r.starts, to)
+	if !ok || start != from {
+		if ok {
+			r.starts[from] = start
+		}
+		return from
+	}
+	end, found := int64(0), false
+	for e := range r.starts {
+		if e <= from && e > end {
+			end, found = e, true
+		}
+	}
+	if !found && r.trimmed {
+		return from
+	}
+	return end
 }
 
 // handBack is a hand-back of from..to in flight; after is the highest
@@ -94,16 +138,35 @@ type HighWater struct {
 type handBack struct{ from, to, after int64 }
 
 // Reserve remembers that the process reserved tag up to end.
-func (h *HighWater) Reserve(tag string, end int64) {
+func (h *HighWater) Reserve(tag string, end int64) { h.ReserveRange(tag, -1, end) }
+
+// maxRanges bounds the ranges a HighWater keeps per tag: the newest.
+const maxRanges = 64
+
+// ReserveRange remembers that the process reserved [start, end) of tag;
+// a start below 0 is unknown.
+func (h *HighWater) ReserveRange(tag string, start, end int64) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.reserved == nil {
-		h.reserved = map[string]int64{}
+		h.reserved, h.ranges = map[string]int64{}, map[string]*held{}
 	}
 	h.reserved[tag] = max(h.reserved[tag], end)
+	if start >= 0 {
+		r := h.ranges[tag]
+		if r == nil {
+			r = &held{starts: map[int64]int64{}}
+			h.ranges[tag] = r
+		}
+		r.starts[end] = start
+		if len(r.starts) > maxRanges {
+			delete(r.starts, slices.Min(slices.Collect(maps.Keys(r.starts))))
+			r.trimmed = true
+		}
+	}
 	delete(h.settled, tag)
 	for _, b := range h.handing[tag] {
 		b.after = max(b.after, end)
@@ -143,6 +206,9 @@ func (h *HighWater) Releasing(tag string, from, to int64) (done func(ok bool)) {
 			return
 		}
 		found, left := max(to, b.after), max(from, b.after)
+		if b.after < to {
+			left = max(h.below(tag, from, to), b.after)
+		}
 		if h.reserved[tag] != found && plant.On("F11") {
 			return
 		}

@@ -203,3 +203,27 @@ func TestHighWater_UnknownHandBack(t *testing.T) {
 		t.Error("the row at 45, below the range 40..50 reserved since, was not seen")
 	}
 }
+
+// Two processes hand back whole ranges of one tag: a's [133,144), then
+// b's [119,133) below it. a still holds [108,119): the row b leaves at
+// 119 is no regression to a, though a's hand-back started at 133; below
+// 119 it is.
+func TestHighWater_WholeRangeHandedBack(t *testing.T) {
+	t.Parallel()
+	var h fence.HighWater
+	h.ReserveRange("a", 108, 119)
+	h.ReserveRange("a", 133, 144)
+	h.Releasing("a", 133, 144)(true)
+	if went, _ := h.Went("a", 119); went {
+		t.Error("the row at 119, the end of a range a still holds, was taken for a regression")
+	}
+	if went, _ := h.Went("a", 118); !went {
+		t.Error("the row at 118, inside a range a holds, was not seen")
+	}
+	// A tail handed back leaves the head in use.
+	h.ReserveRange("a", 150, 170)
+	h.Releasing("a", 160, 170)(true)
+	if went, _ := h.Went("a", 159); !went {
+		t.Error("the row at 159, inside the head a used of 150..170, was not seen")
+	}
+}

@@ -374,13 +374,13 @@ func (g *Guard) checkedIn(ctx context.Context, q Querier, gen, worker int64, own
 	return n, nil
 }
 
-// reserve remembers that this process reserved tag up to end, with the
-// row's step.
-func (g *Guard) reserve(tag string, end, step int64) {
+// reserve remembers that this process reserved [start, end) of tag,
+// with the row's step.
+func (g *Guard) reserve(tag string, start, end, step int64) {
 	if g == nil {
 		return
 	}
-	g.hw.Reserve(tag, end)
+	g.hw.ReserveRange(tag, start, end)
 	g.stepsMu.Lock()
 	defer g.stepsMu.Unlock()
 	if g.steps == nil {

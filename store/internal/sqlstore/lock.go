@@ -426,7 +426,7 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 		}
 	}
 	if h, ok := rw.holder(name, now); ok || (head != nil && head.owner != owner) {
-		out := outcome{}
+		var out outcome
 		if ok {
 			out = outcome{held: &lock.HeldError{Holder: h}, retryAt: h.Expires.UnixMilli()}
 		} else {

@@ -36,7 +36,7 @@ func (s *Store) Reserve(ctx context.Context, tag string, step int64) (segment.Ra
 	if err != nil {
 		return segment.Range{}, wrap("reserve", tag, err)
 	}
-	s.g.reserve(tag, r.End, r.Step)
+	s.g.reserve(tag, r.Start, r.End, r.Step)
 	return r, nil
 }
 
