@@ -77,7 +77,7 @@ type Store struct {
 	// reading more than MaxClockSkew behind it grants nothing.
 	seen atomic.Int64
 	// The acquire script's arguments that come from opts, boxed once.
-	waiterTTL, retain, skew any
+	waiterTTL, skew any
 }
 
 var _ lock.Backend = (*Store)(nil)
@@ -130,7 +130,6 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store, err
 	}
 	return &Store{rdb: rdb, opts: o,
 		waiterTTL: o.WaiterTTL.Microseconds(),
-		retain:    o.Retain.Milliseconds(),
 		skew:      o.MaxClockSkew.Microseconds(),
 	}, nil
 }
@@ -142,9 +141,10 @@ type keys struct{ hash, queue, waits string }
 // keys builds the three keys in one string, h + ":q" + h + ":w", and
 // slices them out of it.
 func (s *Store) keys(name string) keys {
-	h := s.opts.Prefix + "{" + tag(name) + "}"
-	all := h + ":q" + h + ":w"
-	return keys{all[:len(h)], all[:len(h)+2], all[len(h)+2:]}
+	t := tag(name)
+	n := len(s.opts.Prefix) + len(t) + 2
+	all := s.opts.Prefix + "{" + t + "}:q" + s.opts.Prefix + "{" + t + "}:w" // one allocation
+	return keys{all[:n], all[:n+2], all[n+2:]}
 }
 
 func (k keys) list() []string { return []string{k.hash, k.queue, k.waits} }
@@ -342,7 +342,15 @@ func (s *Store) acquireArgs(owner string, ttl time.Duration, wait bool) []any {
 	if wait {
 		w = "1"
 	}
-	return []any{owner, ttl.Microseconds(), w, s.waiterTTL, s.retain, nil, s.skew}
+	return []any{owner, ttl.Microseconds(), w, s.waiterTTL, ceilMS(ttl) + s.opts.Retain.Milliseconds(), nil, s.skew}
+}
+
+// ceilMS is d in ms, rounded up as Lua's math.ceil would.
+func ceilMS(d time.Duration) int64 {
+	if us := d.Microseconds(); us > 0 {
+		return (us + 999) / 1000
+	}
+	return d.Microseconds() / 1000
 }
 
 func (s *Store) subscribe(ctx context.Context, channel string) (*redis.PubSub, error) {
@@ -416,7 +424,7 @@ func (s *Store) master(ctx context.Context, key string) (*redis.Client, error) {
 // token is extended; a lapsed one is lost even if no one took it.
 func (s *Store) Renew(ctx context.Context, g lock.Grant, ttl time.Duration) (lock.Grant, error) {
 	k := s.keys(g.Name)
-	v, err := run(ctx, s.rdb, renewScript, []string{k.hash}, g.Owner, g.Token, ttl.Microseconds(), s.retain)
+	v, err := run(ctx, s.rdb, renewScript, []string{k.hash}, g.Owner, g.Token, ttl.Microseconds(), s.opts.Retain.Milliseconds())
 	if err != nil {
 		return lock.Grant{}, err
 	}

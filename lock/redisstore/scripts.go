@@ -12,11 +12,13 @@ import "github.com/redis/go-redis/v9"
 // scored by arrival (µs); KEYS[3], each waiter's own expiry (µs). The
 // pub/sub channel is the name of KEYS[1].
 //
-// Numbers go to Redis as Lua numbers, which are doubles, exact for
-// integers below 2^53 (µs since 1970 stay below it until the year
-// 2255). Redis turns a number argument of redis.call into a string
-// with %.17g, which prints such an integer in full, and a number in a
-// reply into an integer reply; only tostring would print 1.8e+15.
+// Numbers are Lua numbers, doubles, exact for integers below 2^53 (µs
+// since 1970 stay below it until the year 2255). Redis turns a number
+// argument of redis.call into a string with %.17g, which prints such
+// an integer in full (tostring would print 1.8e+15), and a number in a
+// reply into an integer reply. A new grant, the common case, formats
+// one number (its expiry): it spells now from TIME's two strings and
+// gets its PEXPIRE from the client.
 //
 // The common replies are one integer, which the client reads without
 // an array: an uncontended acquire and release cost only the commands
@@ -45,8 +47,9 @@ const (
 // acquireScript grants the lock, extends a reentrant grant, or (when
 // waiting) queues the owner and says when it may ask again.
 //
-// ARGV: owner, ttl µs, wait (1/0), waiter TTL µs, retain ms, seen µs
-// (the highest TIME the client saw), max clock skew µs.
+// ARGV: owner, ttl µs, wait (1/0), waiter TTL µs, the lock hash's TTL
+// on a grant in ms (ttl rounded up, plus retain), seen µs (the highest
+// TIME the client saw), max clock skew µs.
 //
 // A new grant replies the integer now, which is its token and its
 // since; its expiry is now + ttl. Every other reply is an array whose
@@ -70,8 +73,8 @@ local o, tok, exp = h[1], tonumber(h[2]), tonumber(h[3])
 local live = o and exp and exp > now
 if live and o == owner then
   exp = now + ttl
-  redis.call('HSET', KEYS[1], 'e', exp)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) + tonumber(ARGV[5]))
+  redis.call('HSET', KEYS[1], 'e', string.format('%.0f', exp))
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
   return {1, tok or 0, exp, now}
 end
 if live then
@@ -82,7 +85,7 @@ end
 -- Free. Waiters ahead whose own TTL lapsed are dead: skip them all now.
 local head
 while true do
-  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  head = redis.call('ZRANGE', KEYS[2], '0', '0')[1]
   if not head or head == owner then break end
   local hx = tonumber(redis.call('ZSCORE', KEYS[3], head))
   if hx and hx > now then
@@ -95,8 +98,9 @@ end
 
 -- The token is the master's clock in µs, and must be above the last.
 if tok and tok >= now then return {4, now, tok - now + 1} end
-redis.call('HSET', KEYS[1], 'o', owner, 't', now, 's', now, 'e', now + ttl)
-redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) + tonumber(ARGV[5]))
+local t = tm[1] .. string.sub('00000' .. tm[2], -6) -- now, as %.0f would print it
+redis.call('HSET', KEYS[1], 'o', owner, 't', t, 's', t, 'e', string.format('%.0f', now + ttl))
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
 if head then -- owner heads the queue: it waited, and now holds
   redis.call('ZREM', KEYS[2], owner)
   redis.call('ZREM', KEYS[3], owner)
