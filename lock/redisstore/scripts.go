@@ -8,9 +8,16 @@ import "github.com/redis/go-redis/v9"
 //
 // A lock's keys: KEYS[1], the lock hash, with fields o (owner), t (the
 // last token granted, kept after a release), s (since, µs) and e
-// (expiry, µs); KEYS[2], the queue, a sorted set of waiting owners
-// scored by arrival (µs); KEYS[3], each waiter's own expiry (µs). The
-// pub/sub channel is the name of KEYS[1].
+// (expiry, µs), and q, set while the queue may exist; KEYS[2], the
+// queue, a sorted set of waiting owners scored by arrival (µs);
+// KEYS[3], each waiter's own expiry (µs). The pub/sub channel is the
+// name of KEYS[1].
+//
+// q spares an uncontended acquire and release from looking at the
+// queue at all. Only queue() creates the queue, and it sets q and
+// keeps the hash at least as long as the queue; only a release that
+// finds the queue gone clears it. So a lock without q has no queue,
+// and no waiter to skip over or wake.
 //
 // Numbers are Lua numbers, doubles, exact for integers below 2^53 (µs
 // since 1970 stay below it until the year 2255). Redis turns a number
@@ -22,8 +29,7 @@ import "github.com/redis/go-redis/v9"
 //
 // The common replies are one integer, which the client reads without
 // an array: an uncontended acquire and release cost only the commands
-// they need, and touch the queue keys no further than to see that
-// there is no queue.
+// they need, and do not touch the queue keys (see q).
 
 // prelude defines now (µs by the master's clock) and keep (raise a
 // key's TTL to at least ms).
@@ -66,9 +72,11 @@ local function queue()
   local ms = math.ceil(2 * wttl / 1000)
   keep(KEYS[2], ms)
   keep(KEYS[3], ms)
+  redis.call('HSET', KEYS[1], 'q', '1')
+  keep(KEYS[1], ms)
 end
 
-local h = redis.call('HMGET', KEYS[1], 'o', 't', 'e')
+local h = redis.call('HMGET', KEYS[1], 'o', 't', 'e', 'q')
 local o, tok, exp = h[1], tonumber(h[2]), tonumber(h[3])
 local live = o and exp and exp > now
 if live and o == owner then
@@ -84,7 +92,7 @@ end
 
 -- Free. Waiters ahead whose own TTL lapsed are dead: skip them all now.
 local head
-while true do
+while h[4] do
   head = redis.call('ZRANGE', KEYS[2], '0', '0')[1]
   if not head or head == owner then break end
   local hx = tonumber(redis.call('ZSCORE', KEYS[3], head))
@@ -129,10 +137,16 @@ return {h[1] or '', h[2] or '', h[3] or ''}
 // first) or {owner, token} of the lock as it is (owner empty if free).
 // It reads the clock only to tell a lapsed grant.
 var releaseScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'o', 't', 'e')
+local h = redis.call('HMGET', KEYS[1], 'o', 't', 'e', 'q')
 if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return {h[1] or '', h[2] or ''} end
-redis.call('HDEL', KEYS[1], 'o', 's', 'e')
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PUBLISH', KEYS[1], 'free') end
+if not h[4] then
+  redis.call('HDEL', KEYS[1], 'o', 's', 'e')
+elseif redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HDEL', KEYS[1], 'o', 's', 'e')
+  redis.call('PUBLISH', KEYS[1], 'free')
+else
+  redis.call('HDEL', KEYS[1], 'o', 's', 'e', 'q')
+end
 local tm = redis.call('TIME')
 if tonumber(h[3]) <= tm[1] * 1000000 + tm[2] then return 2 end
 return 1
