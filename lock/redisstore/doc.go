@@ -7,15 +7,17 @@
 //
 // A lock is three keys that share its name as a hash tag, so that on a
 // cluster each lock lives in one slot and every script over it runs on
-// one master: prefix{name} (a hash: owner, token, since, expiry),
-// prefix{name}:q (the queue: a sorted set of waiting owners by arrival)
-// and prefix{name}:w (each waiter's own expiry). A name containing a
-// brace, or starting with '~', is tagged as '~' and its hex instead.
-// Every state change is one Lua script, atomic on the master, that
-// reads the time from the master (TIME) and checks owner and token
-// together: a grant, a reentrant acquire, a renewal, a release. A
-// renewal of a lapsed grant is ErrLost even if no one took it; a
-// release of another owner's or an older token's grant is ErrNotHeld.
+// one master: prefix{name} (a hash: owner, token, since, expiry, and
+// a mark set while the queue may exist, so that a lock nobody waits
+// for never touches the queue's keys), prefix{name}:q (the queue: a
+// sorted set of waiting owners by arrival) and prefix{name}:w (each
+// waiter's own expiry). A name containing a brace, or starting with
+// '~', is tagged as '~' and its hex instead. Every state change is one
+// Lua script, atomic on the master, that checks owner and token
+// together by the master's clock (TIME): a grant, a reentrant acquire,
+// a renewal, a release. A renewal of a lapsed grant is ErrLost even if
+// no one took it; a release of another owner's or an older token's
+// grant is ErrNotHeld.
 //
 // # Tokens
 //

@@ -76,6 +76,8 @@ type Store struct {
 	// seen is the highest TIME, in µs, any reply has carried: a master
 	// reading more than MaxClockSkew behind it grants nothing.
 	seen atomic.Int64
+	// The acquire script's arguments that come from opts, boxed once.
+	waiterTTL, skew any
 }
 
 var _ lock.Backend = (*Store)(nil)
@@ -126,16 +128,23 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store, err
 	}); err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, opts: o}, nil
+	return &Store{rdb: rdb, opts: o,
+		waiterTTL: o.WaiterTTL.Microseconds(),
+		skew:      o.MaxClockSkew.Microseconds(),
+	}, nil
 }
 
 // keys are one lock's Redis keys. The name is the hash tag, so that all
 // of them, and the scripts over them, live in one slot of a cluster.
 type keys struct{ hash, queue, waits string }
 
+// keys builds the three keys in one string, h + ":q" + h + ":w", and
+// slices them out of it.
 func (s *Store) keys(name string) keys {
-	h := s.opts.Prefix + "{" + tag(name) + "}"
-	return keys{h, h + ":q", h + ":w"}
+	t := tag(name)
+	n := len(s.opts.Prefix) + len(t) + 2
+	all := s.opts.Prefix + "{" + t + "}:q" + s.opts.Prefix + "{" + t + "}:w" // one allocation
+	return keys{all[:n], all[:n+2], all[n+2:]}
 }
 
 func (k keys) list() []string { return []string{k.hash, k.queue, k.waits} }
@@ -150,8 +159,6 @@ func tag(name string) string {
 	return name
 }
 
-func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
-
 // saw records a master's TIME (µs) as seen.
 func (s *Store) saw(now int64) {
 	for {
@@ -162,30 +169,79 @@ func (s *Store) saw(now int64) {
 	}
 }
 
-// reply is a script's array reply of strings.
-type reply []string
-
-func (s *Store) run(ctx context.Context, c redis.Scripter, sc *redis.Script, k keys, args ...any) (reply, error) {
-	v, err := sc.Run(ctx, c, k.list(), args...).Slice()
+// run runs a script (EVALSHA, and EVAL if the server lacks it) and
+// returns its reply as go-redis read it: an int64, a string or an []any.
+func run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := sc.Run(ctx, c, keys, args...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	r := make(reply, len(v))
-	for i, x := range v {
-		r[i], _ = x.(string)
-	}
-	return r, nil
+	return v, nil
 }
 
-func (r reply) int(i int) int64 {
-	if i >= len(r) {
+// intAt and strAt read element i of an array reply, whether Redis sent
+// it as an integer or a string; a missing or malformed one reads as
+// zero or empty.
+func intAt(v []any, i int) int64 {
+	if i >= len(v) {
 		return 0
 	}
-	v, _ := strconv.ParseInt(r[i], 10, 64)
-	return v
+	switch x := v[i].(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
 }
 
-func (r reply) time(i int) time.Time { return time.UnixMicro(r.int(i)) }
+func strAt(v []any, i int) string {
+	if i >= len(v) {
+		return ""
+	}
+	switch x := v[i].(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+// acquired is acquireScript's reply. kind is 0 for a new grant, else one
+// of the acq constants; who is the holder (acqHeld) or the head waiter
+// (acqQueued); gap is how far the clock reads behind (acqBehind,
+// acqSkew). Times are µs by the master's clock.
+type acquired struct {
+	kind            int64
+	who             string
+	token, exp, now int64
+	gap             int64
+}
+
+func parseAcquired(v any, ttl time.Duration) (acquired, error) {
+	switch x := v.(type) {
+	case int64: // a new grant, the common reply
+		return acquired{token: x, exp: x + ttl.Microseconds(), now: x}, nil
+	case []any:
+		a := acquired{kind: intAt(x, 0)}
+		switch a.kind {
+		case acqOK:
+			a.token, a.exp, a.now = intAt(x, 1), intAt(x, 2), intAt(x, 3)
+		case acqHeld:
+			a.who, a.token, a.exp, a.now = strAt(x, 1), intAt(x, 2), intAt(x, 3), intAt(x, 4)
+		case acqQueued:
+			a.who, a.exp, a.now = strAt(x, 1), intAt(x, 2), intAt(x, 3)
+		case acqBehind, acqSkew:
+			a.now, a.gap = intAt(x, 1), intAt(x, 2)
+		default:
+			return acquired{}, fmt.Errorf("redisstore: unexpected reply %v", x)
+		}
+		return a, nil
+	}
+	return acquired{}, fmt.Errorf("redisstore: unexpected reply %v", v)
+}
 
 // Acquire implements lock.Backend. A waiting Acquire subscribes to the
 // lock's channel, which every release with waiters publishes on, and
@@ -215,13 +271,14 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		}
 		if wait {
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.WaiterTTL)
-			_, _ = s.run(lctx, s.rdb, leaveScript, k, owner) // else it lapses off the queue
+			_, _ = run(lctx, s.rdb, leaveScript, k.list(), owner) // else it lapses off the queue
 			cancel()
 		}
 		return lock.Grant{}, &lock.HeldError{Holder: *holder}
 	}
+	args := s.acquireArgs(owner, ttl, wait)
 	for {
-		r, err := s.acquireOnce(ctx, k, owner, ttl, wait)
+		r, err := s.acquireOnce(ctx, k, args, ttl)
 		if err != nil {
 			if ctx.Err() != nil {
 				return giveUp(err)
@@ -229,31 +286,29 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			return lock.Grant{}, err
 		}
 		var sleep time.Duration
-		switch r[0] {
-		case "ok":
-			return lock.Grant{Name: name, Owner: owner, Token: r.int(1), Expires: r.time(3)}, nil
-		case "held", "queued":
-			holder = &lock.Grant{Name: name, Owner: r[1], Token: r.int(2), Expires: r.time(3)}
+		switch r.kind {
+		case 0, acqOK:
+			return lock.Grant{Name: name, Owner: owner, Token: r.token, Expires: time.UnixMicro(r.exp)}, nil
+		case acqHeld, acqQueued:
+			holder = &lock.Grant{Name: name, Owner: r.who, Token: r.token, Expires: time.UnixMicro(r.exp)}
 			if !wait {
 				return lock.Grant{}, &lock.HeldError{Holder: *holder}
 			}
-			sleep = time.Duration(r.int(5))*time.Microsecond + time.Millisecond
-		case "behind":
+			sleep = time.Duration(r.exp-r.now)*time.Microsecond + time.Millisecond
+		case acqBehind:
 			// The clock reads behind the name's last token: a token now
 			// could go backwards. A small gap is a clock that a burst of
 			// grants outran (or a slewed one): wait it out.
-			gap := time.Duration(r.int(2)) * time.Microsecond
+			gap := time.Duration(r.gap) * time.Microsecond
 			if gap > 50*time.Millisecond {
 				return lock.Grant{}, fmt.Errorf("%w: %s reads %v behind the last token of %q", ErrClockBehind, "the master", gap, name)
 			}
 			sleep = gap + time.Microsecond
-		case "skew":
+		case acqSkew:
 			return lock.Grant{}, fmt.Errorf("%w: the master of %q reads %v behind a time this Store read before (MaxClockSkew %v)",
-				ErrClockBehind, name, time.Duration(r.int(2))*time.Microsecond, s.opts.MaxClockSkew)
-		default:
-			return lock.Grant{}, fmt.Errorf("redisstore: unexpected reply %q", r)
+				ErrClockBehind, name, time.Duration(r.gap)*time.Microsecond, s.opts.MaxClockSkew)
 		}
-		if wait && sub == nil && r[0] != "behind" {
+		if wait && sub == nil && r.kind != acqBehind {
 			// Subscribe, then ask again at once: a release between the
 			// first ask and the subscription published to no one.
 			if sub, err = s.subscribe(ctx, k.hash); err != nil {
@@ -280,6 +335,24 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	}
 }
 
+// acquireArgs are acquireScript's ARGV but the highest TIME seen, which
+// acquireOnce fills in each time.
+func (s *Store) acquireArgs(owner string, ttl time.Duration, wait bool) []any {
+	var w any = "0"
+	if wait {
+		w = "1"
+	}
+	return []any{owner, ttl.Microseconds(), w, s.waiterTTL, ceilMS(ttl) + s.opts.Retain.Milliseconds(), nil, s.skew}
+}
+
+// ceilMS is d in ms, rounded up as Lua's math.ceil would.
+func ceilMS(d time.Duration) int64 {
+	if us := d.Microseconds(); us > 0 {
+		return (us + 999) / 1000
+	}
+	return d.Microseconds() / 1000
+}
+
 func (s *Store) subscribe(ctx context.Context, channel string) (*redis.PubSub, error) {
 	sub := s.rdb.Subscribe(ctx, channel)
 	if _, err := sub.Receive(ctx); err != nil { // the subscription is live
@@ -291,42 +364,45 @@ func (s *Store) subscribe(ctx context.Context, channel string) (*redis.PubSub, e
 
 // acquireOnce runs the acquire script once; with Options.Replicas, on
 // one connection to the lock's master, followed by WAIT.
-func (s *Store) acquireOnce(ctx context.Context, k keys, owner string, ttl time.Duration, wait bool) (reply, error) {
-	w := "0"
-	if wait {
-		w = "1"
-	}
-	args := []any{owner, us(ttl), w, us(s.opts.WaiterTTL), s.opts.Retain.Milliseconds(),
-		strconv.FormatInt(s.seen.Load(), 10), us(s.opts.MaxClockSkew)}
+func (s *Store) acquireOnce(ctx context.Context, k keys, args []any, ttl time.Duration) (acquired, error) {
+	args[5] = s.seen.Load()
 	if s.opts.Replicas == 0 {
-		r, err := s.run(ctx, s.rdb, acquireScript, k, args...)
-		if err == nil && len(r) > 4 && r[0] != "skew" {
-			s.saw(r.int(4))
-		}
-		return r, err
+		return s.acquireOn(ctx, s.rdb, k, args, ttl)
 	}
 	cl, err := s.master(ctx, k.hash)
 	if err != nil {
-		return nil, err
+		return acquired{}, err
 	}
 	conn := cl.Conn() // WAIT counts the writes of its own connection
 	defer func() { _ = conn.Close() }()
-	r, err := s.run(ctx, conn, acquireScript, k, args...)
-	if err != nil || r[0] != "ok" {
+	r, err := s.acquireOn(ctx, conn, k, args, ttl)
+	if err != nil || (r.kind != 0 && r.kind != acqOK) {
 		return r, err
 	}
-	s.saw(r.int(4))
 	got, err := conn.Wait(ctx, s.opts.Replicas, s.opts.ReplicaTimeout).Result()
 	if err == nil && got >= int64(s.opts.Replicas) {
 		return r, nil
 	}
-	if r[5] == "1" { // a new grant: undo it, so that it blocks no one
-		_, _ = s.run(context.WithoutCancel(ctx), conn, releaseScript, k, owner, r[1])
+	if r.kind == 0 { // a new grant: undo it, so that it blocks no one
+		_, _ = run(context.WithoutCancel(ctx), conn, releaseScript, []string{k.hash, k.queue}, args[0], r.token)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
+		return acquired{}, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
 	}
-	return nil, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, got, s.opts.Replicas, s.opts.ReplicaTimeout)
+	return acquired{}, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, got, s.opts.Replicas, s.opts.ReplicaTimeout)
+}
+
+// acquireOn runs the acquire script on c and records the time it read.
+func (s *Store) acquireOn(ctx context.Context, c redis.Scripter, k keys, args []any, ttl time.Duration) (acquired, error) {
+	v, err := run(ctx, c, acquireScript, k.list(), args...)
+	if err != nil {
+		return acquired{}, err
+	}
+	r, err := parseAcquired(v, ttl)
+	if err == nil && r.kind != acqBehind && r.kind != acqSkew {
+		s.saw(r.now)
+	}
+	return r, err
 }
 
 // master returns the client of the master that serves key.
@@ -347,65 +423,73 @@ func (s *Store) master(ctx context.Context, key string) (*redis.Client, error) {
 // Renew implements lock.Backend: only a live grant of g's owner and
 // token is extended; a lapsed one is lost even if no one took it.
 func (s *Store) Renew(ctx context.Context, g lock.Grant, ttl time.Duration) (lock.Grant, error) {
-	r, err := s.run(ctx, s.rdb, renewScript, s.keys(g.Name), g.Owner, strconv.FormatInt(g.Token, 10), us(ttl), s.opts.Retain.Milliseconds())
+	k := s.keys(g.Name)
+	v, err := run(ctx, s.rdb, renewScript, []string{k.hash}, g.Owner, g.Token, ttl.Microseconds(), s.opts.Retain.Milliseconds())
 	if err != nil {
 		return lock.Grant{}, err
 	}
-	if r[0] == "ok" {
-		s.saw(r.int(2))
-		g.Expires = r.time(1)
+	r, _ := v.([]any)
+	switch {
+	case len(r) == 2:
+		s.saw(intAt(r, 1))
+		g.Expires = time.UnixMicro(intAt(r, 0))
 		return g, nil
-	}
-	if r[1] == "" {
+	case len(r) != 3:
+		return lock.Grant{}, fmt.Errorf("redisstore: unexpected reply %v", v)
+	case strAt(r, 0) == "":
 		return lock.Grant{}, fmt.Errorf("%w: %q is free or lapsed", lock.ErrLost, g.Name)
 	}
-	return lock.Grant{}, fmt.Errorf("%w: %q is held by %q with token %s until %s", lock.ErrLost, g.Name, r[1], r[2],
-		r.time(3).UTC().Format(time.RFC3339Nano))
+	return lock.Grant{}, fmt.Errorf("%w: %q is held by %q with token %s until %s", lock.ErrLost, g.Name, strAt(r, 0), strAt(r, 1),
+		time.UnixMicro(intAt(r, 2)).UTC().Format(time.RFC3339Nano))
 }
 
 // Release implements lock.Backend. A grant that lapsed but was not
 // taken is freed too, and reported as ErrNotHeld: its holder's work
 // outlasted its TTL.
 func (s *Store) Release(ctx context.Context, g lock.Grant) error {
-	r, err := s.run(ctx, s.rdb, releaseScript, s.keys(g.Name), g.Owner, strconv.FormatInt(g.Token, 10))
-	switch {
-	case err != nil:
+	k := s.keys(g.Name)
+	v, err := run(ctx, s.rdb, releaseScript, []string{k.hash, k.queue}, g.Owner, g.Token)
+	if err != nil {
 		return err
-	case r[0] == "ok":
-		return nil
-	case r[0] == "lapsed":
-		return fmt.Errorf("%w: %q with token %d had lapsed before its release", lock.ErrNotHeld, g.Name, g.Token)
-	case r[1] == "":
-		return fmt.Errorf("%w: %q is free", lock.ErrNotHeld, g.Name)
 	}
-	return fmt.Errorf("%w: %q is %q's with token %s", lock.ErrNotHeld, g.Name, r[1], r[2])
+	switch r := v.(type) {
+	case int64:
+		switch r {
+		case 1:
+			return nil
+		case 2:
+			return fmt.Errorf("%w: %q with token %d had lapsed before its release", lock.ErrNotHeld, g.Name, g.Token)
+		}
+	case []any:
+		if len(r) == 2 {
+			if strAt(r, 0) == "" {
+				return fmt.Errorf("%w: %q is free", lock.ErrNotHeld, g.Name)
+			}
+			return fmt.Errorf("%w: %q is %q's with token %s", lock.ErrNotHeld, g.Name, strAt(r, 0), strAt(r, 1))
+		}
+	}
+	return fmt.Errorf("redisstore: unexpected reply %v", v)
 }
 
 // Describe implements lock.Backend, in one script: the holder and the
 // waiters are read at one instant.
 func (s *Store) Describe(ctx context.Context, name string) (lock.Info, error) {
-	v, err := describeScript.Run(ctx, s.rdb, s.keys(name).list()).Slice()
+	v, err := run(ctx, s.rdb, describeScript, s.keys(name).list())
 	if err != nil {
-		return lock.Info{}, fmt.Errorf("redisstore: %w", err)
+		return lock.Info{}, err
 	}
-	if len(v) != 6 {
-		return lock.Info{}, fmt.Errorf("redisstore: unexpected reply %q", v)
-	}
-	r := make(reply, 5)
-	for i := range r {
-		r[i], _ = v[i].(string)
+	r, _ := v.([]any)
+	if len(r) != 6 {
+		return lock.Info{}, fmt.Errorf("redisstore: unexpected reply %v", v)
 	}
 	info := lock.Info{Name: name}
-	if r[1] != "" && r.int(4) > r.int(0) {
-		info.Holder = &lock.Grant{Name: name, Owner: r[1], Token: r.int(2), Expires: r.time(4)}
-		info.Since = r.time(3)
+	if owner, exp := strAt(r, 1), intAt(r, 4); owner != "" && exp > intAt(r, 0) {
+		info.Holder = &lock.Grant{Name: name, Owner: owner, Token: intAt(r, 2), Expires: time.UnixMicro(exp)}
+		info.Since = time.UnixMicro(intAt(r, 3))
 	}
-	ws, _ := v[5].([]any)
+	ws, _ := r[5].([]any)
 	for i := 0; i+1 < len(ws); i += 2 {
-		o, _ := ws[i].(string)
-		at, _ := ws[i+1].(string)
-		t, _ := strconv.ParseInt(at, 10, 64)
-		info.Waiters = append(info.Waiters, lock.Waiter{Owner: o, Since: time.UnixMicro(t)})
+		info.Waiters = append(info.Waiters, lock.Waiter{Owner: strAt(ws, i), Since: time.UnixMicro(intAt(ws, i+1))})
 	}
 	return info, nil
 }

@@ -459,3 +459,57 @@ func TestStore_GuardRefusesAStaleToken(t *testing.T) {
 		t.Fatalf("a resource with a brace: %v; want ErrInvalidName", err)
 	}
 }
+
+// The hash's q field marks a lock whose queue may exist: set by a
+// waiter, kept while the queue is, cleared by the release that finds
+// the queue gone. Without it an acquire and a release never look at the
+// queue, so a waiter must always leave it set.
+func TestStore_QueueFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := client(t, dbtest.StartRedis(t))
+	st := newStore(t, rdb, redisstore.Options{Prefix: "f:"})
+	const n, hash = "n", "f:{n}"
+	flag := func(want bool) {
+		t.Helper()
+		if got := rdb.HExists(ctx, hash, "q").Val(); got != want {
+			t.Fatalf("q set: %v; want %v", got, want)
+		}
+	}
+	g, err := st.Acquire(ctx, n, "a", time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag(false)
+	got := make(chan error, 1)
+	go func() {
+		g, err := st.Acquire(ctx, n, "b", time.Minute, true)
+		if err == nil {
+			err = st.Release(ctx, g)
+		}
+		got <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		info, err := st.Describe(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Waiters) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never queued")
+		}
+	}
+	flag(true)
+	if err := st.Release(ctx, g); err != nil { // wakes b, which takes and releases
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+	flag(false)
+	if k := rdb.Exists(ctx, hash+":q", hash+":w").Val(); k != 0 {
+		t.Fatalf("%d queue keys left", k)
+	}
+}
