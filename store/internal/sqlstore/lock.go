@@ -102,6 +102,11 @@ type LockStatements struct {
 	// dialect can write two tables in one (Spelling.WritingWith), ""
 	// otherwise. Args: name, token, then Grant's.
 	GrantMark string
+	// GrantJoin is Grant and the update of an existing mark in one
+	// statement, where the dialect updates two tables in one
+	// (Spelling.UpdateJoin), "" otherwise; it changes nothing if the
+	// mark's row is missing. Args: Grant's but the name, token, name.
+	GrantJoin string
 	// Waiting sets the row's waiting flag (migration 00017). Args: name.
 	Waiting string
 	// Extend sets the expiry of the row's grant. Args: expires_at, name.
@@ -180,6 +185,10 @@ func NewLockStatements(sp Spelling) (LockStatements, error) {
 	}
 	if sp.Notify != "" {
 		s.Notify = r.sql(sp.Notify)
+	}
+	if sp.UpdateJoin {
+		s.GrantJoin = r.sql(`UPDATE idgen_lock l JOIN idgen_lock_mark m ON m.name = l.name
+		SET l.owner = ?, l.token = ?, l.granted_at = ?, l.expires_at = ?, l.waiting = ?, m.token = ? WHERE l.name = ?`)
 	}
 	if sp.WritingWith {
 		s.GrantMark = r.sql(`WITH m AS (INSERT INTO idgen_lock_mark (name, token) VALUES (?, ?){{upsert "name" "token"}}) ` + lockGrant)
@@ -548,11 +557,20 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 		return lock.Grant{}, outcome{}, fmt.Errorf("lock %q: its token is at the int64 limit", name)
 	}
 	g := lock.Grant{Name: name, Owner: owner, Token: base + 1, Expires: time.UnixMilli(expires)}
-	if l.s.GrantMark != "" {
+	var joined int64
+	if l.s.GrantJoin != "" && rw.mark > 0 {
+		var err error
+		if joined, err = q.Exec(ctx, l.s.GrantJoin, owner, g.Token, now, expires, behind, g.Token, name); err != nil {
+			return lock.Grant{}, outcome{}, fmt.Errorf("grant and record the lock's mark (migrations 00016, 00017): %w", err)
+		}
+	}
+	switch {
+	case joined > 0:
+	case l.s.GrantMark != "":
 		if _, err := q.Exec(ctx, l.s.GrantMark, name, g.Token, owner, g.Token, now, expires, behind, name); err != nil {
 			return lock.Grant{}, outcome{}, fmt.Errorf("grant and record the lock's mark (migrations 00016, 00017): %w", err)
 		}
-	} else {
+	default:
 		if _, err := q.Exec(ctx, l.s.Grant, owner, g.Token, now, expires, behind, name); err != nil {
 			return lock.Grant{}, outcome{}, err
 		}

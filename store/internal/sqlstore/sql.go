@@ -50,6 +50,10 @@ type Spelling struct {
 	// RETURNING): a lock's grant and its mark are then one statement,
 	// and so are a release and its wake-up (LockStatements).
 	WritingWith bool
+	// UpdateJoin says the database updates two tables in one UPDATE …
+	// JOIN … SET (MySQL, MariaDB): a lock's grant and its existing mark
+	// are then one statement.
+	UpdateJoin bool
 
 	// NoRows, IsDuplicate and IsRetryable are as in Dialect.
 	NoRows      error
