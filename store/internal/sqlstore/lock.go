@@ -20,11 +20,19 @@ import (
 // clocks within a small part of the shortest TTL, and the token, not
 // the expiry, is what makes a late holder harmless (lock.Guard).
 //
-// A grant is one short transaction: the store's identity read and
-// checked (Guard: a store whose history changed is fenced before any
-// token is minted), the lock's row locked (SELECT … FOR UPDATE;
-// SQLite's BEGIN IMMEDIATE), its waiters read under the same lock, the
-// row and its mark written. The token of a new grant is one above the
+// A grant is one short transaction: the lock's row locked (SELECT …
+// FOR UPDATE; SQLite's BEGIN IMMEDIATE) in the statement that also
+// reads the store's identity and the fence record's generation and
+// floor, which are checked (Guard: a store whose history changed is
+// fenced before any token is minted; a process that knows no record yet,
+// or sees a newer one, reads and checks the record first, as a
+// reservation does); its waiters read under the same lock, only if the
+// row's waiting flag (migration 00017) says some may wait; the row and
+// its mark written, in one statement on PostgreSQL (WITH … INSERT) and
+// on MySQL once the mark's row exists (UPDATE … JOIN). Uncontended,
+// that is BEGIN, the locking read, one or two writes and COMMIT; a
+// release is one UPDATE outside any transaction, which on PostgreSQL
+// also sends the wake-up, only if someone waits. The token of a new grant is one above the
 // largest of the row's token, the row's mark (idgen_lock_mark, written
 // in every grant's transaction) and the fence record's floor: so after
 // a failover or a restore of the whole store (the fence raised every
