@@ -37,6 +37,7 @@ var spelling = sqlstore.Spelling{
 	// INSERT IGNORE: ON DUPLICATE KEY UPDATE would report a matched row
 	// under clientFoundRows, which ParseDSN sets, and hide the conflict.
 	InsertIgnore: true,
+	UpdateJoin:   true,
 	IdemSweep:    `DELETE FROM idempotency_key WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
 	NoRows:       sql.ErrNoRows,
 	IsDuplicate: func(err error) bool {

@@ -36,8 +36,9 @@ var spelling = sqlstore.Spelling{
 	IdemSweep: `DELETE FROM idempotency_key WHERE (scope, idem_key) IN
 		(SELECT scope, idem_key FROM idempotency_key WHERE expires_at <= ? LIMIT ? FOR UPDATE SKIP LOCKED)`,
 	// Lock releases wake waiters through LISTEN/NOTIFY (see listen).
-	Notify: `SELECT pg_notify('idgen_lock', ?)`,
-	NoRows: pgx.ErrNoRows,
+	Notify:      `SELECT pg_notify('idgen_lock', ?)`,
+	WritingWith: true,
+	NoRows:      pgx.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505"

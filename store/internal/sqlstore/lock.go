@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,11 +20,19 @@ import (
 // clocks within a small part of the shortest TTL, and the token, not
 // the expiry, is what makes a late holder harmless (lock.Guard).
 //
-// A grant is one short transaction: the store's identity read and
-// checked (Guard: a store whose history changed is fenced before any
-// token is minted), the lock's row locked (SELECT … FOR UPDATE;
-// SQLite's BEGIN IMMEDIATE), its waiters read under the same lock, the
-// row and its mark written. The token of a new grant is one above the
+// A grant is one short transaction: the lock's row locked (SELECT …
+// FOR UPDATE; SQLite's BEGIN IMMEDIATE) in the statement that also
+// reads the store's identity and the fence record's generation and
+// floor, which are checked (Guard: a store whose history changed is
+// fenced before any token is minted; a process that knows no record yet,
+// or sees a newer one, reads and checks the record first, as a
+// reservation does); its waiters read under the same lock, only if the
+// row's waiting flag (migration 00017) says some may wait; the row and
+// its mark written, in one statement on PostgreSQL (WITH … INSERT) and
+// on MySQL once the mark's row exists (UPDATE … JOIN). Uncontended,
+// that is BEGIN, the locking read, one or two writes and COMMIT; a
+// release is one UPDATE outside any transaction, which on PostgreSQL
+// also sends the wake-up, only if someone waits. The token of a new grant is one above the
 // largest of the row's token, the row's mark (idgen_lock_mark, written
 // in every grant's transaction) and the fence record's floor: so after
 // a failover or a restore of the whole store (the fence raised every
@@ -86,8 +95,8 @@ const (
 // LockStatements are the lock tables' statements (migration 00016), as
 // NewLockStatements renders them. Times are Unix milliseconds.
 type LockStatements struct {
-	// Select reads owner, token, granted_at, expires_at of a lock and
-	// its mark (0 if none), locking the row. Args: name, name.
+	// Select reads owner, token, granted_at, expires_at, waiting of a
+	// lock and its mark (0 if none), locking the row. Args: name, name.
 	Select string
 	// Peek is Select without the lock. Args: name, name.
 	Peek string
@@ -95,8 +104,19 @@ type LockStatements struct {
 	// name.
 	Create string
 	// Grant writes a grant. Args: owner, token, granted_at, expires_at,
-	// name.
+	// waiting, name.
 	Grant string
+	// GrantMark is Grant and MarkSet in one statement, where the
+	// dialect can write two tables in one (Spelling.WritingWith), ""
+	// otherwise. Args: name, token, then Grant's.
+	GrantMark string
+	// GrantJoin is Grant and the update of an existing mark in one
+	// statement, where the dialect updates two tables in one
+	// (Spelling.UpdateJoin), "" otherwise; it changes nothing if the
+	// mark's row is missing. Args: Grant's but the name, token, name.
+	GrantJoin string
+	// Waiting sets the row's waiting flag (migration 00017). Args: name.
+	Waiting string
 	// Extend sets the expiry of the row's grant. Args: expires_at, name.
 	Extend string
 	// MarkSet records the token of the last grant. Args: name, token.
@@ -108,6 +128,11 @@ type LockStatements struct {
 	// Release frees the lock on the same conditions as Renew. Args:
 	// name, owner, token, now, name.
 	Release string
+	// ReleaseNotify is Release that also sends Notify when the row's
+	// waiting flag is set, and returns the flag, one row if it freed the
+	// lock; "" where the dialect has no Notify or cannot write it so.
+	// Args: Release's.
+	ReleaseNotify string
 	// Waiters reads owner, arrived_at, expires_at of every waiter of a
 	// lock in arrival order, live or not, under a lock. Args: name.
 	Waiters string
@@ -132,20 +157,33 @@ type LockStatements struct {
 // lockMark is a lock's mark in a statement on idgen_lock.
 const lockMark = `COALESCE((SELECT m.token FROM idgen_lock_mark m WHERE m.name = ?), 0)`
 
+// The lock statements' shared parts: Select's columns and where they
+// end (the guarded select puts the server's identity and the fence
+// record's generation and floor there, see NewLocks), the grant, and
+// the release.
+const (
+	lockSelect  = `SELECT owner, token, granted_at, expires_at, waiting, `
+	lockFrom    = ` FROM idgen_lock WHERE name = `
+	lockFence   = `COALESCE((SELECT generation FROM idgen_fence WHERE id = 1), 0), COALESCE((SELECT tag_floor FROM idgen_fence WHERE id = 1), 0)`
+	lockGrant   = `UPDATE idgen_lock SET owner = ?, token = ?, granted_at = ?, expires_at = ?, waiting = ? WHERE name = ?`
+	lockRelease = `UPDATE idgen_lock SET owner = '', expires_at = 0 WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?
+		AND token >= ` + lockMark
+)
+
 // NewLockStatements renders the lock statements for sp.
 func NewLockStatements(sp Spelling) (LockStatements, error) {
 	r := renderer{sp: sp, t: IDSequence}
 	s := LockStatements{
-		Select:  r.sql(`SELECT owner, token, granted_at, expires_at, ` + lockMark + ` FROM idgen_lock WHERE name = ?{{.ForUpdate}}`),
-		Peek:    r.sql(`SELECT owner, token, granted_at, expires_at, ` + lockMark + ` FROM idgen_lock WHERE name = ?`),
+		Select:  r.sql(lockSelect + lockMark + ` FROM idgen_lock WHERE name = ?{{.ForUpdate}}`),
+		Peek:    r.sql(lockSelect + lockMark + ` FROM idgen_lock WHERE name = ?`),
 		Create:  r.sql(`{{ins}} INTO idgen_lock (name, owner, token, granted_at, expires_at) VALUES (?, '', 0, 0, 0){{conflict "name"}}`),
-		Grant:   r.sql(`UPDATE idgen_lock SET owner = ?, token = ?, granted_at = ?, expires_at = ? WHERE name = ?`),
+		Grant:   r.sql(lockGrant),
+		Waiting: r.sql(`UPDATE idgen_lock SET waiting = 1 WHERE name = ? AND waiting = 0`),
 		Extend:  r.sql(`UPDATE idgen_lock SET expires_at = ? WHERE name = ?`),
 		MarkSet: r.sql(`INSERT INTO idgen_lock_mark (name, token) VALUES (?, ?){{upsert "name" "token"}}`),
 		Renew: r.sql(`UPDATE idgen_lock SET expires_at = ? WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?
 		AND token >= ` + lockMark),
-		Release: r.sql(`UPDATE idgen_lock SET owner = '', expires_at = 0 WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?
-		AND token >= ` + lockMark),
+		Release:       r.sql(lockRelease),
 		Waiters:       r.sql(`SELECT owner, arrived_at, expires_at FROM idgen_lock_waiter WHERE name = ? ORDER BY arrived_at, owner{{.ForUpdate}}`),
 		LiveWaiters:   r.sql(`SELECT owner, arrived_at FROM idgen_lock_waiter WHERE name = ? AND expires_at > ? ORDER BY arrived_at, owner`),
 		WaiterAdd:     r.sql(`INSERT INTO idgen_lock_waiter (name, owner, arrived_at, expires_at) VALUES (?, ?, ?, ?)`),
@@ -156,6 +194,19 @@ func NewLockStatements(sp Spelling) (LockStatements, error) {
 	if sp.Notify != "" {
 		s.Notify = r.sql(sp.Notify)
 	}
+	if sp.UpdateJoin {
+		s.GrantJoin = r.sql(`UPDATE idgen_lock l JOIN idgen_lock_mark m ON m.name = l.name
+		SET l.owner = ?, l.token = ?, l.granted_at = ?, l.expires_at = ?, l.waiting = ?, m.token = ? WHERE l.name = ?`)
+	}
+	if sp.WritingWith {
+		s.GrantMark = r.sql(`WITH m AS (INSERT INTO idgen_lock_mark (name, token) VALUES (?, ?){{upsert "name" "token"}}) ` + lockGrant)
+		if sp.Notify != "" {
+			// The scalar subquery runs only in the CASE's branch: a
+			// wake-up goes out only when someone waits.
+			s.ReleaseNotify = r.sql(`WITH u AS (` + lockRelease + ` RETURNING name, waiting)
+			SELECT u.waiting, CASE WHEN u.waiting <> 0 THEN (SELECT 1 FROM (` + strings.Replace(sp.Notify, "?", "u.name", 1) + `) n) END FROM u`)
+		}
+	}
 	return s, r.err
 }
 
@@ -163,11 +214,16 @@ func NewLockStatements(sp Spelling) (LockStatements, error) {
 // concurrent use; Close stops its listener.
 type Locks struct {
 	retryHook
-	db     DB
-	d      Dialect
-	s      LockStatements
-	g      *Guard
-	listen func(ctx context.Context, channel string) (Listener, error)
+	db DB
+	d  Dialect
+	s  LockStatements
+	g  *Guard
+	// guarded is s.Select with the server's identity, the fence
+	// record's generation and its floor read beside the row, when g is
+	// set: a grant's identity check in the row's own statement, as a
+	// reservation's (Store.lockRow).
+	guarded string
+	listen  func(ctx context.Context, channel string) (Listener, error)
 
 	// granted is the highest token this process was granted per lock
 	// name, for up to maxGranted names: a lock found below it (its row
@@ -191,7 +247,11 @@ var _ lock.Backend = (*Locks)(nil)
 // raise (nil: a store without fencing), and whose waiters hear releases
 // through listen (nil: they poll).
 func NewLocks(db DB, d Dialect, s LockStatements, g *Guard, listen func(ctx context.Context, channel string) (Listener, error)) *Locks {
-	return &Locks{db: db, d: d, s: s, g: g, listen: listen, granted: map[string]int64{}, wake: map[string]map[chan struct{}]struct{}{}}
+	l := &Locks{db: db, d: d, s: s, g: g, listen: listen, granted: map[string]int64{}, wake: map[string]map[chan struct{}]struct{}{}}
+	if i := strings.Index(s.Select, lockFrom); g != nil && i >= 0 {
+		l.guarded = s.Select[:i] + ", " + g.id.Server + ", " + lockFence + s.Select[i:]
+	}
+	return l
 }
 
 // remember records that this process was granted name's token.
@@ -239,12 +299,14 @@ func (l *Locks) wentBack(name string, rw row) error {
 
 // row is a lock's row as a statement reads it.
 type row struct {
-	owner                         string
-	token, granted, expires, mark int64
-	exists                        bool
+	owner                                  string
+	token, granted, expires, waiting, mark int64
+	exists                                 bool
 }
 
-func (r *row) dest() []any { return []any{&r.owner, &r.token, &r.granted, &r.expires, &r.mark} }
+func (r *row) dest() []any {
+	return []any{&r.owner, &r.token, &r.granted, &r.expires, &r.waiting, &r.mark}
+}
 
 // holder returns the live grant the row holds at now, if any. A row
 // below its mark went back (the lock table restored alone): the holder
@@ -278,7 +340,7 @@ type outcome struct {
 // skipped unless it refreshes it).
 func (l *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (lock.Grant, error) {
 	if !wait {
-		g, out, err := l.attempt(ctx, name, owner, ttl, false)
+		g, out, err := l.attempt(ctx, name, owner, ttl, false, false)
 		if err != nil {
 			return lock.Grant{}, err
 		}
@@ -293,6 +355,7 @@ func (l *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		last      *lock.HeldError
 		refreshed time.Time
 		peek      bool // a poll: read before running the transaction
+		queued    bool // an attempt queued owner as a waiter
 	)
 	poll := pollMin
 	for {
@@ -305,7 +368,8 @@ func (l *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			out.held = last
 		} else {
 			refreshed = time.Now()
-			g, out, err = l.attempt(ctx, name, owner, ttl, true)
+			g, out, err = l.attempt(ctx, name, owner, ttl, true, queued)
+			queued = queued || (err == nil && out.held != nil)
 		}
 		switch {
 		case err != nil:
@@ -355,27 +419,37 @@ func (l *Locks) mayBeFree(ctx context.Context, name, owner string) bool {
 
 // attempt is one grant transaction: it grants name to owner, or finds
 // who holds it and, if queue, queues (or keeps) owner as a waiter.
-func (l *Locks) attempt(ctx context.Context, name, owner string, ttl time.Duration, queue bool) (lock.Grant, outcome, error) {
+// queued says an earlier attempt of the same wait queued owner: its
+// attempts read the waiters whatever the row's flag says (a flag that
+// went back with the lock table alone must not hide owner's own row).
+func (l *Locks) attempt(ctx context.Context, name, owner string, ttl time.Duration, queue, queued bool) (lock.Grant, outcome, error) {
 	var g lock.Grant
 	var out outcome
 	err := retry(ctx, l.d, &l.retryHook, "lock", func() error {
 		return l.g.run(ctx, func(snap fence.Memory) (*reading, error) {
-			var r *reading
-			err := l.db.InTx(ctx, func(q Querier) error {
-				var err error
-				if l.g != nil {
-					if r, err = l.g.read(ctx, q, snap); err != nil {
+			// As a reservation (Store.advance): a record newer than snap,
+			// seen in the row's statement, runs the transaction again
+			// with the record read and checked first.
+			full := false
+			for restarts := 0; ; restarts++ {
+				var r *reading
+				err := l.db.InTx(ctx, func(q Querier) error {
+					var (
+						rw    row
+						floor int64
+						err   error
+					)
+					if rw, floor, r, err = l.lockChecked(ctx, q, name, snap, full); err != nil {
 						return err
 					}
+					g, out, err = l.grantTx(ctx, q, name, owner, ttl, queue, queued, rw, floor)
+					return err
+				})
+				if !errors.Is(err, errNewRecord) || restarts == maxFences {
+					return r, err
 				}
-				var floor int64
-				if r != nil {
-					floor = r.rec.Floor
-				}
-				g, out, err = l.grantTx(ctx, q, name, owner, ttl, queue, floor)
-				return err
-			})
-			return r, err
+				full = true
+			}
 		})
 	})
 	if err != nil {
@@ -387,34 +461,77 @@ func (l *Locks) attempt(ctx context.Context, name, owner string, ttl time.Durati
 	return g, out, nil
 }
 
-// grantTx is attempt's transaction after the identity check; floor is
-// the fence record's floor.
-func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl time.Duration, queue bool, floor int64) (lock.Grant, outcome, error) {
-	now := time.Now().UnixMilli()
-	rw, err := l.lockRow(ctx, q, name, &floor)
-	if err != nil {
-		return lock.Grant{}, outcome{}, err
+// lockChecked locks name's row (lockRow) and checks the store's
+// identity (Guard), returning the row, the fence record's floor and the
+// reading for Guard.run. Unless full is set or snap knows nothing yet,
+// the server's identity and the record's generation and floor are read
+// in the row's own statement and checked against snap; otherwise the
+// record is read and checked first (Guard.read).
+func (l *Locks) lockChecked(ctx context.Context, q Querier, name string, snap fence.Memory, full bool) (row, int64, *reading, error) {
+	var floor int64
+	switch {
+	case l.g == nil:
+		rw, err := l.lockRow(ctx, q, name, l.s.Select, nil, &floor)
+		return rw, floor, nil, err
+	case l.guarded == "" || full || !snap.Known || !l.g.paramsRead.Load():
+		r, err := l.g.read(ctx, q, snap)
+		if err != nil {
+			return row{}, 0, nil, err
+		}
+		floor = r.rec.Floor
+		rw, err := l.lockRow(ctx, q, name, l.s.Select, nil, &floor)
+		return rw, floor, r, err
 	}
+	r := l.g.newReading()
+	r.fromMemory(snap)
+	var gen int64
+	rw, err := l.lockRow(ctx, q, name, l.guarded, append(r.serverDest(), &gen, &floor), &floor)
+	if err == nil && gen != snap.Generation {
+		err = errNewRecord // a fence committed since snap
+	}
+	if err == nil {
+		err = l.g.connSystem(ctx, q, r)
+	}
+	if err == nil {
+		err = l.g.check(ctx, q, snap, r)
+	}
+	return rw, floor, r, err
+}
+
+// grantTx is attempt's transaction after the row's lock and the identity
+// check; floor is the fence record's floor.
+func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl time.Duration, queue, queued bool, rw row, floor int64) (lock.Grant, outcome, error) {
+	now := time.Now().UnixMilli()
 	if err := l.wentBack(name, rw); err != nil {
 		return lock.Grant{}, outcome{}, err
 	}
+	// The waiters are read only when some may wait: the row's flag is
+	// set in every transaction that queues one, under the row's lock.
+	readWaiters := rw.waiting != 0 || queued
 	expires := now + ttl.Milliseconds()
 	if h, ok := rw.holder(name, now); ok && h.Owner == owner {
 		// Reentrant: the same grant, a TTL from now. Waiters stay queued.
 		if _, err := q.Exec(ctx, l.s.Extend, expires, name); err != nil {
 			return lock.Grant{}, outcome{}, err
 		}
-		_, err := q.Exec(ctx, l.s.WaiterDelete, name, owner)
 		h.Expires = time.UnixMilli(expires)
+		if !readWaiters {
+			return h, outcome{}, nil
+		}
+		_, err := q.Exec(ctx, l.s.WaiterDelete, name, owner)
 		return h, outcome{}, err
 	}
-	waiters, err := l.waiters(ctx, q, name)
-	if err != nil {
-		return lock.Grant{}, outcome{}, err
+	var waiters []waiterRow
+	if readWaiters {
+		var err error
+		if waiters, err = l.waiters(ctx, q, name); err != nil {
+			return lock.Grant{}, outcome{}, err
+		}
 	}
 	var head *waiterRow
 	var mine *waiterRow
 	var lastArrived int64
+	var behind int64 // 1 if a live waiter other than owner stays queued
 	for i := range waiters {
 		w := &waiters[i]
 		lastArrived = max(lastArrived, w.arrived)
@@ -424,6 +541,9 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 		if head == nil && w.expires > now {
 			head = w
 		}
+		if w.owner != owner && w.expires > now {
+			behind = 1
+		}
 	}
 	if h, ok := rw.holder(name, now); ok || (head != nil && head.owner != owner) {
 		var out outcome
@@ -432,8 +552,9 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 		} else {
 			out = outcome{held: &lock.HeldError{Holder: lock.Grant{Name: name, Owner: head.owner, Expires: time.UnixMilli(head.expires)}}, retryAt: head.expires}
 		}
+		var err error
 		if queue {
-			err = l.enqueue(ctx, q, name, owner, mine != nil, lastArrived, now)
+			err = l.enqueue(ctx, q, name, owner, mine != nil, rw.waiting != 0, lastArrived, now)
 		}
 		return lock.Grant{}, out, err
 	}
@@ -444,11 +565,26 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 		return lock.Grant{}, outcome{}, fmt.Errorf("lock %q: its token is at the int64 limit", name)
 	}
 	g := lock.Grant{Name: name, Owner: owner, Token: base + 1, Expires: time.UnixMilli(expires)}
-	if _, err := q.Exec(ctx, l.s.Grant, owner, g.Token, now, expires, name); err != nil {
-		return lock.Grant{}, outcome{}, err
+	var joined int64
+	if l.s.GrantJoin != "" && rw.mark > 0 {
+		var err error
+		if joined, err = q.Exec(ctx, l.s.GrantJoin, owner, g.Token, now, expires, behind, g.Token, name); err != nil {
+			return lock.Grant{}, outcome{}, fmt.Errorf("grant and record the lock's mark (migrations 00016, 00017): %w", err)
+		}
 	}
-	if _, err := q.Exec(ctx, l.s.MarkSet, name, g.Token); err != nil {
-		return lock.Grant{}, outcome{}, fmt.Errorf("record the lock's mark (migration 00016): %w", err)
+	switch {
+	case joined > 0:
+	case l.s.GrantMark != "":
+		if _, err := q.Exec(ctx, l.s.GrantMark, name, g.Token, owner, g.Token, now, expires, behind, name); err != nil {
+			return lock.Grant{}, outcome{}, fmt.Errorf("grant and record the lock's mark (migrations 00016, 00017): %w", err)
+		}
+	default:
+		if _, err := q.Exec(ctx, l.s.Grant, owner, g.Token, now, expires, behind, name); err != nil {
+			return lock.Grant{}, outcome{}, err
+		}
+		if _, err := q.Exec(ctx, l.s.MarkSet, name, g.Token); err != nil {
+			return lock.Grant{}, outcome{}, fmt.Errorf("record the lock's mark (migration 00016): %w", err)
+		}
 	}
 	if len(waiters) > 0 {
 		if _, err := q.Exec(ctx, l.s.WaiterDone, name, owner, now); err != nil {
@@ -464,9 +600,12 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 // cannot commit between the read and the insert, so the new row is
 // either there for the fence to raise, or starts above the floor the
 // fence wrote, which is above every token of a row the store lost.
-func (l *Locks) lockRow(ctx context.Context, q Querier, name string, floor *int64) (row, error) {
+//
+// stmt is Select or Locks.guarded, whose extra columns go to extra.
+func (l *Locks) lockRow(ctx context.Context, q Querier, name, stmt string, extra []any, floor *int64) (row, error) {
 	rw := row{exists: true}
-	err := q.QueryRow(ctx, l.s.Select, name, name).Scan(rw.dest()...)
+	dest := append(rw.dest(), extra...)
+	err := q.QueryRow(ctx, stmt, name, name).Scan(dest...)
 	if err == nil || !errors.Is(err, l.d.NoRows) {
 		return rw, err
 	}
@@ -481,7 +620,7 @@ func (l *Locks) lockRow(ctx context.Context, q Querier, name string, floor *int6
 	if _, err := q.Exec(ctx, l.s.Create, name); err != nil {
 		return row{}, fmt.Errorf("create the lock's row (is migration 00016 applied?): %w", err)
 	}
-	err = q.QueryRow(ctx, l.s.Select, name, name).Scan(rw.dest()...)
+	err = q.QueryRow(ctx, stmt, name, name).Scan(dest...)
 	return rw, err
 }
 
@@ -507,7 +646,14 @@ func (l *Locks) waiters(ctx context.Context, q Querier, name string) ([]waiterRo
 // every waiter: a waiter whose row lapsed lost its place. Arrival times
 // are made strictly increasing per name (under the lock's row lock), so
 // that they order waiters that queued within one millisecond.
-func (l *Locks) enqueue(ctx context.Context, q Querier, name, owner string, live bool, lastArrived, now int64) error {
+//
+// flagged says the row's waiting flag is set; if not, enqueue sets it.
+func (l *Locks) enqueue(ctx context.Context, q Querier, name, owner string, live, flagged bool, lastArrived, now int64) error {
+	if !flagged {
+		if _, err := q.Exec(ctx, l.s.Waiting, name); err != nil {
+			return fmt.Errorf("flag the lock's waiters (is migration 00017 applied?): %w", err)
+		}
+	}
 	expires := now + waiterTTL.Milliseconds()
 	if live {
 		_, err := q.Exec(ctx, l.s.WaiterRefresh, expires, name, owner)
@@ -566,13 +712,34 @@ func (l *Locks) Renew(ctx context.Context, g lock.Grant, ttl time.Duration) (loc
 func (l *Locks) Release(ctx context.Context, g lock.Grant) error {
 	var n int64
 	err := retry(ctx, l.d, &l.retryHook, "unlock", func() error {
-		return l.db.InTx(ctx, func(q Querier) error {
-			var err error
-			if n, err = q.Exec(ctx, l.s.Release, g.Name, g.Owner, g.Token, time.Now().UnixMilli(), g.Name); err != nil || n == 0 {
-				return err
+		now := time.Now().UnixMilli()
+		switch {
+		case l.s.ReleaseNotify != "":
+			// One statement: the wake-up, if anyone waits, goes out with
+			// the release's commit.
+			var waiting int64
+			var sent *int64
+			err := l.db.QueryRow(ctx, l.s.ReleaseNotify, g.Name, g.Owner, g.Token, now, g.Name).Scan(&waiting, &sent)
+			n = 1
+			if errors.Is(err, l.d.NoRows) {
+				n, err = 0, nil
 			}
-			return l.notify(ctx, q, g.Name)
-		})
+			return err
+		case l.s.Notify != "":
+			return l.db.InTx(ctx, func(q Querier) error {
+				var err error
+				if n, err = q.Exec(ctx, l.s.Release, g.Name, g.Owner, g.Token, now, g.Name); err != nil || n == 0 {
+					return err
+				}
+				return l.notify(ctx, q, g.Name)
+			})
+		default:
+			// No one to tell but this store's own waiters (wakeLocal):
+			// one statement, outside any transaction.
+			var err error
+			n, err = l.db.Exec(ctx, l.s.Release, g.Name, g.Owner, g.Token, now, g.Name)
+			return err
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("store: release lock %q: %w", g.Name, err)

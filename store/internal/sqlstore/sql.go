@@ -45,6 +45,16 @@ type Spelling struct {
 	// name. Empty: waiters poll (see Locks).
 	Notify string
 
+	// WritingWith says the database writes in a WITH clause and returns
+	// an UPDATE's rows (PostgreSQL's WITH … AS (INSERT …), UPDATE …
+	// RETURNING): a lock's grant and its mark are then one statement,
+	// and so are a release and its wake-up (LockStatements).
+	WritingWith bool
+	// UpdateJoin says the database updates two tables in one UPDATE …
+	// JOIN … SET (MySQL, MariaDB): a lock's grant and its existing mark
+	// are then one statement.
+	UpdateJoin bool
+
 	// NoRows, IsDuplicate and IsRetryable are as in Dialect.
 	NoRows      error
 	IsDuplicate func(error) bool
