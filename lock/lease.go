@@ -105,11 +105,11 @@ func (le *Lease) end(err error, lost bool) {
 	}
 	le.err = err
 	le.mu.Unlock()
+	le.cause(err) // before Lost closes: a holder woken by Lost finds the cause
 	if lost {
 		close(le.lost)
 		le.l.opts.Logger.Warn("lock: lease lost", "name", le.g.Name, "owner", le.g.Owner, "token", le.g.Token, "err", err)
 	}
-	le.cause(err)
 }
 
 // renew is the watchdog's tick: it renews the lease, or ends it lost.
