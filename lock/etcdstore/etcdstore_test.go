@@ -267,7 +267,7 @@ func TestStore_MemberKilled(t *testing.T) {
 			}
 			done <- wg
 		}()
-		waitFor(t, phase+": b is queued", func() bool { return queuedIn(ctx, a, "n", "b") })
+		waitFor(t, phase+": b is queued", func() bool { return locktest.Queued(ctx, a, "n", "b") })
 		if _, err := a.Renew(ctx, g, 10*testTTL); err != nil {
 			t.Fatalf("%s: renew: %v", phase, err)
 		}
@@ -322,19 +322,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func queuedIn(ctx context.Context, s *Store, name, owner string) bool {
-	info, err := s.Describe(ctx, name)
-	if err != nil {
-		return false
-	}
-	for _, w := range info.Waiters {
-		if w.Owner == owner {
-			return true
-		}
-	}
-	return false
-}
-
 func TestNew_Options(t *testing.T) {
 	if _, err := New(context.Background(), nil, Options{}); !errors.Is(err, lock.ErrInvalidOptions) {
 		t.Fatalf("nil client: %v", err)
@@ -378,7 +365,7 @@ func TestStore_HandOffLatency(t *testing.T) {
 			}
 			ch <- res{wg, time.Now()}
 		}()
-		waitFor(t, "b is queued", func() bool { return queuedIn(ctx, a, "n", "b") })
+		waitFor(t, "b is queued", func() bool { return locktest.Queued(ctx, a, "n", "b") })
 		released := time.Now()
 		if err := a.Release(ctx, g); err != nil {
 			t.Fatal(err)

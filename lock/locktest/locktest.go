@@ -219,8 +219,9 @@ func wait(ctx context.Context, b lock.Backend, n, owner string, ttl time.Duratio
 	return ch
 }
 
-// queued reports whether owner waits for n.
-func queued(ctx context.Context, b lock.Backend, n, owner string) bool {
+// Queued reports whether owner waits for lock n of b (Describe): for a
+// test that must know a wait has begun.
+func Queued(ctx context.Context, b lock.Backend, n, owner string) bool {
 	info, err := b.Describe(ctx, n)
 	if err != nil {
 		return false
@@ -240,7 +241,7 @@ func waiterWoken(t *testing.T, c Config) {
 	for i := range 5 {
 		g := must(t)(a.Acquire(ctx, n, "holder", 10*c.TTL, false))
 		ch := wait(ctx, b, n, "waiter", 10*c.TTL)
-		waitFor(t, "the waiter is queued", func() bool { return queued(ctx, a, n, "waiter") })
+		waitFor(t, "the waiter is queued", func() bool { return Queued(ctx, a, n, "waiter") })
 		released := time.Now()
 		if err := a.Release(ctx, g); err != nil {
 			t.Fatal(err)
@@ -265,7 +266,7 @@ func fifo(t *testing.T, c Config) {
 	for i := range 4 {
 		owner := fmt.Sprintf("w%d", i)
 		chans = append(chans, wait(ctx, c.Open(t), n, owner, 10*c.TTL))
-		waitFor(t, owner+" is queued", func() bool { return queued(ctx, a, n, owner) })
+		waitFor(t, owner+" is queued", func() bool { return Queued(ctx, a, n, owner) })
 	}
 	prev := g
 	for i, ch := range chans {
@@ -292,11 +293,11 @@ func deadWaiter(t *testing.T, c Config) {
 		dead := c.Open(t)
 		owner := fmt.Sprintf("dead%d", i)
 		_ = wait(ctx, dead, n, owner, 10*c.TTL)
-		waitFor(t, owner+" is queued", func() bool { return queued(ctx, a, n, owner) })
+		waitFor(t, owner+" is queued", func() bool { return Queued(ctx, a, n, owner) })
 		c.Kill(t, dead)
 	}
 	live := wait(ctx, c.Open(t), n, "live", 10*c.TTL)
-	waitFor(t, "live is queued", func() bool { return queued(ctx, a, n, "live") })
+	waitFor(t, "live is queued", func() bool { return Queued(ctx, a, n, "live") })
 	released := time.Now()
 	if err := a.Release(ctx, g); err != nil {
 		t.Fatal(err)
@@ -386,7 +387,7 @@ func describe(t *testing.T, c Config) {
 	before := time.Now().Add(-time.Second) // the backend's clock may differ a little
 	g := must(t)(a.Acquire(ctx, n, "holder", 10*c.TTL, false))
 	_ = wait(ctx, c.Open(t), n, "w", 10*c.TTL)
-	waitFor(t, "w is queued", func() bool { return queued(ctx, a, n, "w") })
+	waitFor(t, "w is queued", func() bool { return Queued(ctx, a, n, "w") })
 	info, err := a.Describe(ctx, n)
 	switch {
 	case err != nil:
