@@ -54,6 +54,11 @@ func StartEtcd(tb testing.TB) *Etcd {
 // and killed by its PID.
 func StartEtcdCluster(tb testing.TB, o EtcdOptions) *Etcd {
 	tb.Helper()
+	if testing.Short() {
+		// As a database container is: -short is the loop without servers
+		// that take seconds to start and lease TTLs of seconds to wait out.
+		tb.Skip("needs etcd: skipped under -short")
+	}
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		Missing(tb, "no etcd on PATH (apt-get install etcd-server)")
