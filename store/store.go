@@ -283,7 +283,27 @@ func (s *Store) Leases() snowflake.LeaseTable { return s.leases }
 //
 // It shares the Store's pool. Close neither releases grants nor removes
 // waiters: they lapse with their TTLs, as after a crash.
-func (s *Store) Locks() lock.Backend { return s.locks }
+//
+// Its first Acquire claims the store's presence lease, as a reservation
+// does: after a fence, grants are held until every live instance has
+// checked in, its witness raise moving each lock it was granted above
+// that token, so that a grant lost with a fence's own record is not made
+// again while its holder lives.
+func (s *Store) Locks() lock.Backend { return presentLocks{s.locks, s} }
+
+// presentLocks is the store's lock backend, claiming the store's
+// presence before a grant.
+type presentLocks struct {
+	*sqlstore.Locks
+	s *Store
+}
+
+func (p presentLocks) Acquire(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (lock.Grant, error) {
+	if err := p.s.present(ctx); err != nil {
+		return lock.Grant{}, err
+	}
+	return p.Locks.Acquire(ctx, name, owner, ttl, wait)
+}
 
 // Idempotency returns the store of idempotency keys (the idempotency_key
 // table of migration 9) in the same database, for idempotency.New. Where

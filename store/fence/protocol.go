@@ -62,6 +62,10 @@ type Tx interface {
 	// Raise moves tag's max_id up to to, never down: the witness raise of
 	// one tag (HighWater).
 	Raise(ctx context.Context, tag string, to int64) error
+	// RaiseToken moves lock name's token mark up to token, never down:
+	// the witness raise of one lock (HighWater.Granted), after which the
+	// lock's next grant is above token.
+	RaiseToken(ctx context.Context, name string, token int64) error
 }
 
 // HighWater is what one process reserved of each tag: the end of the
@@ -92,8 +96,48 @@ type HighWater struct {
 	// since the IDs between may be another process's, handed back in
 	// turn (which a fence would take for a regression: the simulator's
 	// hand-backs world, seed 9).
-	ranges    map[string]*held
+	ranges map[string]*held
+	// tokens is the highest lock token the process was granted, per lock
+	// name, for at most maxTokens names: raised like a tag after a
+	// fence, so that a grant lost with a fence's own record (two chained
+	// failovers) is not granted again while its holder lives.
+	tokens    map[string]int64
 	witnessed atomic.Int64
+}
+
+// maxTokens bounds the lock names a HighWater keeps tokens of: locks
+// may be per user, and a witness raise costs one statement per name. A
+// name forgotten only weakens what the process guards.
+const maxTokens = 4096
+
+// Granted remembers that the process was granted token of lock name.
+func (h *HighWater) Granted(name string, token int64) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.tokens == nil {
+		h.tokens = map[string]int64{}
+	}
+	if _, ok := h.tokens[name]; !ok && len(h.tokens) >= maxTokens {
+		for n := range h.tokens { // any one
+			delete(h.tokens, n)
+			break
+		}
+	}
+	h.tokens[name] = max(h.tokens[name], token)
+}
+
+// Token returns the highest token of lock name the process remembers
+// being granted, 0 if none.
+func (h *HighWater) Token(name string) int64 {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tokens[name]
 }
 
 // held is the ranges of one tag, start by end; trimmed says that older
@@ -305,6 +349,14 @@ func (h *HighWater) marks() ([]string, map[string]int64) {
 	return tags, ends
 }
 
+// grants returns the lock names with a token, in name order, and their
+// tokens.
+func (h *HighWater) grants() ([]string, map[string]int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.tokens)), maps.Clone(h.tokens)
+}
+
 // Witness is the witness raise: the first transaction of a process that
 // is checked against a record of generation gen newer than the last it
 // witnessed raises every tag the process reserved to the end of the
@@ -313,9 +365,10 @@ func (h *HighWater) marks() ([]string, map[string]int64) {
 // live lease has checked in (Holding): so a range a live instance holds
 // that the store lost is above the rows before anyone reserves again,
 // whatever its step, and the fence's margin is left to cover only the
-// instances that are gone. One Raise per tag per new generation; tags are
-// raised in name order, so that two witnesses take row locks in one
-// order. It returns gen if it raised (Reading.Witnessed, to be given to
+// instances that are gone. Lock tokens are raised the same way, and lock
+// grants are held as reservations are. One Raise per tag and one
+// RaiseToken per lock per new generation, each in name order, so that two
+// witnesses take row locks in one order. It returns gen if it raised (Reading.Witnessed, to be given to
 // HighWater.Witnessed once the transaction committed), 0 if it had no
 // need to.
 func Witness(ctx context.Context, tx Tx, h *HighWater, gen int64) (int64, error) {
@@ -326,6 +379,15 @@ func Witness(ctx context.Context, tx Tx, h *HighWater, gen int64) (int64, error)
 	for _, t := range tags {
 		if err := tx.Raise(ctx, t, ends[t]); err != nil {
 			return 0, fmt.Errorf("raise %q to what this process reserved: %w", t, err)
+		}
+	}
+	names, tokens := h.grants()
+	for _, n := range names {
+		if plant.On("L2") {
+			break
+		}
+		if err := tx.RaiseToken(ctx, n, tokens[n]); err != nil {
+			return 0, fmt.Errorf("raise lock %q to the token this process was granted: %w", n, err)
 		}
 	}
 	return gen, nil

@@ -2,6 +2,7 @@ package fence_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -17,6 +18,11 @@ type raises struct {
 
 func (r *raises) Raise(_ context.Context, tag string, _ int64) error {
 	r.got = append(r.got, tag)
+	return nil
+}
+
+func (r *raises) RaiseToken(_ context.Context, name string, token int64) error {
+	r.got = append(r.got, fmt.Sprintf("lock %s@%d", name, token))
 	return nil
 }
 
@@ -168,10 +174,13 @@ func TestWitness(t *testing.T) {
 	var h fence.HighWater
 	h.Reserve("b", 20)
 	h.Reserve("a", 10)
+	h.Granted("m", 7)
+	h.Granted("l", 3)
+	h.Granted("l", 2) // never lowers
 	tx := &raises{}
 	gen, err := fence.Witness(ctx, tx, &h, 5)
-	if err != nil || gen != 5 || !slices.Equal(tx.got, []string{"a", "b"}) {
-		t.Fatalf("Witness = %d, %v, raised %v; want 5, nil, [a b]", gen, err, tx.got)
+	if want := []string{"a", "b", "lock l@3", "lock m@7"}; err != nil || gen != 5 || !slices.Equal(tx.got, want) {
+		t.Fatalf("Witness = %d, %v, raised %v; want 5, nil, %v", gen, err, tx.got, want)
 	}
 	h.Witnessed(gen)
 	tx.got = nil

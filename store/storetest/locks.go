@@ -48,6 +48,66 @@ func LockTokens(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Failover", func(t *testing.T) { lockFailover(t, open) })
 	t.Run("OneTableRestore", func(t *testing.T) { lockRestore(t, open) })
 	t.Run("IdentityKept", func(t *testing.T) { lockIdentityKept(t, open) })
+	t.Run("LiveHolderWitness", func(t *testing.T) { lockWitness(t, open) })
+}
+
+// lockWitness: a failover loses more grants of a lock than the fence's
+// margin covers (a margin of 1), while the process that was granted them
+// lives: another process's grant is held until that process checks in
+// (its presence renewal), whose witness raise moves the lock above the
+// token it holds. Without the hold, or without the raise, the other
+// process was granted that token again (internal/sim found it behind two
+// chained failovers, the second losing the first's fence).
+func lockWitness(t *testing.T, open func(t *testing.T) Store) {
+	ctx := context.Background()
+	const lost = 3
+	cfg := fence.Config{Margin: 1, LeaseTTL: FenceTTL}
+	a := open(t)
+	if err := a.ConfigureFence(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckIdentity(ctx); err != nil {
+		t.Skipf("no fencing on this server: %v", err)
+	}
+	name := lockName("witness")
+	grants(t, a.Locks(), name, 2)
+	held, err := a.Locks().Acquire(ctx, name, "holder", time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The failover: the holder's grant and the two before it are lost,
+	// and the server is another history.
+	execAll(t, a,
+		fmt.Sprintf("UPDATE idgen_lock SET owner = '', expires_at = 0, token = token - %d WHERE name = '%s'", lost, name),
+		fmt.Sprintf("UPDATE idgen_lock_mark SET token = token - %d WHERE name = '%s'", lost, name),
+		"UPDATE idgen_fence SET system_id = 'another-history' WHERE id = 1")
+	_, _ = a.DB().ExecContext(ctx, "UPDATE idgen_fence SET store_id = 'another-file' WHERE id = 1") // SQLite's own identity
+
+	b := open(t)
+	if err := b.ConfigureFence(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	var ev atomic.Pointer[fence.Event]
+	b.ObserveFences(func(e fence.Event) { ev.Store(&e) })
+	wctx, cancel := context.WithTimeout(ctx, 10*FenceTTL)
+	defer cancel()
+	g, err := b.Locks().Acquire(wctx, name, "after", time.Minute, true)
+	if err != nil {
+		t.Fatalf("the other process's grant after the fence: %v", err)
+	}
+	switch e := ev.Load(); {
+	case e == nil:
+		t.Fatal("the other process did not fence")
+	case e.Plan.Margin >= lost:
+		t.Fatalf("the margin %d covers the %d lost grants: the test would not test the witness raise", e.Plan.Margin, lost)
+	}
+	if g.Token <= held.Token {
+		t.Fatalf("after the fence the other process was granted token %d, not above %d, which a live process holds", g.Token, held.Token)
+	}
+	// The holder's lease is lost, not renewed under another's token.
+	if _, err := a.Locks().Renew(ctx, held, time.Minute); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("renewal of a grant the failover lost: %v, want ErrLost", err)
+	}
 }
 
 // lockIdentityKept: the lock table and its marks go back together while
@@ -92,13 +152,14 @@ func lockName(what string) string {
 }
 
 // grants grants name n times in a row, releasing each, and returns the
-// last token.
+// last token. Each grant may wait out a fence's hold.
 func grants(t *testing.T, b lock.Backend, name string, n int) int64 {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*FenceTTL)
+	defer cancel()
 	var last int64
 	for i := range n {
-		g, err := b.Acquire(ctx, name, fmt.Sprintf("o%d", i), time.Minute, false)
+		g, err := b.Acquire(ctx, name, fmt.Sprintf("o%d", i), time.Minute, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +223,10 @@ func lockFailover(t *testing.T, open func(t *testing.T) Store) {
 		name  string
 		above int64
 	}{{kept, keptTop}, {lost, lostTop}} {
-		g, err := c.Locks().Acquire(ctx, tc.name, "after", time.Minute, false)
+		// Held until a's presence checks in; then granted.
+		wctx, cancel := context.WithTimeout(ctx, 10*FenceTTL)
+		g, err := c.Locks().Acquire(wctx, tc.name, "after", time.Minute, true)
+		cancel()
 		if err != nil {
 			t.Fatalf("%s after the failover: %v", tc.name, err)
 		}

@@ -6,5 +6,6 @@
 //
 // A test selects a plant with the IDGEN_PLANT environment variable,
 // named after the review's finding it re-opens (F1, F2, F3, F4, F5,
-// F11, F12).
+// F11, F12), or the lock-token fix (L1: grants not held after a
+// fence; L2: no witness raise of lock tokens).
 package plant

@@ -332,10 +332,11 @@ func (g *Guard) sawHold(until int64) {
 }
 
 // ErrHeld is returned, wrapping segment.ErrUnavailable, for a segment
-// reservation held back after a fence until the other instances with a
-// lease have checked in (fence.Holding): callers retry, as after any
-// outage, and instances hand out what they buffered meanwhile.
-var ErrHeld = fmt.Errorf("%w: reservations are held after a fence until every instance has checked in", segment.ErrUnavailable)
+// reservation or a lock grant held back after a fence until the other
+// instances with a lease have checked in (fence.Holding): callers retry,
+// as after any outage, and instances hand out what they buffered
+// meanwhile. A waiting lock Acquire waits it out.
+var ErrHeld = fmt.Errorf("%w: reservations and lock grants are held after a fence until every instance has checked in", segment.ErrUnavailable)
 
 // held returns ErrHeld while, after a fence, the leases of other
 // instances hold reservations back: one more statement, and only while

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/store/fence"
+	"github.com/idgen/idgen/store/internal/plant"
 )
 
 // The lock backend (lock.Backend) over the tables of migration 00016.
@@ -83,13 +84,13 @@ const (
 	// notifications.
 	pollMin = time.Millisecond
 	pollMax = 5 * time.Millisecond
+	// holdPoll is how often a waiter held back by a fence's hold asks
+	// again: the hold ends as the other instances check in, each at its
+	// presence renewal.
+	holdPoll = 250 * time.Millisecond
 	// notifyChannel is the PostgreSQL channel of lock releases; the
 	// payload is the lock's name.
 	notifyChannel = "idgen_lock"
-	// maxGranted bounds the lock names a process remembers its tokens
-	// of (Locks.granted): locks may be per user, and a name forgotten
-	// only weakens what the process can detect.
-	maxGranted = 4096
 )
 
 // LockStatements are the lock tables' statements (migration 00016), as
@@ -225,13 +226,13 @@ type Locks struct {
 	guarded string
 	listen  func(ctx context.Context, channel string) (Listener, error)
 
-	// granted is the highest token this process was granted per lock
-	// name, for up to maxGranted names: a lock found below it (its row
-	// and its mark) went back with the whole store, although the
-	// server's identity may not show it (fence.HighWater does the same
-	// for IDs).
-	grantedMu sync.Mutex
-	granted   map[string]int64
+	// hw remembers the highest token this process was granted per lock
+	// name (fence.HighWater.Granted): the Guard's, whose witness raise
+	// after a fence raises each lock's mark to it, or the Locks' own on a
+	// store without fencing. A lock found below it (its row and its mark)
+	// went back with the whole store, although the server's identity may
+	// not show it (as a tag's row below what the process reserved).
+	hw *fence.HighWater
 
 	mu      sync.Mutex
 	wake    map[string]map[chan struct{}]struct{} // this store's waiters, by lock name
@@ -247,32 +248,14 @@ var _ lock.Backend = (*Locks)(nil)
 // raise (nil: a store without fencing), and whose waiters hear releases
 // through listen (nil: they poll).
 func NewLocks(db DB, d Dialect, s LockStatements, g *Guard, listen func(ctx context.Context, channel string) (Listener, error)) *Locks {
-	l := &Locks{db: db, d: d, s: s, g: g, listen: listen, granted: map[string]int64{}, wake: map[string]map[chan struct{}]struct{}{}}
+	l := &Locks{db: db, d: d, s: s, g: g, listen: listen, hw: &fence.HighWater{}, wake: map[string]map[chan struct{}]struct{}{}}
+	if g != nil {
+		l.hw = g.hw
+	}
 	if i := strings.Index(s.Select, lockFrom); g != nil && i >= 0 {
 		l.guarded = s.Select[:i] + ", " + g.id.Server + ", " + lockFence + s.Select[i:]
 	}
 	return l
-}
-
-// remember records that this process was granted name's token.
-func (l *Locks) remember(name string, token int64) {
-	l.grantedMu.Lock()
-	defer l.grantedMu.Unlock()
-	if _, ok := l.granted[name]; !ok && len(l.granted) >= maxGranted {
-		for n := range l.granted { // any one: a forgotten name only weakens detection
-			delete(l.granted, n)
-			break
-		}
-	}
-	l.granted[name] = max(l.granted[name], token)
-}
-
-// grantedOf is the highest token of name this process remembers being
-// granted, 0 if none.
-func (l *Locks) grantedOf(name string) int64 {
-	l.grantedMu.Lock()
-	defer l.grantedMu.Unlock()
-	return l.granted[name]
 }
 
 // wentBack returns the evidence that name's lock went back below a token
@@ -281,7 +264,7 @@ func (l *Locks) grantedOf(name string) int64 {
 // under the fence's lock, another fence raised the lock above it. Nil
 // if it did not, or on a store without fencing.
 func (l *Locks) wentBack(name string, rw row) error {
-	mine := l.grantedOf(name)
+	mine := l.hw.Token(name)
 	if l.g == nil || max(rw.token, rw.mark) >= mine {
 		return nil
 	}
@@ -371,23 +354,29 @@ func (l *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			g, out, err = l.attempt(ctx, name, owner, ttl, true, queued)
 			queued = queued || (err == nil && out.held != nil)
 		}
+		held := errors.Is(err, ErrHeld)
 		switch {
-		case err != nil:
+		case err != nil && !held:
 			l.leave(ctx, name, owner)
 			if ctx.Err() != nil && last != nil {
 				return lock.Grant{}, last
 			}
 			return lock.Grant{}, err
-		case out.held == nil:
+		case err == nil && out.held == nil:
 			return g, nil
+		case held: // a fence's hold: wait it out, asking again at holdPoll
+		default:
+			last = out.held
 		}
-		last = out.held
 		next := waiterTTL/3 - time.Since(refreshed)
 		if out.retryAt > 0 {
 			next = min(next, time.Until(time.UnixMilli(out.retryAt))+time.Millisecond)
 		}
 		pushed := l.push()
-		if !pushed {
+		switch {
+		case held:
+			next = holdPoll
+		case !pushed:
 			next = min(next, poll)
 			poll = min(2*poll, pollMax)
 		}
@@ -396,11 +385,14 @@ func (l *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		case <-ctx.Done():
 			timer.Stop()
 			l.leave(ctx, name, owner)
+			if last == nil { // held by a fence throughout
+				return lock.Grant{}, fmt.Errorf("store: lock %q: %w (%w)", name, ErrHeld, context.Cause(ctx))
+			}
 			return lock.Grant{}, last
 		case <-ch:
 			poll, peek = pollMin, false
 		case <-timer.C:
-			peek = !pushed
+			peek = !pushed && !held
 		}
 		timer.Stop()
 	}
@@ -456,7 +448,7 @@ func (l *Locks) attempt(ctx context.Context, name, owner string, ttl time.Durati
 		return lock.Grant{}, outcome{}, fmt.Errorf("store: lock %q: %w", name, err)
 	}
 	if out.held == nil {
-		l.remember(name, g.Token)
+		l.hw.Granted(name, g.Token)
 	}
 	return g, out, nil
 }
@@ -558,9 +550,18 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 		}
 		return lock.Grant{}, out, err
 	}
+	// After a fence no token is minted until every other live instance
+	// has checked in, its witness raise having moved the marks of the
+	// locks it was granted (fence.Witness), or the hold has ended, as no
+	// range is reserved: a grant lost together with a fence's record
+	// (two chained failovers) is not granted again while its holder
+	// lives.
+	if err := l.g.held(ctx, q); err != nil && !plant.On("L1") {
+		return lock.Grant{}, outcome{}, err
+	}
 	// Without fencing, this process's own memory still keeps its own
 	// grants' tokens from repeating.
-	base := max(rw.token, rw.mark, floor, l.grantedOf(name))
+	base := max(rw.token, rw.mark, floor, l.hw.Token(name))
 	if base == math.MaxInt64 {
 		return lock.Grant{}, outcome{}, fmt.Errorf("lock %q: its token is at the int64 limit", name)
 	}

@@ -151,3 +151,15 @@ func (t primitives) Raise(ctx context.Context, tag string, to int64) error {
 	_, err = t.q.Exec(ctx, t.g.d.WitnessCreate, tag, to, t.g.stepOf(tag))
 	return err
 }
+
+// RaiseToken raises the lock's mark, which every grant takes its token
+// above and which a row below holds nothing (Locks): the row itself may
+// hold a grant the store kept, older than token.
+func (t primitives) RaiseToken(ctx context.Context, name string, token int64) error {
+	n, err := t.q.Exec(ctx, t.g.id.LockRaise, token, name, token)
+	if err != nil || n > 0 {
+		return err
+	}
+	_, err = t.q.Exec(ctx, t.g.id.LockRaiseCreate, name, token)
+	return err
+}

@@ -196,13 +196,15 @@ func (r *renderer) identity() *IdentitySQL {
 		MarkCounted: r.sql(`UPDATE worker_node SET seen_generation = -1 WHERE owner <> '' AND lease_expires_at > ? AND lease_expires_at <= ?`),
 		Write: r.sql(`UPDATE idgen_fence SET backend = ?, system_id = ?, timeline = ?, log_position = ?, generation = ?,
 		fence_until = ?, tag_floor = ?, covers = ?, fences = fences + ?, fenced_at = {{.Greatest}}(fenced_at, ?), recorded_at = {{.Now}} WHERE id = 1`),
-		Create:     r.sql(`UPDATE idgen_fence SET tag_creates = tag_creates + 1 WHERE id = 1`),
-		TagFloor:   r.sql(`SELECT COALESCE((SELECT tag_floor FROM idgen_fence WHERE id = 1), 0)`),
-		Params:     r.sql(`SELECT fence_margin, lease_ttl_ms FROM idgen_fence WHERE id = 1`),
-		SetParams:  r.sql(`UPDATE idgen_fence SET fence_margin = ?, lease_ttl_ms = ? WHERE id = 1`),
-		LiveOthers: r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
-		RaiseFloor: r.sql(`UPDATE idgen_fence SET tag_floor = CASE WHEN tag_floor <= ? THEN tag_floor + ? ELSE 9223372036854775807 END WHERE id = 1`),
-		LockBump:   r.sql(`UPDATE idgen_lock SET token = CASE WHEN token <= ? THEN token + ? ELSE 9223372036854775807 END`),
+		Create:          r.sql(`UPDATE idgen_fence SET tag_creates = tag_creates + 1 WHERE id = 1`),
+		TagFloor:        r.sql(`SELECT COALESCE((SELECT tag_floor FROM idgen_fence WHERE id = 1), 0)`),
+		Params:          r.sql(`SELECT fence_margin, lease_ttl_ms FROM idgen_fence WHERE id = 1`),
+		SetParams:       r.sql(`UPDATE idgen_fence SET fence_margin = ?, lease_ttl_ms = ? WHERE id = 1`),
+		LiveOthers:      r.sql(`SELECT COUNT(*) FROM worker_node WHERE owner <> '' AND lease_expires_at > ?`),
+		RaiseFloor:      r.sql(`UPDATE idgen_fence SET tag_floor = CASE WHEN tag_floor <= ? THEN tag_floor + ? ELSE 9223372036854775807 END WHERE id = 1`),
+		LockBump:        r.sql(`UPDATE idgen_lock SET token = CASE WHEN token <= ? THEN token + ? ELSE 9223372036854775807 END`),
+		LockRaise:       r.sql(`UPDATE idgen_lock_mark SET token = ? WHERE name = ? AND token < ?`),
+		LockRaiseCreate: r.sql(`{{ins}} INTO idgen_lock_mark (name, token) VALUES (?, ?){{conflict "name"}}`),
 	}
 }
 
@@ -426,6 +428,13 @@ type IdentitySQL struct {
 	// restore lost are below every token granted after the fence. Args:
 	// limit, margin.
 	LockBump string
+	// LockRaise moves a lock's mark up to a token, never down: the
+	// witness raise of a lock (primitives.RaiseToken). Args: token,
+	// name, token.
+	LockRaise string
+	// LockRaiseCreate creates the mark LockRaise found missing. Args:
+	// name, token.
+	LockRaiseCreate string
 }
 
 // IdentityColumns returns the select list of the server's four identity
