@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/lock"
+)
+
+// newService runs the order service on a fresh SQLite store.
+func newService(t *testing.T) (*service, string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := open(ctx, Config{DSN: "sqlite://" + filepath.Join(t.TempDir(), "orders.db"), LockWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ts := httptest.NewServer(s.routes())
+	t.Cleanup(ts.Close)
+	return s, ts.URL
+}
+
+type answer struct {
+	status   int
+	out      orderOut
+	replayed bool
+	err      error
+}
+
+func order(ctx context.Context, url, user, key string) answer {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/orders", bytes.NewReader([]byte(`{"item":"book","qty":1}`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-User", user)
+	req.Header.Set(idempotency.KeyHeader, key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	var a answer
+	a.status, a.replayed = resp.StatusCode, resp.Header.Get(idempotency.ReplayedHeader) == "true"
+	_ = json.NewDecoder(resp.Body).Decode(&a.out)
+	return a
+}
+
+func count(t *testing.T, s *service, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(s.sql(q), args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A double click (one key, twice at once) places one order and answers
+// both with it.
+func TestOrders_DoubleClick(t *testing.T) {
+	s, url := newService(t)
+	var wg sync.WaitGroup
+	var clicks [2]answer
+	for i := range clicks {
+		wg.Go(func() { clicks[i] = order(context.Background(), url, "ann", "click-1") })
+	}
+	wg.Wait()
+	a, b := clicks[0], clicks[1]
+	if a.status != 201 || b.status != 201 || a.out.ID == "" || a.out.ID != b.out.ID || a.replayed == b.replayed {
+		t.Fatalf("double click: %+v and %+v; want one order, answered twice (once replayed)", a, b)
+	}
+	if n := count(t, s, `SELECT COUNT(*) FROM orders WHERE user_id = ?`, "ann"); n != 1 {
+		t.Fatalf("%d orders after a double click, want 1", n)
+	}
+}
+
+// A client that times out while its order waits for the user's lock
+// retries with the same key: one order in the end, whichever attempt
+// placed it.
+func TestOrders_RetryAfterTimeout(t *testing.T) {
+	s, url := newService(t)
+	ctx := context.Background()
+	// Another order of bob's holds his lock.
+	le, err := s.locks.Acquire(ctx, "user:bob", "test", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	first := order(tctx, url, "bob", "retry-1")
+	cancel()
+	if first.err == nil {
+		t.Fatalf("the order came back while bob's lock was held: %+v", first)
+	}
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var retry answer
+	for range 50 { // until the first attempt has let the key go
+		if retry = order(ctx, url, "bob", "retry-1"); retry.status != http.StatusConflict {
+			break
+		}
+	}
+	again := order(ctx, url, "bob", "retry-1")
+	if retry.status != 201 || again.status != 201 || again.out.ID != retry.out.ID || !again.replayed {
+		t.Fatalf("retries after the timeout: %+v then %+v; want one order, replayed", retry, again)
+	}
+	if n := count(t, s, `SELECT COUNT(*) FROM orders WHERE user_id = ?`, "bob"); n != 1 {
+		t.Fatalf("%d orders of one key after a timeout and retries, want 1", n)
+	}
+}
+
+// Concurrent orders of one user run one at a time: the read-then-write
+// count of the user's orders loses none, each order has a token of its
+// own, and every write was admitted by the guard.
+func TestOrders_OneUserConcurrently(t *testing.T) {
+	s, url := newService(t)
+	const n = 16
+	var wg sync.WaitGroup
+	answers := make([]answer, n)
+	for i := range n {
+		wg.Go(func() { answers[i] = order(context.Background(), url, "cat", fmt.Sprintf("cat-%d", i)) })
+	}
+	wg.Wait()
+	tokens := map[string]bool{}
+	for i, a := range answers {
+		if a.status != 201 {
+			t.Fatalf("order %d: %+v", i, a)
+		}
+		if tokens[a.out.Token] {
+			t.Fatalf("order %d: token %s given twice", i, a.out.Token)
+		}
+		tokens[a.out.Token] = true
+	}
+	rows := count(t, s, `SELECT COUNT(*) FROM orders WHERE user_id = ?`, "cat")
+	counted := count(t, s, `SELECT orders FROM users WHERE user_id = ?`, "cat")
+	outbox := count(t, s, `SELECT COUNT(*) FROM outbox`)
+	if rows != n || counted != n || outbox != n {
+		t.Fatalf("%d concurrent orders of one user: %d rows, counted %d, %d outbox rows; want %d each", n, rows, counted, outbox, n)
+	}
+}
+
+// A holder whose lock was taken over while it paused cannot write: the
+// guard refuses its token once a newer holder wrote.
+func TestOrders_StaleHolderIsRefused(t *testing.T) {
+	s, url := newService(t)
+	ctx := context.Background()
+	first, second := order(ctx, url, "dan", "dan-1"), order(ctx, url, "dan", "dan-2")
+	stale, err := strconv.ParseInt(first.out.Token, 10, 64)
+	newer, err2 := strconv.ParseInt(second.out.Token, 10, 64)
+	if first.status != 201 || second.status != 201 || err != nil || err2 != nil || stale >= newer {
+		t.Fatalf("two orders: %+v, %+v", first, second)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error { return s.guard.Check(ctx, tx, "user:dan", stale) })
+	if !errors.Is(err, lock.ErrStaleToken) {
+		t.Fatalf("a write with the first order's token after the second's: %v, want lock.ErrStaleToken", err)
+	}
+}
