@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/idempotency/dedup"
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/migrations"
 	"github.com/idgen/idgen/segment"
@@ -112,6 +113,7 @@ type Store struct {
 	conn    *sqlstore.Conn
 	d       sqlstore.Dialect
 	idemSQL sqlstore.IdemStatements
+	dedup   *sqlstore.Dedup
 	own     bool // the sequence table is idgen's own
 	seg     *sqlstore.Store
 	leases  *sqlstore.Leases
@@ -199,7 +201,11 @@ func build(c *sqlstore.Conn, t sqlstore.SequenceTable, owner string) (*Store, er
 	if err != nil {
 		return nil, err
 	}
-	return &Store{conn: c, d: d, idemSQL: idem, own: t.Own(), seg: sqlstore.NewGuarded(c.DB, d, g),
+	dd, err := sqlstore.NewDedupStatements(c.Spelling)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{conn: c, d: d, idemSQL: idem, dedup: sqlstore.NewDedup(c.DB, d, dd), own: t.Own(), seg: sqlstore.NewGuarded(c.DB, d, g),
 		leases: sqlstore.NewGuardedLeases(c.DB, d, g, owner), guard: g,
 		locks: sqlstore.NewLocks(c.DB, d, locks, g, c.Listen), owner: owner}, nil
 }
@@ -330,6 +336,13 @@ func (s *Store) Idempotency() idempotency.Store {
 	}
 	return s.idem
 }
+
+// Dedup returns the store of consumer dedup records (the idgen_dedup
+// table of migration 00018), for dedup.New. Its records are written in
+// the caller's transaction (dedup.Deduper.Do), which may be on DB or on
+// any other pool of the same database; only the sweeps use the Store's
+// pool.
+func (s *Store) Dedup() dedup.Store { return s.dedup }
 
 // Reserve implements segment.Store: it advances the tag's max_id by step
 // in one transaction and returns the range it covered.

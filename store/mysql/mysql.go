@@ -39,6 +39,7 @@ var spelling = sqlstore.Spelling{
 	InsertIgnore: true,
 	UpdateJoin:   true,
 	IdemSweep:    `DELETE FROM idempotency_key WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
+	DedupSweep:   `DELETE FROM idgen_dedup WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
 	NoRows:       sql.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var me *driver.MySQLError

@@ -35,6 +35,8 @@ var spelling = sqlstore.Spelling{
 	// each other's batches.
 	IdemSweep: `DELETE FROM idempotency_key WHERE (scope, idem_key) IN
 		(SELECT scope, idem_key FROM idempotency_key WHERE expires_at <= ? LIMIT ? FOR UPDATE SKIP LOCKED)`,
+	DedupSweep: `DELETE FROM idgen_dedup WHERE (dedup_group, message_key) IN
+		(SELECT dedup_group, message_key FROM idgen_dedup WHERE expires_at <= ? LIMIT ? FOR UPDATE SKIP LOCKED)`,
 	// Lock releases wake waiters through LISTEN/NOTIFY (see listen).
 	Notify:      `SELECT pg_notify('idgen_lock', ?)`,
 	WritingWith: true,

@@ -32,8 +32,9 @@ import (
 // lock serialises reservations and claims.
 var spelling = sqlstore.Spelling{
 	Now: "CURRENT_TIMESTAMP", Greatest: "MAX", Int: "INTEGER",
-	IdemSweep: `DELETE FROM idempotency_key WHERE rowid IN (SELECT rowid FROM idempotency_key WHERE expires_at <= ? LIMIT ?)`,
-	NoRows:    sql.ErrNoRows,
+	IdemSweep:  `DELETE FROM idempotency_key WHERE rowid IN (SELECT rowid FROM idempotency_key WHERE expires_at <= ? LIMIT ?)`,
+	DedupSweep: `DELETE FROM idgen_dedup WHERE rowid IN (SELECT rowid FROM idgen_dedup WHERE expires_at <= ? LIMIT ?)`,
+	NoRows:     sql.ErrNoRows,
 	IsDuplicate: func(err error) bool {
 		var se *sqlite.Error
 		return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)

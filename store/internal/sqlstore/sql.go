@@ -37,6 +37,9 @@ type Spelling struct {
 	// IdemSweep deletes up to limit idempotency keys expired at now, with
 	// ? placeholders. Args: now, limit.
 	IdemSweep string
+	// DedupSweep deletes up to limit consumer dedup records expired at
+	// now, with ? placeholders. Args: now, limit.
+	DedupSweep string
 
 	// Notify, if set, wakes the waiters of a lock that other connections
 	// hold, in the transaction that frees it: PostgreSQL's
