@@ -1,0 +1,5 @@
+//go:build !race
+
+package dedupcheck
+
+const raceEnabled = false
