@@ -14,6 +14,7 @@ import (
 
 	"github.com/idgen/idgen/idempotency/dedup"
 	"github.com/idgen/idgen/store"
+	_ "github.com/idgen/idgen/store/mysql"
 	_ "github.com/idgen/idgen/store/postgres"
 	_ "github.com/idgen/idgen/store/sqlite"
 )
@@ -55,7 +56,7 @@ func TestMain(m *testing.M) {
 }
 
 // say prints one line for the test: "start", "skip ID" (a redelivery
-// dedup caught), "claimed N", "error TEXT". Unbuffered, so that a kill
+// dedup caught), "claimed N", "acked N", "error TEXT". Unbuffered, so that a kill
 // loses no line already said.
 func say(format string, args ...any) {
 	_, _ = fmt.Fprintf(os.Stdout, format+"\n", args...)
@@ -115,6 +116,7 @@ func consume(ctx context.Context, name string) error {
 			if err := rdb.XAck(ctx, stream, group, acks...).Err(); err != nil {
 				return fmt.Errorf("xack: %w", err)
 			}
+			say("acked %d", len(acks))
 		}
 	}
 }

@@ -23,6 +23,7 @@ type fleet struct {
 	started int // consumers started
 	skips   int // redeliveries dedup skipped
 	claimed int // messages taken over from other consumers
+	acked   int // acknowledgements, redeliveries included
 	errs    []string
 }
 
@@ -32,6 +33,7 @@ type proc struct {
 	cmd   *exec.Cmd
 	done  chan struct{}
 	ready bool // said "start"; under fleet.mu
+	acked int  // acknowledgements; under fleet.mu
 }
 
 func newFleet(t *testing.T, env ...string) *fleet {
@@ -99,22 +101,41 @@ func (f *fleet) record(p *proc, line string) {
 	case "claimed":
 		n, _ := strconv.Atoi(rest)
 		f.claimed += n
+	case "acked":
+		n, _ := strconv.Atoi(rest)
+		f.acked += n
+		p.acked += n
 	default:
 		f.errs = append(f.errs, p.name+": "+line)
 	}
 }
 
-// ready returns the live consumers that have started reading.
-func (f *fleet) ready() []*proc {
+// working returns the live consumers that have acknowledged messages,
+// or if none has, those that have started reading.
+func (f *fleet) working() []*proc {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*proc
+	var acked, ready []*proc
 	for _, p := range f.procs {
-		if p.ready && p.alive() {
-			out = append(out, p)
+		switch {
+		case !p.alive():
+		case p.acked > 0:
+			acked = append(acked, p)
+		case p.ready:
+			ready = append(ready, p)
 		}
 	}
-	return out
+	if len(acked) > 0 {
+		return acked
+	}
+	return ready
+}
+
+// ackCount returns the acknowledgements the consumers said so far.
+func (f *fleet) ackCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.acked
 }
 
 func (p *proc) alive() bool {
