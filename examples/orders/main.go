@@ -66,8 +66,9 @@ func run(args []string) error {
 			return err
 		}
 		defer p.Close()
-		workers = 1
+		workers = 2
 		go func() { done <- p.Relay(ctx) }()
+		go func() { done <- p.Consume(ctx, "orders-"+nonce()) }()
 	}
 	srv := &http.Server{Addr: *addr, Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {

@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/idempotency/dedup"
 	"github.com/idgen/idgen/idempotency/middleware"
 	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/segment"
@@ -55,12 +56,13 @@ type service struct {
 	guard  *lock.Guard
 	keeper *idempotency.Keeper
 	mw     *middleware.Middleware
+	dedup  *dedup.Deduper
 	q      statements
 }
 
 // statements are the service's SQL, in the store's placeholders.
 type statements struct {
-	userCount, userAdd, userSet, orderAdd, outboxAdd, orderGet, outboxUnsent, outboxSent string
+	userCount, userAdd, userSet, orderAdd, outboxAdd, orderGet, outboxUnsent, outboxSent, shipmentAdd string
 }
 
 // schema is the service's own tables, in SQL all three databases read.
@@ -70,6 +72,9 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS orders (id BIGINT PRIMARY KEY, user_id VARCHAR(100) NOT NULL, item VARCHAR(100) NOT NULL, qty INTEGER NOT NULL, token BIGINT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS outbox (id BIGINT PRIMARY KEY, topic VARCHAR(100) NOT NULL, payload TEXT NOT NULL, sent INTEGER NOT NULL DEFAULT 0)`,
 	`CREATE TABLE IF NOT EXISTS users (user_id VARCHAR(100) PRIMARY KEY, orders INTEGER NOT NULL)`,
+	// One row per shipment, no unique key of its own: a second shipment
+	// of one order would show as a second row, which dedup prevents.
+	`CREATE TABLE IF NOT EXISTS shipments (order_id BIGINT NOT NULL)`,
 }
 
 // open opens the store, migrates it and the service's tables, and puts
@@ -106,6 +111,7 @@ func open(ctx context.Context, cfg Config) (_ *service, err error) {
 		orderGet:     s.sql(`SELECT user_id, item, qty, token FROM orders WHERE id = ?`),
 		outboxUnsent: s.sql(`SELECT id, payload FROM outbox WHERE sent = 0 ORDER BY id LIMIT 100`),
 		outboxSent:   s.sql(`UPDATE outbox SET sent = 1 WHERE id = ?`),
+		shipmentAdd:  s.sql(`INSERT INTO shipments (order_id) VALUES (?)`),
 	}
 	defer func() {
 		if err != nil {
@@ -135,6 +141,10 @@ func open(ctx context.Context, cfg Config) (_ *service, err error) {
 	if s.keeper, err = idempotency.New(st.Idempotency(), idempotency.Config{TTL: cfg.KeyTTL}); err != nil {
 		return nil, err
 	}
+	if s.dedup, err = dedup.New(st.Dedup(), dedup.Config{Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	s.dedup.Start() // sweeps records past their retention
 	s.mw, err = middleware.New(s.keeper, middleware.Options{
 		Headers: []string{"Location"},
 		// Keys are per user: one user cannot replay another's answer.
@@ -146,6 +156,9 @@ func open(ctx context.Context, cfg Config) (_ *service, err error) {
 // Close hands unused IDs back and closes the store last.
 func (s *service) Close() error {
 	var errs []error
+	if s.dedup != nil {
+		errs = append(errs, s.dedup.Close())
+	}
 	if s.keeper != nil {
 		errs = append(errs, s.keeper.Close())
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,8 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/internal/testtime"
 	"github.com/idgen/idgen/lock"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // newService runs the order service on a fresh SQLite store.
@@ -163,5 +168,76 @@ func TestOrders_StaleHolderIsRefused(t *testing.T) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error { return s.guard.Check(ctx, tx, "user:dan", stale) })
 	if !errors.Is(err, lock.ErrStaleToken) {
 		t.Fatalf("a write with the first order's token after the second's: %v, want lock.ErrStaleToken", err)
+	}
+}
+
+// The outbox reaches the consumer at least once and ships each order
+// exactly once: the relay publishes some orders twice (it crashed
+// between publishing and marking them sent), and a consumer dies after
+// shipping some orders but before acknowledging them, whose messages
+// another claims.
+func TestOrders_OutboxShipsEachOrderOnce(t *testing.T) {
+	s, url := newService(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 20
+	for i := range n {
+		if a := order(ctx, url, fmt.Sprintf("u%d", i%3), fmt.Sprintf("k%d", i)); a.status != 201 {
+			t.Fatalf("order %d: %+v", i, a)
+		}
+	}
+	p, err := newPipeline(ctx, s, dbtest.StartRedis(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	p.claimIdle = 100 * time.Millisecond
+	relayAll := func() {
+		t.Helper()
+		for {
+			k, err := p.relayOnce(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k == 0 {
+				return
+			}
+		}
+	}
+	relayAll()
+	// The relay's crash: half the outbox is published again.
+	if _, err := s.db.ExecContext(ctx, s.sql(`UPDATE outbox SET sent = 0 WHERE id <= ?`), n/2); err != nil {
+		t.Fatal(err)
+	}
+	relayAll()
+	// A consumer that ships five orders and dies before acknowledging.
+	if err := p.rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "dead", Streams: []string{stream, ">"}, Count: 5}).Result()
+	if err != nil || len(res) != 1 || len(res[0].Messages) != 5 {
+		t.Fatalf("the dying consumer's read: %v, %v", res, err)
+	}
+	for _, m := range res[0].Messages {
+		if err := p.ship(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Consume(ctx, "live") }()
+	settled := testtime.Until(30*time.Second, 20*time.Millisecond, func() bool {
+		pending, err := p.rdb.XPending(ctx, stream, group).Result()
+		read, _ := p.rdb.XInfoGroups(ctx, stream).Result()
+		return err == nil && pending.Count == 0 && len(read) == 1 && read[0].EntriesRead == n+n/2
+	})
+	cancel()
+	<-done
+	if !settled {
+		t.Fatal("the consumer did not read and acknowledge every message within 30 s")
+	}
+	ships := count(t, s, `SELECT COUNT(*) FROM shipments`)
+	orders := count(t, s, `SELECT COUNT(DISTINCT order_id) FROM shipments`)
+	if ships != n || orders != n {
+		t.Fatalf("%d messages for %d orders: %d shipments of %d orders; want each order shipped once", n+n/2, n, ships, orders)
 	}
 }

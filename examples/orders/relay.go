@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idgen/idgen/idempotency/dedup"
 )
 
 // stream is the Redis stream orders are published to.
@@ -18,6 +24,9 @@ type pipeline struct {
 	s   *service
 	rdb *redis.Client
 	log *slog.Logger
+	// claimIdle is how long a message stays with a consumer that does
+	// not acknowledge it before another claims it.
+	claimIdle time.Duration
 }
 
 func newPipeline(ctx context.Context, s *service, addr string, log *slog.Logger) (*pipeline, error) {
@@ -26,7 +35,7 @@ func newPipeline(ctx context.Context, s *service, addr string, log *slog.Logger)
 		_ = rdb.Close()
 		return nil, fmt.Errorf("orders: Redis at %s: %w", addr, err)
 	}
-	return &pipeline{s: s, rdb: rdb, log: log}, nil
+	return &pipeline{s: s, rdb: rdb, log: log, claimIdle: 5 * time.Second}, nil
 }
 
 func (p *pipeline) Close() { _ = p.rdb.Close() }
@@ -88,6 +97,79 @@ func (p *pipeline) unsent(ctx context.Context) ([]outboxRow, error) {
 		batch = append(batch, r)
 	}
 	return batch, rows.Err()
+}
+
+// group is the consumer group that ships orders.
+const group = "shipping"
+
+// Consume ships each published order once, as consumer name of the
+// group: the shipment and the dedup record commit in one transaction,
+// then the message is acknowledged. A consumer killed between the commit
+// and the acknowledgement leaves the message pending; another claims it
+// (XAUTOCLAIM) and dedup skips it. A relay's second publication of one
+// order is another message with the same order key, skipped the same
+// way.
+func (p *pipeline) Consume(ctx context.Context, name string) error {
+	if err := p.rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("orders: create the consumer group: %w", err)
+	}
+	for ctx.Err() == nil {
+		msgs, err := p.next(ctx, name)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("orders: consume", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		for _, m := range msgs {
+			if err := p.ship(ctx, m); err != nil {
+				p.log.Warn("orders: ship", "message", m.ID, "err", err)
+				continue // left pending: redelivered by a claim
+			}
+			if err := p.rdb.XAck(ctx, stream, group, m.ID).Err(); err != nil {
+				p.log.Warn("orders: ack", "message", m.ID, "err", err)
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// next claims messages left pending by a consumer for p.claimIdle, or
+// else reads new ones.
+func (p *pipeline) next(ctx context.Context, name string) ([]redis.XMessage, error) {
+	claimed, _, err := p.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: stream, Group: group, Consumer: name, MinIdle: p.claimIdle, Start: "0", Count: 100}).Result()
+	if err != nil || len(claimed) > 0 {
+		return claimed, err
+	}
+	res, err := p.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: name, Streams: []string{stream, ">"}, Count: 100, Block: time.Second}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return res[0].Messages, nil
+}
+
+// ship records the order's shipment once per order, whatever the
+// message: the dedup key is the order's ID.
+func (p *pipeline) ship(ctx context.Context, m redis.XMessage) error {
+	id, _ := m.Values["order"].(string)
+	if _, err := strconv.ParseInt(id, 10, 64); err != nil {
+		p.log.Warn("orders: a message with no order ID, dropped", "message", m.ID)
+		return nil
+	}
+	err := p.s.inTx(ctx, func(tx *sql.Tx) error {
+		return p.s.dedup.Do(ctx, tx, group, id, func(ctx context.Context) error {
+			_, err := tx.ExecContext(ctx, p.s.q.shipmentAdd, id) //nolint:gosec // G701: a constant of orders.go, rendered once
+			return err
+		})
+	})
+	if errors.Is(err, dedup.ErrProcessed) {
+		return nil
+	}
+	return err
 }
 
 // redact hides a DSN's password.
