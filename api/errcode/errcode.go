@@ -133,7 +133,7 @@ var detected = []string{
 	"mode_disabled", "internal", "not_ready", "unauthorized", "forbidden", "admin_disabled",
 	"admin_unavailable", "client_certificate_required", "opaque_fixed", "idempotency_disabled",
 	"idempotency_not_supported", "range_not_released", "release_disabled", "ui_disabled",
-	"locks_disabled",
+	"locks_disabled", "invalid_lock_token",
 	// gRPC only: an enum value the server does not know.
 	"invalid_mode",
 }
