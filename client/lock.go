@@ -277,3 +277,11 @@ func (j grantJSON) grant() (lock.Grant, error) {
 func grantOf(m *idgenv1.LockGrant) lock.Grant {
 	return lock.Grant{Name: m.GetName(), Owner: m.GetOwner(), Token: m.GetToken(), Expires: m.GetExpiresAt().AsTime()}
 }
+
+// ReleaseLock frees the lock g names if g is still its grant, as
+// Lease.Release does, for a grant kept outside a Lease (a job that stored
+// its token). Another owner's grant or an older token is an error
+// matching lock.ErrNotHeld, and the lock is left as it was.
+func (c *Client) ReleaseLock(ctx context.Context, g lock.Grant) error {
+	return lockBackend{c}.Release(ctx, g)
+}
