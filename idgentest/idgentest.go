@@ -162,7 +162,7 @@ func NewServer(t testing.TB, opts *Options) *Server {
 	hs.Config.Protocols.SetUnencryptedHTTP2(true)
 	hs.Start()
 	t.Cleanup(hs.Close) // runs first: no request outlives the generators
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("idgentest: %v", err)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -63,7 +64,7 @@ func (s *Server) lockCall(c *gin.Context) (name string, admin, ok bool) {
 	name = c.Param("name")
 	admin, err := s.admitLock(c.Request.Header, name)
 	if err != nil {
-		if err == errUnauthorized {
+		if errors.Is(err, errUnauthorized) {
 			c.Header("WWW-Authenticate", `Bearer realm="idgen"`)
 		}
 		s.writeError(c, err)
