@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/idgentest"
+	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store/sqlite"
 )
 
 // holdStream is a Hold call as either transport's client makes it.
@@ -85,7 +89,8 @@ func TestLocks_Hold(t *testing.T) {
 	}
 	defer conn.Close()
 	native := idgenv1.NewLockServiceClient(conn)
-	const ttl = 150 * time.Millisecond
+	// Long enough for renewals to succeed on a loaded machine under -race.
+	const ttl = 500 * time.Millisecond
 	for _, tr := range []struct {
 		name string
 		hold func(ctx context.Context, m *idgenv1.HoldRequest) (holdStream, error)
@@ -119,8 +124,9 @@ func TestLocks_Hold(t *testing.T) {
 				t.Fatalf("first message: %v, %v", first, err)
 			}
 			// b waits three TTLs and is still refused: the stream renewed.
-			if _, err := acquire("b", 3*ttl); reason(err) != "lock_held" {
-				t.Fatalf("b while a's stream is open: %v; want lock_held", err)
+			if g, err := acquire("b", 3*ttl); reason(err) != "lock_held" {
+				_, serr := st.recv()
+				t.Fatalf("b while a's stream is open: %v, %v; want lock_held; a's stream: %v", g, err, serr)
 			}
 			// The client goes away: the lock is released, and b gets it
 			// without waiting for a TTL to lapse.
@@ -152,5 +158,46 @@ func TestLocks_Hold(t *testing.T) {
 				t.Fatalf("c's stream after d took the lock: %v; want lock_lost", err)
 			}
 		})
+	}
+}
+
+// A server that drains ends its Hold streams, UNAVAILABLE, and releases
+// their locks, so that a graceful stop does not wait for them.
+func TestLocks_HoldEndsOnDrain(t *testing.T) {
+	alloc := idgentest.NewAllocator(t)
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "locks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Config{Segment: alloc, Locks: server.LockConfig{Backend: st.Locks()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(s)
+	ts.Config.Protocols = new(http.Protocols)
+	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Start()
+	defer ts.Close()
+	h2c := &http.Client{Transport: &http.Transport{Protocols: ts.Config.Protocols}}
+	locks := idgenv1connect.NewLockServiceClient(h2c, ts.URL, connect.WithGRPC())
+	stream, err := locks.Hold(t.Context(), connect.NewRequest(&idgenv1.HoldRequest{Name: "drain", Owner: "a", Ttl: durationpb.New(time.Minute)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st0 := connectHold{stream}
+	if _, err := st0.recv(); err != nil {
+		t.Fatal(err)
+	}
+	s.Drain()
+	if _, err := st0.recv(); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("Hold after Drain: %v; want UNAVAILABLE", err)
+	}
+	// Released, not left to lapse after its minute.
+	if _, err := locks.Acquire(t.Context(), connect.NewRequest(&idgenv1.AcquireRequest{Name: "drain", Owner: "b", Ttl: durationpb.New(time.Second)})); err != nil {
+		t.Fatalf("b after the drain: %v", err)
 	}
 }

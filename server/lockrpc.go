@@ -111,7 +111,8 @@ const holdRenewEvery = 3
 
 // rpcHold is Hold over either transport: it acquires, sends the grant,
 // and renews it until ctx ends (the client went away: the lock is
-// released) or the grant is lost (the stream ends with lock_lost).
+// released), the server drains (released too, and the stream ends
+// UNAVAILABLE) or the grant is lost (the stream ends with lock_lost).
 func (s *Server) rpcHold(ctx context.Context, h http.Header, m *idgenv1.HoldRequest, send func(*idgenv1.HoldResponse) error) error {
 	g, err := s.rpcLockAcquire(ctx, h, m.GetName(), m.GetOwner(), m.GetTtl(), m.GetWait())
 	if err != nil {
@@ -132,6 +133,11 @@ func (s *Server) rpcHold(ctx context.Context, h http.Header, m *idgenv1.HoldRequ
 		case <-ctx.Done():
 			s.releaseHeld(ctx, g)
 			return ctx.Err()
+		case <-s.drained:
+			// Shutting down: an open Hold would keep the graceful stop
+			// waiting for its whole timeout, as a health Watch would.
+			s.releaseHeld(ctx, g)
+			return errHoldDrained
 		case <-t.C:
 		}
 		if !time.Now().Before(deadline) {
@@ -168,6 +174,9 @@ func (s *Server) releaseHeld(ctx context.Context, g lock.Grant) {
 }
 
 const holdReleaseTimeout = 5 * time.Second
+
+var errHoldDrained = &apiError{http.StatusServiceUnavailable, "unavailable",
+	"this server is shutting down: the lock was released; Hold again on another instance (a new grant, with a new token)"}
 
 // lockConnect is idgen.v1.LockService on connect-go (connect.go).
 type lockConnect struct{ s *Server }
