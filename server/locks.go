@@ -11,6 +11,7 @@ import (
 
 	"github.com/idgen/idgen/idempotency"
 	"github.com/idgen/idgen/lock"
+	"github.com/idgen/idgen/segment"
 )
 
 // Locks as a service (docs/locks.md, "Over HTTP and gRPC"): lockService
@@ -147,7 +148,21 @@ func (l *lockService) acquire(ctx context.Context, admin bool, name, owner strin
 	if errors.As(err, &he) {
 		return lock.Grant{}, &lockHeldError{holder: he.Holder, admin: admin}
 	}
-	return g, err
+	return g, storeError(err)
+}
+
+// storeError is a backend's error as the answer it gets: the lock
+// package's sentinels and context errors as they are, anything else (a
+// database that did not answer) as segment.ErrUnavailable, a 503 with
+// Retry-After that clients and Leases retry, rather than a 500. The
+// cause is logged under the request ID, as for any 5xx.
+func storeError(err error) error {
+	switch {
+	case err == nil, errors.Is(err, lock.ErrLost), errors.Is(err, lock.ErrNotHeld), errors.Is(err, lock.ErrHeld),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, segment.ErrUnavailable):
+		return err
+	}
+	return fmt.Errorf("%w: lock store: %w", segment.ErrUnavailable, err)
 }
 
 // renew extends the grant (name, owner, token) to ttl from now.
@@ -158,7 +173,8 @@ func (l *lockService) renew(ctx context.Context, name, owner string, token int64
 	// A grant this instance has not seen (acquired through another one)
 	// joins the table, without the cap: it is held already.
 	l.names.touch(name)
-	return l.b.Renew(ctx, lock.Grant{Name: name, Owner: owner, Token: token}, ttl)
+	g, err := l.b.Renew(ctx, lock.Grant{Name: name, Owner: owner, Token: token}, ttl)
+	return g, storeError(err)
 }
 
 // release frees name if (owner, token) is its grant.
@@ -166,7 +182,7 @@ func (l *lockService) release(ctx context.Context, name, owner string, token int
 	if err := l.rules.Check(name, owner, l.minTTL); err != nil {
 		return err
 	}
-	return l.b.Release(ctx, lock.Grant{Name: name, Owner: owner, Token: token})
+	return storeError(l.b.Release(ctx, lock.Grant{Name: name, Owner: owner, Token: token}))
 }
 
 // describe returns who holds name and who waits. Owners are named only
@@ -178,7 +194,7 @@ func (l *lockService) describe(ctx context.Context, admin bool, name string) (lo
 	}
 	in, err := l.b.Describe(ctx, name)
 	if err != nil {
-		return lock.Info{}, err
+		return lock.Info{}, storeError(err)
 	}
 	if !admin {
 		in = redact(in)
@@ -209,7 +225,7 @@ func (l *lockService) list(ctx context.Context) ([]lock.Info, error) {
 	for _, n := range names {
 		in, err := l.b.Describe(ctx, n)
 		if err != nil {
-			return nil, err
+			return nil, storeError(err)
 		}
 		if in.Holder == nil && len(in.Waiters) == 0 {
 			free = append(free, n)

@@ -2,16 +2,23 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idgen/idgen/idgentest"
+	"github.com/idgen/idgen/lock"
+	"github.com/idgen/idgen/server"
+	"github.com/idgen/idgen/store/sqlite"
 )
 
 // lockAPI calls the /locks routes of one server.
@@ -181,5 +188,115 @@ func TestLocks_HTTP_WaiterGetsLapsedLock(t *testing.T) {
 	}
 	if a.str("token") == b.str("token") {
 		t.Fatalf("b got a's token %s", a.str("token"))
+	}
+}
+
+// lockServer serves cfg's lock API, with cfg.Backend a fresh SQLite
+// store's unless set, beside an allocator.
+func lockServer(t *testing.T, cfg server.LockConfig) string {
+	t.Helper()
+	if cfg.Backend == nil {
+		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "locks.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		if _, err := st.Migrate(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Backend = st.Locks()
+	}
+	s, err := server.New(server.Config{Segment: idgentest.NewAllocator(t), Locks: cfg, AdminToken: "admin-token-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// downLocks is a lock store that cannot be reached.
+type downLocks struct{}
+
+var errDown = errors.New("dial tcp 10.1.2.3:5432: connection refused")
+
+func (downLocks) Acquire(context.Context, string, string, time.Duration, bool) (lock.Grant, error) {
+	return lock.Grant{}, errDown
+}
+func (downLocks) Renew(context.Context, lock.Grant, time.Duration) (lock.Grant, error) {
+	return lock.Grant{}, errDown
+}
+func (downLocks) Release(context.Context, lock.Grant) error           { return errDown }
+func (downLocks) Describe(context.Context, string) (lock.Info, error) { return lock.Info{}, errDown }
+
+// The answers that depend on the server's configuration: no lock store,
+// a store that is down (503 with Retry-After, never its text), a full
+// table of names, and a wait cut to the server's maximum.
+func TestLocks_HTTP_ServerLimits(t *testing.T) {
+	t.Run("no lock store", func(t *testing.T) {
+		s, err := server.New(server.Config{Segment: idgentest.NewAllocator(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(s)
+		defer ts.Close()
+		api := lockAPI{t: t, base: ts.URL}
+		if a := api.acquire("x", "a", "10s", ""); a.status != 404 || a.code() != "locks_disabled" {
+			t.Fatalf("acquire: %d %s; want 404 locks_disabled", a.status, a.raw)
+		}
+	})
+	t.Run("store down", func(t *testing.T) {
+		api := lockAPI{t: t, base: lockServer(t, server.LockConfig{Backend: downLocks{}})}
+		for _, a := range []lockAnswer{
+			api.acquire("x", "a", "10s", ""),
+			api.release("x", "a", "1"),
+			api.call(http.MethodGet, "/locks/x", ""),
+		} {
+			if a.status != 503 || a.code() != "unavailable" || strings.Contains(a.raw, "10.1.2.3") {
+				t.Fatalf("%d %s; want 503 unavailable without the store's text", a.status, a.raw)
+			}
+		}
+	})
+	t.Run("table of names full", func(t *testing.T) {
+		api := lockAPI{t: t, base: lockServer(t, server.LockConfig{MaxNames: 2})}
+		for _, n := range []string{"a", "b"} {
+			if a := api.acquire(n, "o", "10s", ""); a.status != 200 {
+				t.Fatalf("acquire %s: %d %s", n, a.status, a.raw)
+			}
+		}
+		if a := api.acquire("c", "o", "10s", ""); a.status != 409 || a.code() != "lock_limit_reached" {
+			t.Fatalf("a third name: %d %s; want 409 lock_limit_reached", a.status, a.raw)
+		}
+		if a := api.acquire("a", "o", "10s", ""); a.status != 200 {
+			t.Fatalf("a known name: %d %s", a.status, a.raw)
+		}
+	})
+	t.Run("wait cut to the maximum", func(t *testing.T) {
+		api := lockAPI{t: t, base: lockServer(t, server.LockConfig{MaxWait: 50 * time.Millisecond})}
+		if a := api.acquire("x", "a", "10s", ""); a.status != 200 {
+			t.Fatalf("acquire a: %d %s", a.status, a.raw)
+		}
+		start := time.Now()
+		if b := api.acquire("x", "b", "10s", "1h"); b.status != 409 || b.code() != "lock_held" {
+			t.Fatalf("b waiting an hour: %d %s; want 409 lock_held after the server's maximum", b.status, b.raw)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("b's wait lasted %v; the server's maximum is 50ms", d)
+		}
+	})
+}
+
+// A config the lock package cannot use is refused by New.
+func TestLocks_InvalidConfig(t *testing.T) {
+	for _, cfg := range []server.LockConfig{
+		{Backend: downLocks{}, MinTTL: time.Millisecond},
+		{Backend: downLocks{}, MinTTL: time.Minute, MaxTTL: time.Second},
+		{Backend: downLocks{}, MaxWait: time.Hour},
+		{Backend: downLocks{}, MaxWait: -time.Second},
+		{Backend: downLocks{}, MaxNames: -1},
+	} {
+		if _, err := server.New(server.Config{Segment: idgentest.NewAllocator(t), Locks: cfg}); !errors.Is(err, server.ErrInvalidConfig) {
+			t.Errorf("New with %+v: %v; want server.ErrInvalidConfig", cfg, err)
+		}
 	}
 }
