@@ -131,8 +131,10 @@ func (s *Server) rpcHold(ctx context.Context, h http.Header, m *idgenv1.HoldRequ
 	for {
 		select {
 		case <-ctx.Done():
+			// The client ended the stream: the normal end of a Hold,
+			// which no one reads the status of, as a health Watch ends.
 			s.releaseHeld(ctx, g)
-			return ctx.Err()
+			return nil
 		case <-s.drained:
 			// Shutting down: an open Hold would keep the graceful stop
 			// waiting for its whole timeout, as a health Watch would.
@@ -155,7 +157,7 @@ func (s *Server) rpcHold(ctx context.Context, h http.Header, m *idgenv1.HoldRequ
 			return err
 		case ctx.Err() != nil:
 			s.releaseHeld(ctx, g)
-			return ctx.Err()
+			return nil
 		default:
 			// Retried within the TTL, as a Lease retries: the grant may
 			// still stand.
