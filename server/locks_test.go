@@ -195,6 +195,12 @@ func TestLocks_HTTP_WaiterGetsLapsedLock(t *testing.T) {
 // store's unless set, beside an allocator.
 func lockServer(t *testing.T, cfg server.LockConfig) string {
 	t.Helper()
+	return lockServerWith(t, server.Config{}, cfg)
+}
+
+// lockServerWith is lockServer with base's other settings.
+func lockServerWith(t *testing.T, base server.Config, cfg server.LockConfig) string {
+	t.Helper()
 	if cfg.Backend == nil {
 		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "locks.db"))
 		if err != nil {
@@ -206,13 +212,52 @@ func lockServer(t *testing.T, cfg server.LockConfig) string {
 		}
 		cfg.Backend = st.Locks()
 	}
-	s, err := server.New(server.Config{Segment: idgentest.NewAllocator(t), Locks: cfg, AdminToken: "admin-token-0123456789"})
+	base.Segment, base.Locks, base.AdminToken = idgentest.NewAllocator(t), cfg, "admin-token-0123456789"
+	s, err := server.New(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return ts.URL
+}
+
+// With API tokens, a lock call needs a token whose tags name the lock,
+// as an ID call does for its tag; the admin token is let in too, and
+// only it sees other owners.
+func TestLocks_HTTP_Auth(t *testing.T) {
+	toks, err := server.ParseAPITokens("orders-token-0123456789=order:1;all-token-0123456789=*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := lockServerWith(t, server.Config{APITokens: toks}, server.LockConfig{})
+	for _, tc := range []struct {
+		name, token, lock string
+		status            int
+		code              string
+	}{
+		{"no token", "", "order:1", 401, "unauthorized"},
+		{"wrong token", "nobody-token-0123456789", "order:1", 403, "forbidden"},
+		{"token for another lock", "orders-token-0123456789", "order:2", 403, "forbidden"},
+		{"token for the lock", "orders-token-0123456789", "order:1", 200, ""},
+		{"token for every lock", "all-token-0123456789", "order:3", 200, ""},
+		{"admin token", "admin-token-0123456789", "order:4", 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := lockAPI{t: t, base: base, token: tc.token}.acquire(tc.lock, "o", "10s", "")
+			if a.status != tc.status || a.code() != tc.code {
+				t.Fatalf("%d %s; want %d %s", a.status, a.raw, tc.status, tc.code)
+			}
+		})
+	}
+	d := lockAPI{t: t, base: base, token: "all-token-0123456789"}.call(http.MethodGet, "/locks/order:1", "")
+	if h, _ := d.body["holder"].(map[string]any); d.status != 200 || h == nil || h["owner"] != nil {
+		t.Fatalf("describe with a client token: %d %s; want the holder without its owner", d.status, d.raw)
+	}
+	d = lockAPI{t: t, base: base, token: "admin-token-0123456789"}.call(http.MethodGet, "/locks/order:1", "")
+	if h, _ := d.body["holder"].(map[string]any); d.status != 200 || h == nil || h["owner"] != "o" {
+		t.Fatalf("describe with the admin token: %d %s; want the holder's owner", d.status, d.raw)
+	}
 }
 
 // downLocks is a lock store that cannot be reached.
