@@ -16,6 +16,7 @@ import (
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/lock"
+	"github.com/idgen/idgen/store/dbtest"
 )
 
 // lockStep is one call of the hand-over sequence, made by one of
@@ -263,6 +264,43 @@ func TestServe_LocksGRPCurl(t *testing.T) {
 			p := proctest.Serve(t, bin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(t.TempDir(), "idgen.db")},
 				append([]string{"--admin-token", lockE2EAdmin}, tr.args...)...)
 			checkHandOver(t, grpcurlLocks{grpcurl: tl.grpcurl, addr: tr.addr(t, p)}, "order:"+tr.name)
+		})
+	}
+}
+
+// twoInstances makes a's calls on one instance and b's on another.
+type twoInstances struct{ a, b httpLocks }
+
+func (w twoInstances) on(owner string) httpLocks {
+	if owner == "a" {
+		return w.a
+	}
+	return w.b
+}
+
+func (w twoInstances) acquire(t *testing.T, name, owner string) (int64, string) {
+	return w.on(owner).acquire(t, name, owner)
+}
+
+func (w twoInstances) release(t *testing.T, name, owner string, token int64) string {
+	// The stale release goes to b's instance, which never saw a's grant.
+	return w.b.release(t, name, owner, token)
+}
+
+func (w twoInstances) holder(t *testing.T, name string) (string, int64) { return w.a.holder(t, name) }
+
+// The sequence across two instances on one PostgreSQL or MySQL database:
+// the lock is the store's, not an instance's.
+func TestServe_LocksTwoInstancesShareADatabase(t *testing.T) {
+	t.Parallel()
+	for _, k := range []dbtest.Kind{dbtest.Postgres, dbtest.MySQL} {
+		t.Run(k.Name, func(t *testing.T) {
+			srv := dbtest.Start(t, k)
+			bin := proctest.Binary(t, t.TempDir())
+			env := []string{"IDGEN_STORE=" + srv.DSN}
+			a := proctest.Serve(t, bin, env, "--admin-token", lockE2EAdmin)
+			b := proctest.Serve(t, bin, env, "--admin-token", lockE2EAdmin)
+			checkHandOver(t, twoInstances{a: httpLocks{base: a.URL, admin: lockE2EAdmin}, b: httpLocks{base: b.URL, admin: lockE2EAdmin}}, "order:"+k.Name)
 		})
 	}
 }
