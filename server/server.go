@@ -252,7 +252,7 @@ func (s *Server) routes() error {
 	// A first request to the bare address learns where the API is
 	// described, rather than getting 404.
 	e.GET("/", func(c *gin.Context) {
-		c.PureJSON(http.StatusOK, gin.H{"service": "idgen", "api_document": APIDocument, "grpc": "idgen.v1.IDService (api/idgen/v1/idgen.proto), on this port"})
+		c.PureJSON(http.StatusOK, gin.H{"service": "idgen", "api_document": APIDocument, "grpc": "idgen.v1.IDService and idgen.v1.LockService (api/idgen/v1/idgen.proto), on this port"})
 	})
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
