@@ -89,8 +89,9 @@ func TestLocks_Hold(t *testing.T) {
 	}
 	defer conn.Close()
 	native := idgenv1.NewLockServiceClient(conn)
-	// Long enough for renewals to succeed on a loaded machine under -race.
-	const ttl = 500 * time.Millisecond
+	// Long enough for renewals to get through on a loaded machine under
+	// -race, beside a waiter that polls SQLite.
+	const ttl = time.Second
 	for _, tr := range []struct {
 		name string
 		hold func(ctx context.Context, m *idgenv1.HoldRequest) (holdStream, error)
@@ -123,8 +124,8 @@ func TestLocks_Hold(t *testing.T) {
 			if err != nil || first.GetGrant().GetOwner() != "a" {
 				t.Fatalf("first message: %v, %v", first, err)
 			}
-			// b waits three TTLs and is still refused: the stream renewed.
-			if g, err := acquire("b", 3*ttl); reason(err) != "lock_held" {
+			// b waits past a's TTL and is still refused: the stream renewed.
+			if g, err := acquire("b", ttl+ttl/2); reason(err) != "lock_held" {
 				_, serr := st.recv()
 				t.Fatalf("b while a's stream is open: %v, %v; want lock_held; a's stream: %v", g, err, serr)
 			}
