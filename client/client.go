@@ -74,6 +74,7 @@ import (
 	"github.com/idgen/idgen/api/errcode"
 	"github.com/idgen/idgen/api/idgen/v1/idgenv1connect"
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/segment"
 )
 
@@ -99,6 +100,15 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Holder is the holder of a lock a lock_held answer names: only to a
+	// caller with the server's admin token; zero otherwise.
+	Holder LockHolder
+}
+
+// LockHolder is the holder of a lock, as a lock_held answer names it.
+type LockHolder struct {
+	Owner     string
+	ExpiresAt string // RFC 3339
 }
 
 func (e *Error) Error() string {
@@ -148,6 +158,9 @@ type Client struct {
 	grpc       bool
 	grpcAddr   string                         // WithGRPCAddr's host:port, or "" for the base URL's
 	rpc        idgenv1connect.IDServiceClient // set by New with WithGRPC
+	lockRPC    idgenv1connect.LockServiceClient
+	// locks hands out Leases over the server's lock API (lock.go).
+	locks *lock.Locker
 }
 
 // Option configures a Client.
@@ -198,8 +211,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		}
 	}
 	if c.grpc {
-		c.rpc = newRPCClient(c)
+		c.rpc, c.lockRPC = newRPCClient(c)
 	}
+	c.locks = newLocker(c)
 	switch {
 	case c.mode != "" && c.mode != "snowflake" && c.mode != "segment":
 		return nil, fmt.Errorf("client: mode must be snowflake, segment or empty, got %q", c.mode)
@@ -511,6 +525,9 @@ func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, bo
 	if err != nil {
 		return 0, &unreachableError{err: fmt.Errorf("reading the answer of %s %s: %w", method, req.URL.Redacted(), err)}
 	}
+	if resp.StatusCode == http.StatusNoContent { // DELETE /locks/{name}
+		return -1, nil
+	}
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(answer, out); err != nil {
 			return -1, fmt.Errorf("client: server sent bad JSON: %w", err)
@@ -519,10 +536,17 @@ func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, bo
 	}
 	apiErr := &Error{Status: resp.StatusCode}
 	var e struct {
-		Error struct{ Code, Message string }
+		Error struct {
+			Code, Message string
+			Holder        struct {
+				Owner     string `json:"owner"`
+				ExpiresAt string `json:"expires_at"`
+			}
+		}
 	}
 	if json.Unmarshal(answer, &e) == nil && e.Error.Code != "" {
 		apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
+		apiErr.Holder = LockHolder(e.Error.Holder)
 	} else {
 		apiErr.Code, apiErr.Message = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(answer))
 	}

@@ -30,9 +30,9 @@ func WithGRPCAddr(addr string) Option {
 	return func(c *Client) { c.grpc, c.grpcAddr = true, addr }
 }
 
-// newRPCClient builds the connect client of c's server, with an HTTP/2
+// newRPCClient builds the connect clients of c's server, with an HTTP/2
 // transport unless the caller brought one.
-func newRPCClient(c *Client) idgenv1connect.IDServiceClient {
+func newRPCClient(c *Client) (idgenv1connect.IDServiceClient, idgenv1connect.LockServiceClient) {
 	hc := c.http
 	if hc.Transport == nil {
 		p := new(http.Protocols)
@@ -48,7 +48,8 @@ func newRPCClient(c *Client) idgenv1connect.IDServiceClient {
 	if c.grpcAddr != "" {
 		base = url.URL{Scheme: c.base.Scheme, Host: c.grpcAddr}
 	}
-	return idgenv1connect.NewIDServiceClient(hc, base.String(), connect.WithGRPC())
+	return idgenv1connect.NewIDServiceClient(hc, base.String(), connect.WithGRPC()),
+		idgenv1connect.NewLockServiceClient(hc, base.String(), connect.WithGRPC())
 }
 
 func rpcMode(mode string) idgenv1.Mode {
@@ -151,6 +152,7 @@ func (c *Client) rpcFailure(ctx context.Context, err error) (wait time.Duration,
 		case *errdetails.ErrorInfo:
 			if v.GetDomain() == "idgen" {
 				e.Code = v.GetReason()
+				e.Holder = LockHolder{Owner: v.GetMetadata()["owner"], ExpiresAt: v.GetMetadata()["expires_at"]}
 			}
 		case *errdetails.RetryInfo:
 			wait = min(v.GetRetryDelay().AsDuration(), c.maxBackoff)

@@ -27,6 +27,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -66,12 +68,21 @@ type Options struct {
 	// IdempotencyNow is the clock of the keys' expiry, so that a test
 	// lets a key expire without waiting. Nil means time.Now.
 	IdempotencyNow func() time.Time
+	// LockMinTTL is the shortest lock TTL the server accepts, as `idgen
+	// serve --lock-min-ttl`, so that a test lets a lock lapse in
+	// milliseconds. Zero means 1s. At least 10ms.
+	LockMinTTL time.Duration
 }
 
 // Server is a running idgen HTTP server.
 type Server struct {
-	// URL is the base URL, http://127.0.0.1:PORT.
+	// URL is the base URL, http://127.0.0.1:PORT: HTTP/1.1, and HTTP/2
+	// without TLS (h2c) for the gRPC API beside it (client.WithGRPC).
 	URL string
+	// GRPCAddr is the address, 127.0.0.1:PORT, of the gRPC API on
+	// grpc-go's own transport, as `idgen serve --grpc-addr` serves it
+	// (client.WithGRPCAddr).
+	GRPCAddr string
 
 	t          testing.TB
 	adminToken string
@@ -140,13 +151,25 @@ func NewServer(t testing.TB, opts *Options) *Server {
 		Ranges:      alloc,
 		AdminToken:  o.AdminToken,
 		Metrics:     metrics,
+		Locks:       server.LockConfig{Backend: st.Locks(), MinTTL: o.LockMinTTL},
 	})
 	if err != nil {
 		t.Fatalf("idgentest: %v", err)
 	}
-	hs := httptest.NewServer(h)
+	hs := httptest.NewUnstartedServer(h)
+	hs.Config.Protocols = new(http.Protocols)
+	hs.Config.Protocols.SetHTTP1(true)
+	hs.Config.Protocols.SetUnencryptedHTTP2(true)
+	hs.Start()
 	t.Cleanup(hs.Close) // runs first: no request outlives the generators
-	return &Server{URL: hs.URL, t: t, adminToken: o.AdminToken}
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("idgentest: %v", err)
+	}
+	gs := h.NewGRPCServer(nil)
+	go func() { _ = gs.Serve(ln) }() // returns once Stop closes the listener
+	t.Cleanup(gs.Stop)
+	return &Server{URL: hs.URL, GRPCAddr: ln.Addr().String(), t: t, adminToken: o.AdminToken}
 }
 
 // settleGinMode re-runs gin's own choice of its default mode, now that

@@ -87,14 +87,18 @@ func toTagJSON(t segment.Tag) tagJSON {
 // decodeBody reads a small JSON body strictly into v. The answer names
 // what is wrong: the unknown field, the field of the wrong type, or the
 // size.
-func decodeBody(c *gin.Context, v any) error {
+func decodeBody(c *gin.Context, v any) error { return decodeBodyAs(c, v, errBadBody) }
+
+// decodeBodyAs is decodeBody for a route whose invalid_body answer is
+// bad, which says what to send.
+func decodeBodyAs(c *gin.Context, v any, bad *apiError) error {
 	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, maxAdminBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badBody(err)
+		return badBody(err, bad)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &apiError{errBadBody.status, errBadBody.code, "one JSON object only, nothing after it: " + errBadBody.message}
+		return &apiError{bad.status, bad.code, "one JSON object only, nothing after it: " + bad.message}
 	}
 	return nil
 }
@@ -102,7 +106,7 @@ func decodeBody(c *gin.Context, v any) error {
 // badBody says which part of a body the decoder refused. encoding/json
 // has no typed error for an unknown field, only its text, which quotes
 // the field's name as the body spelt it.
-func badBody(err error) *apiError {
+func badBody(err error, bad *apiError) *apiError {
 	var te *json.UnmarshalTypeError
 	var me *http.MaxBytesError
 	var why string
@@ -117,9 +121,9 @@ func badBody(err error) *apiError {
 		}
 	}
 	if why == "" {
-		return errBadBody
+		return bad
 	}
-	return &apiError{errBadBody.status, errBadBody.code, why + ": " + errBadBody.message}
+	return &apiError{bad.status, bad.code, why + ": " + bad.message}
 }
 
 // jsonKind names a Go kind as JSON does.

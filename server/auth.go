@@ -198,6 +198,15 @@ func (s *Server) admitTag(tok string, ok bool, tag string) error {
 	return idgen.CheckTag(tag)
 }
 
+// isAdmin reports whether tok is the admin token.
+func (a *authz) isAdmin(tok string) bool {
+	if a.admin == nil {
+		return false
+	}
+	d := digest(tok)
+	return subtle.ConstantTimeCompare(d[:], a.admin[:]) == 1
+}
+
 // check returns nil if the client token tok may use tag, and otherwise
 // the answer: errAdminOnIDs for the admin token, errForbidden for any
 // other token that does not allow tag.

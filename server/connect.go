@@ -44,6 +44,8 @@ var rpcProcedures = map[string][]string{
 	"/" + idgenv1connect.IDServiceName + "/": {idgenv1connect.IDServiceNextProcedure, idgenv1connect.IDServiceReserveRangeProcedure,
 		idgenv1connect.IDServiceDecodeSnowflakeProcedure, idgenv1connect.IDServiceDecodeReadableProcedure,
 		idgenv1connect.IDServiceReleaseRangeProcedure},
+	"/" + idgenv1connect.LockServiceName + "/": {idgenv1connect.LockServiceAcquireProcedure, idgenv1connect.LockServiceRenewProcedure,
+		idgenv1connect.LockServiceReleaseProcedure, idgenv1connect.LockServiceDescribeProcedure, idgenv1connect.LockServiceHoldProcedure},
 	"/grpc.health.v1.Health/":                    {healthCheck, healthWatch, healthList},
 	"/grpc.reflection.v1.ServerReflection/":      {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"},
 	"/grpc.reflection.v1alpha.ServerReflection/": {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"},
@@ -75,7 +77,7 @@ func (s *Server) rpcHandler() http.Handler {
 		connect.WithCompressMinBytes(RPCCompressMinBytes),
 		connect.WithRecover(s.rpcRecover),
 	}
-	reflector := grpcreflect.NewStaticReflector(idgenv1connect.IDServiceName, healthService)
+	reflector := grpcreflect.NewStaticReflector(idgenv1connect.IDServiceName, idgenv1connect.LockServiceName, healthService)
 	// One map lookup by the exact procedure, where an http.ServeMux would
 	// match patterns on the hot path.
 	byProcedure := map[string]http.Handler{}
@@ -85,6 +87,7 @@ func (s *Server) rpcHandler() http.Handler {
 		}
 	}
 	mount(idgenv1connect.NewIDServiceHandler(rpcService{s}, opts...))
+	mount(idgenv1connect.NewLockServiceHandler(lockConnect{s}, opts...))
 	mount(s.connectHealth(opts...))
 	mount(grpcreflect.NewHandlerV1(reflector, opts...))
 	mount(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
@@ -97,6 +100,12 @@ func (s *Server) rpcHandler() http.Handler {
 			return
 		}
 		if h, ok := byProcedure[r.URL.Path]; ok {
+			if r.URL.Path == idgenv1connect.LockServiceHoldProcedure {
+				// A Hold stream lives as long as its holder works: the
+				// server's write timeout, meant for one answer, would
+				// cut it. The client ends it, or the lock's loss.
+				_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // not every writer has one (tests)
+			}
 			if issuesIDs(r.URL.Path) {
 				// As noStore does for the HTTP routes; set before the
 				// handler runs, so that errors carry it too.
@@ -116,7 +125,7 @@ func (s *Server) rpcHandler() http.Handler {
 // gRPC and gRPC-Web; the Connect protocol's own form (404 and a JSON
 // error) otherwise.
 func unimplemented(w http.ResponseWriter, r *http.Request) {
-	msg := "unknown method " + r.URL.Path + ": this server serves " + idgenv1connect.IDServiceName + ", " + healthService + " and server reflection"
+	msg := "unknown method " + r.URL.Path + ": this server serves " + idgenv1connect.IDServiceName + ", " + idgenv1connect.LockServiceName + ", " + healthService + " and server reflection"
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") {
 		w.Header().Set("Content-Type", ct)
 		w.Header().Set("Grpc-Status", strconv.Itoa(int(connect.CodeUnimplemented)))

@@ -125,7 +125,12 @@ func (s *Server) fail(c *gin.Context, ae *apiError, cause error) {
 		c.Data(ae.status, "text/plain; charset=utf-8", []byte(ae.code+": "+ae.message+"\n"))
 		return
 	}
-	c.AbortWithStatusPureJSON(ae.status, gin.H{"error": gin.H{"code": ae.code, "message": ae.message, "request_id": rid}})
+	body := gin.H{"code": ae.code, "message": ae.message, "request_id": rid}
+	var held *lockHeldError
+	if errors.As(cause, &held) && held.admin {
+		body["holder"] = gin.H{"owner": held.holder.Owner, "expires_at": timeOut(held.holder.Expires)}
+	}
+	c.AbortWithStatusPureJSON(ae.status, gin.H{"error": body})
 }
 
 // record logs a 5xx's cause under the request ID, which it returns, and

@@ -51,6 +51,8 @@ var errorTable = []errorRow{
 	{code: "mode_disabled", rpc: rpcUnimplemented},
 	{code: "idempotency_disabled", rpc: rpcUnimplemented},
 	{code: "release_disabled", rpc: rpcUnimplemented},
+	{code: "locks_disabled", rpc: rpcUnimplemented},
+	{code: "lock_limit_reached", rpc: rpcResourceExhausted},
 	{code: "tag_limit_reached", rpc: rpcResourceExhausted},
 	{code: "idempotency_key_limit_reached", rpc: rpcResourceExhausted},
 	// Asking again does not help: an operator must act (a new tag or
@@ -65,6 +67,12 @@ var errorTable = []errorRow{
 	{code: "opaque_key_conflict", rpc: rpcFailedPrecondition},
 	// A concurrency conflict the caller retries after RetryInfo.
 	{code: "idempotency_key_in_flight", rpc: rpcAborted},
+	// Another owner holds the lock: a conflict of concurrent callers,
+	// which asking again later, or with a wait, may resolve.
+	{code: "lock_held", rpc: rpcAborted},
+	// The grant named is not the lock's: the caller's own state is stale.
+	{code: "lock_lost", rpc: rpcFailedPrecondition},
+	{code: "lock_not_held", rpc: rpcFailedPrecondition},
 
 	{status: http.StatusBadRequest, rpc: rpcInvalidArgument},
 	{status: http.StatusUnauthorized, rpc: rpcUnauthenticated},

@@ -100,6 +100,7 @@ func (s *Server) NewGRPCServer(cfg *tls.Config) *grpc.Server {
 		grpc.UnknownServiceHandler(g.unknown),
 	)
 	idgenv1.RegisterIDServiceServer(gs, grpcIDService{g: g})
+	idgenv1.RegisterLockServiceServer(gs, grpcLockService{g: g})
 	healthpb.RegisterHealthServer(gs, grpcHealth{g: g})
 	reflection.Register(gs)
 	return gs
@@ -245,7 +246,7 @@ func (g grpcAdapter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // as on the main port.
 func (g grpcAdapter) unknown(_ any, ss grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(ss)
-	return status.Errorf(codes.Unimplemented, "unknown method %s: this server serves %s, %s and server reflection", method, idgenv1connect.IDServiceName, healthService)
+	return status.Errorf(codes.Unimplemented, "unknown method %s: this server serves %s, %s, %s and server reflection", method, idgenv1connect.IDServiceName, idgenv1connect.LockServiceName, healthService)
 }
 
 // grpcIDService is idgen.v1.IDService on grpc-go, registered with the

@@ -33,6 +33,11 @@ func (s *Server) rpcFault(ctx context.Context, procedure string, h http.Header, 
 	s.recordError(ctx, rid, procedure, ae, err)
 	f := rpcFault{code: rpcCodeOf(ae), message: ae.message, requestID: rid,
 		details: []proto.Message{&errdetails.ErrorInfo{Reason: ae.code, Domain: ErrorDomain, Metadata: map[string]string{"request_id": rid}}}}
+	var held *lockHeldError
+	if errors.As(err, &held) && held.admin {
+		md := f.details[0].(*errdetails.ErrorInfo).Metadata
+		md["owner"], md["expires_at"] = held.holder.Owner, timeOut(held.holder.Expires)
+	}
 	if retry {
 		f.details = append(f.details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(err))})
 	}

@@ -102,6 +102,9 @@ type Config struct {
 	// TLSConfig whose TLSFiles.ClientCA is set, which verifies a
 	// certificate at the handshake when one is sent.
 	RequireClientCert bool
+	// Locks serves /locks, /admin/locks and idgen.v1.LockService
+	// (locks.go). Without a Backend those answer 404 locks_disabled.
+	Locks LockConfig
 }
 
 // Server is the HTTP API and, on the same handler, the gRPC API. It is an
@@ -118,6 +121,9 @@ type Server struct {
 	auth *authz
 	// svc issues IDs and reserves ranges for every transport.
 	svc *service
+	// locks serves the lock API for every transport; nil without a
+	// lock backend.
+	locks *lockService
 
 	metricsToken *token
 
@@ -171,6 +177,10 @@ func New(cfg Config) (*Server, error) {
 	s.svc = &service{gens: s.gens, ranges: cfg.Ranges, maxRange: cfg.MaxRange,
 		keeper: cfg.Idempotency, scope: s.scope, metrics: cfg.Metrics}
 	s.svc.releaser, _ = cfg.Ranges.(RangeReleaser)
+	var err error
+	if s.locks, err = newLockService(cfg.Locks); err != nil {
+		return nil, err
+	}
 	if s.gens[cfg.Mode] == nil {
 		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
@@ -242,7 +252,7 @@ func (s *Server) routes() error {
 	// A first request to the bare address learns where the API is
 	// described, rather than getting 404.
 	e.GET("/", func(c *gin.Context) {
-		c.PureJSON(http.StatusOK, gin.H{"service": "idgen", "api_document": APIDocument, "grpc": "idgen.v1.IDService (api/idgen/v1/idgen.proto), on this port"})
+		c.PureJSON(http.StatusOK, gin.H{"service": "idgen", "api_document": APIDocument, "grpc": "idgen.v1.IDService and idgen.v1.LockService (api/idgen/v1/idgen.proto), on this port"})
 	})
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -256,6 +266,11 @@ func (s *Server) routes() error {
 	admin.PATCH("/tags/:tag", s.patchTag)
 	admin.GET("/segments", s.segments)
 	admin.GET("/opaque/:tag/:id", s.decodeOpaque)
+	admin.GET("/locks", s.listLocks)
+	e.POST("/locks/:name", noStore, s.acquireLock)
+	e.POST("/locks/:name/renew", noStore, s.renewLock)
+	e.DELETE("/locks/:name", noStore, s.releaseLock)
+	e.GET("/locks/:name", noStore, s.describeLock)
 	s.compatRoutes(e, s.cfg.Compat)
 	if s.auth.admin != nil {
 		registerUI(e)

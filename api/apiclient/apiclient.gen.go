@@ -37,10 +37,20 @@ const (
 	InvalidId                  ErrorErrorCode = "invalid_id"
 	InvalidIdempotencyKey      ErrorErrorCode = "invalid_idempotency_key"
 	InvalidIdempotencyTtl      ErrorErrorCode = "invalid_idempotency_ttl"
+	InvalidLockName            ErrorErrorCode = "invalid_lock_name"
+	InvalidLockOwner           ErrorErrorCode = "invalid_lock_owner"
+	InvalidLockToken           ErrorErrorCode = "invalid_lock_token"
+	InvalidLockTtl             ErrorErrorCode = "invalid_lock_ttl"
+	InvalidLockWait            ErrorErrorCode = "invalid_lock_wait"
 	InvalidRelease             ErrorErrorCode = "invalid_release"
 	InvalidSize                ErrorErrorCode = "invalid_size"
 	InvalidStep                ErrorErrorCode = "invalid_step"
 	InvalidTag                 ErrorErrorCode = "invalid_tag"
+	LockHeld                   ErrorErrorCode = "lock_held"
+	LockLimitReached           ErrorErrorCode = "lock_limit_reached"
+	LockLost                   ErrorErrorCode = "lock_lost"
+	LockNotHeld                ErrorErrorCode = "lock_not_held"
+	LocksDisabled              ErrorErrorCode = "locks_disabled"
 	MethodNotAllowed           ErrorErrorCode = "method_not_allowed"
 	ModeDisabled               ErrorErrorCode = "mode_disabled"
 	NoWorkerLease              ErrorErrorCode = "no_worker_lease"
@@ -105,6 +115,16 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case InvalidIdempotencyTtl:
 		return true
+	case InvalidLockName:
+		return true
+	case InvalidLockOwner:
+		return true
+	case InvalidLockToken:
+		return true
+	case InvalidLockTtl:
+		return true
+	case InvalidLockWait:
+		return true
 	case InvalidRelease:
 		return true
 	case InvalidSize:
@@ -112,6 +132,16 @@ func (e ErrorErrorCode) Valid() bool {
 	case InvalidStep:
 		return true
 	case InvalidTag:
+		return true
+	case LockHeld:
+		return true
+	case LockLimitReached:
+		return true
+	case LockLost:
+		return true
+	case LockNotHeld:
+		return true
+	case LocksDisabled:
 		return true
 	case MethodNotAllowed:
 		return true
@@ -317,6 +347,12 @@ type Error struct {
 	Error struct {
 		Code ErrorErrorCode `json:"code"`
 
+		// Holder On 409 lock_held, to the admin token only
+		Holder *struct {
+			ExpiresAt time.Time `json:"expires_at"`
+			Owner     string    `json:"owner"`
+		} `json:"holder,omitempty"`
+
 		// Message What to do. Never the cause of a 5xx, which the server logs under request_id.
 		Message string `json:"message"`
 
@@ -338,6 +374,64 @@ type IDs struct {
 	Id  *string   `json:"id,omitempty"`
 	Ids *[]string `json:"ids,omitempty"`
 	Tag string    `json:"tag"`
+}
+
+// LockAcquire defines model for LockAcquire.
+type LockAcquire struct {
+	// Owner Names the holder: unique per process or task
+	Owner string `json:"owner"`
+
+	// Ttl A Go duration within --lock-min-ttl (1s) and --lock-max-ttl (10m)
+	//
+	// Example: 10s
+	Ttl string `json:"ttl"`
+
+	// Wait A Go duration, zero or more; absent does not wait
+	//
+	// Example: 2s
+	Wait *string `json:"wait,omitempty"`
+}
+
+// LockGrant defines model for LockGrant.
+type LockGrant struct {
+	// ExpiresAt When the grant lapses unless renewed, by the lock store's clock
+	ExpiresAt time.Time `json:"expires_at"`
+	Name      string    `json:"name"`
+
+	// Owner Absent in GET answers to callers without the admin token
+	Owner string   `json:"owner"`
+	Token IDString `json:"token"`
+}
+
+// LockInfo defines model for LockInfo.
+type LockInfo struct {
+	// Holder The live grant; null while the lock is free or lapsed
+	Holder *LockGrant `json:"holder"`
+	Name   string     `json:"name"`
+
+	// Since When the holder's token was granted; absent while free
+	Since *time.Time `json:"since,omitempty"`
+
+	// Waiters In arrival order
+	Waiters []struct {
+		// Owner To the admin token only
+		Owner *string   `json:"owner,omitempty"`
+		Since time.Time `json:"since"`
+	} `json:"waiters"`
+}
+
+// LockList defines model for LockList.
+type LockList struct {
+	Locks []LockInfo `json:"locks"`
+}
+
+// LockRenew defines model for LockRenew.
+type LockRenew struct {
+	Owner string   `json:"owner"`
+	Token IDString `json:"token"`
+
+	// Ttl Example: 10s
+	Ttl string `json:"ttl"`
 }
 
 // NewTag defines model for NewTag.
@@ -488,6 +582,9 @@ type IdempotencyKeyHeader = string
 // IdempotencyTTLHeader defines model for IdempotencyTTLHeader.
 type IdempotencyTTLHeader = int
 
+// LockNameParam defines model for LockNameParam.
+type LockNameParam = string
+
 // TagParam defines model for TagParam.
 type TagParam = string
 
@@ -526,6 +623,12 @@ type NextIDsParams struct {
 
 // NextIDsParamsFormat defines parameters for NextIDs.
 type NextIDsParamsFormat string
+
+// ReleaseLockParams defines parameters for ReleaseLock.
+type ReleaseLockParams struct {
+	Owner string   `form:"owner" json:"owner"`
+	Token IDString `form:"token" json:"token"`
+}
 
 // NextSegmentIDsParams defines parameters for NextSegmentIDs.
 type NextSegmentIDsParams struct {
@@ -679,6 +782,12 @@ type CreateTagJSONRequestBody = NewTag
 // SetTagStepJSONRequestBody defines body for SetTagStep for application/json ContentType.
 type SetTagStepJSONRequestBody = StepChange
 
+// AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
+type AcquireLockJSONRequestBody = LockAcquire
+
+// RenewLockJSONRequestBody defines body for RenewLock for application/json ContentType.
+type RenewLockJSONRequestBody = LockRenew
+
 // ReleaseRangeJSONRequestBody defines body for ReleaseRange for application/json ContentType.
 type ReleaseRangeJSONRequestBody = RangeRelease
 
@@ -761,6 +870,16 @@ type ClientInterface interface {
 	// Corresponds with GET / (the `Index` operationId).
 	Index(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListLocks Every lock this instance has served that is held or waited for
+	//
+	// A lock store cannot list its locks, so each instance keeps the
+	// names it served (at most --max-locks, free ones dropped) and
+	// describes them; a lock taken only through other instances is
+	// listed by those.
+	//
+	// Corresponds with GET /admin/locks (the `ListLocks` operationId).
+	ListLocks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DecodeOpaqueID The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
 	// The tag is read from the store: 404 tag_not_found for a tag that
@@ -838,6 +957,79 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /id/{tag} (the `NextIDs` operationId).
 	NextIDs(ctx context.Context, tag TagParam, params *NextIDsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseLock Release a grant
+	//
+	// Frees the lock if owner and token are its grant's. Another owner's
+	// or an older token: 409 lock_not_held, and the lock is not touched.
+	//
+	// Corresponds with DELETE /locks/{name} (the `ReleaseLock` operationId).
+	ReleaseLock(ctx context.Context, name LockNameParam, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DescribeLock Who holds the lock, since when, until when, and who waits, in order
+	//
+	// Owners' names are given only to the admin token; others see tokens and times.
+	//
+	// Corresponds with GET /locks/{name} (the `DescribeLock` operationId).
+	DescribeLock(ctx context.Context, name LockNameParam, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireLockWithBody Acquire a lock, waiting up to wait for another owner's grant to end
+	//
+	// Grants the lock to owner for ttl: at once if it is free, lapsed or
+	// already owner's (then with the same token and a TTL from now);
+	// otherwise after waiting, in arrival order, up to wait (cut to the
+	// server's --lock-max-wait, default 10s, and ended by the request's
+	// own end). Still held by another owner: 409 lock_held, whose
+	// error.holder names the owner and expiry only to the admin token.
+	// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+	// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+	// invalid_lock_wait (negative). A new name past --max-locks: 409
+	// lock_limit_reached. Lock calls keep no idempotency keys (400
+	// idempotency_not_supported): an owner's repeated acquire gets its
+	// own grant back.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+	AcquireLockWithBody(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireLock Acquire a lock, waiting up to wait for another owner's grant to end
+	//
+	// Grants the lock to owner for ttl: at once if it is free, lapsed or
+	// already owner's (then with the same token and a TTL from now);
+	// otherwise after waiting, in arrival order, up to wait (cut to the
+	// server's --lock-max-wait, default 10s, and ended by the request's
+	// own end). Still held by another owner: 409 lock_held, whose
+	// error.holder names the owner and expiry only to the admin token.
+	// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+	// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+	// invalid_lock_wait (negative). A new name past --max-locks: 409
+	// lock_limit_reached. Lock calls keep no idempotency keys (400
+	// idempotency_not_supported): an owner's repeated acquire gets its
+	// own grant back.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+	AcquireLock(ctx context.Context, name LockNameParam, body AcquireLockJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewLockWithBody Extend a grant to ttl from now
+	//
+	// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+	RenewLockWithBody(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewLock Extend a grant to ttl from now
+	//
+	// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+	RenewLock(ctx context.Context, name LockNameParam, body RenewLockJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Metrics Prometheus metrics under the idgen_ namespace
 	//
@@ -971,6 +1163,26 @@ type ClientInterface interface {
 // Corresponds with GET / (the `Index` operationId).
 func (c *Client) Index(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewIndexRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLocks Every lock this instance has served that is held or waited for
+//
+// A lock store cannot list its locks, so each instance keeps the
+// names it served (at most --max-locks, free ones dropped) and
+// describes them; a lock taken only through other instances is
+// listed by those.
+//
+// Corresponds with GET /admin/locks (the `ListLocks` operationId).
+func (c *Client) ListLocks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLocksRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1179,6 +1391,139 @@ func (c *Client) DecodePrefixedID(ctx context.Context, value string, reqEditors 
 // Corresponds with GET /id/{tag} (the `NextIDs` operationId).
 func (c *Client) NextIDs(ctx context.Context, tag TagParam, params *NextIDsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewNextIDsRequest(c.Server, tag, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseLock Release a grant
+//
+// Frees the lock if owner and token are its grant's. Another owner's
+// or an older token: 409 lock_not_held, and the lock is not touched.
+//
+// Corresponds with DELETE /locks/{name} (the `ReleaseLock` operationId).
+func (c *Client) ReleaseLock(ctx context.Context, name LockNameParam, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseLockRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DescribeLock Who holds the lock, since when, until when, and who waits, in order
+//
+// Owners' names are given only to the admin token; others see tokens and times.
+//
+// Corresponds with GET /locks/{name} (the `DescribeLock` operationId).
+func (c *Client) DescribeLock(ctx context.Context, name LockNameParam, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDescribeLockRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireLockWithBody Acquire a lock, waiting up to wait for another owner's grant to end
+//
+// Grants the lock to owner for ttl: at once if it is free, lapsed or
+// already owner's (then with the same token and a TTL from now);
+// otherwise after waiting, in arrival order, up to wait (cut to the
+// server's --lock-max-wait, default 10s, and ended by the request's
+// own end). Still held by another owner: 409 lock_held, whose
+// error.holder names the owner and expiry only to the admin token.
+// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+// invalid_lock_wait (negative). A new name past --max-locks: 409
+// lock_limit_reached. Lock calls keep no idempotency keys (400
+// idempotency_not_supported): an owner's repeated acquire gets its
+// own grant back.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+func (c *Client) AcquireLockWithBody(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireLockRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireLock Acquire a lock, waiting up to wait for another owner's grant to end
+//
+// Grants the lock to owner for ttl: at once if it is free, lapsed or
+// already owner's (then with the same token and a TTL from now);
+// otherwise after waiting, in arrival order, up to wait (cut to the
+// server's --lock-max-wait, default 10s, and ended by the request's
+// own end). Still held by another owner: 409 lock_held, whose
+// error.holder names the owner and expiry only to the admin token.
+// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+// invalid_lock_wait (negative). A new name past --max-locks: 409
+// lock_limit_reached. Lock calls keep no idempotency keys (400
+// idempotency_not_supported): an owner's repeated acquire gets its
+// own grant back.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+func (c *Client) AcquireLock(ctx context.Context, name LockNameParam, body AcquireLockJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireLockRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewLockWithBody Extend a grant to ttl from now
+//
+// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+func (c *Client) RenewLockWithBody(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewLockRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewLock Extend a grant to ttl from now
+//
+// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+func (c *Client) RenewLock(ctx context.Context, name LockNameParam, body RenewLockJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewLockRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1505,6 +1850,33 @@ func NewIndexRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListLocksRequest constructs an http.Request for the ListLocks method
+func NewListLocksRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/locks")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1978,6 +2350,199 @@ func NewNextIDsRequest(server string, tag TagParam, params *NextIDsParams) (*htt
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewReleaseLockRequest constructs an http.Request for the ReleaseLock method
+func NewReleaseLockRequest(server string, name LockNameParam, params *ReleaseLockParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "owner", params.Owner, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDescribeLockRequest constructs an http.Request for the DescribeLock method
+func NewDescribeLockRequest(server string, name LockNameParam) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAcquireLockRequest calls the generic AcquireLock builder with application/json body
+func NewAcquireLockRequest(server string, name LockNameParam, body AcquireLockJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcquireLockRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewAcquireLockRequestWithBody constructs an http.Request for the AcquireLock method, with any body, and a specified content type
+func NewAcquireLockRequestWithBody(server string, name LockNameParam, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRenewLockRequest calls the generic RenewLock builder with application/json body
+func NewRenewLockRequest(server string, name LockNameParam, body RenewLockJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenewLockRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewRenewLockRequestWithBody constructs an http.Request for the RenewLock method, with any body, and a specified content type
+func NewRenewLockRequestWithBody(server string, name LockNameParam, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks/%s/renew", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3028,6 +3593,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET / (the `Index` operationId).
 	IndexWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*IndexResponse, error)
 
+	// ListLocksWithResponse Every lock this instance has served that is held or waited for
+	//
+	// A lock store cannot list its locks, so each instance keeps the
+	// names it served (at most --max-locks, free ones dropped) and
+	// describes them; a lock taken only through other instances is
+	// listed by those.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/locks (the `ListLocks` operationId).
+	ListLocksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLocksResponse, error)
+
 	// DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 	//
 	// The tag is read from the store: 404 tag_not_found for a tag that
@@ -3123,6 +3700,83 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /id/{tag} (the `NextIDs` operationId).
 	NextIDsWithResponse(ctx context.Context, tag TagParam, params *NextIDsParams, reqEditors ...RequestEditorFn) (*NextIDsResponse, error)
+
+	// ReleaseLockWithResponse Release a grant
+	//
+	// Frees the lock if owner and token are its grant's. Another owner's
+	// or an older token: 409 lock_not_held, and the lock is not touched.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /locks/{name} (the `ReleaseLock` operationId).
+	ReleaseLockWithResponse(ctx context.Context, name LockNameParam, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*ReleaseLockResponse, error)
+
+	// DescribeLockWithResponse Who holds the lock, since when, until when, and who waits, in order
+	//
+	// Owners' names are given only to the admin token; others see tokens and times.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /locks/{name} (the `DescribeLock` operationId).
+	DescribeLockWithResponse(ctx context.Context, name LockNameParam, reqEditors ...RequestEditorFn) (*DescribeLockResponse, error)
+
+	// AcquireLockWithBodyWithResponse Acquire a lock, waiting up to wait for another owner's grant to end
+	//
+	// Grants the lock to owner for ttl: at once if it is free, lapsed or
+	// already owner's (then with the same token and a TTL from now);
+	// otherwise after waiting, in arrival order, up to wait (cut to the
+	// server's --lock-max-wait, default 10s, and ended by the request's
+	// own end). Still held by another owner: 409 lock_held, whose
+	// error.holder names the owner and expiry only to the admin token.
+	// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+	// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+	// invalid_lock_wait (negative). A new name past --max-locks: 409
+	// lock_limit_reached. Lock calls keep no idempotency keys (400
+	// idempotency_not_supported): an owner's repeated acquire gets its
+	// own grant back.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+	AcquireLockWithBodyWithResponse(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireLockResponse, error)
+
+	// AcquireLockWithResponse Acquire a lock, waiting up to wait for another owner's grant to end
+	//
+	// Grants the lock to owner for ttl: at once if it is free, lapsed or
+	// already owner's (then with the same token and a TTL from now);
+	// otherwise after waiting, in arrival order, up to wait (cut to the
+	// server's --lock-max-wait, default 10s, and ended by the request's
+	// own end). Still held by another owner: 409 lock_held, whose
+	// error.holder names the owner and expiry only to the admin token.
+	// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+	// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+	// invalid_lock_wait (negative). A new name past --max-locks: 409
+	// lock_limit_reached. Lock calls keep no idempotency keys (400
+	// idempotency_not_supported): an owner's repeated acquire gets its
+	// own grant back.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+	AcquireLockWithResponse(ctx context.Context, name LockNameParam, body AcquireLockJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireLockResponse, error)
+
+	// RenewLockWithBodyWithResponse Extend a grant to ttl from now
+	//
+	// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+	RenewLockWithBodyWithResponse(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewLockResponse, error)
+
+	// RenewLockWithResponse Extend a grant to ttl from now
+	//
+	// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+	RenewLockWithResponse(ctx context.Context, name LockNameParam, body RenewLockJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewLockResponse, error)
 
 	// MetricsWithResponse Prometheus metrics under the idgen_ namespace
 	//
@@ -3332,6 +3986,103 @@ func (r IndexResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r IndexResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLocksResponse401Headers the declared response headers of an HTTP 401 response for ListLocks
+type ListLocksResponse401Headers struct {
+	RetryAfter *int
+}
+
+// ListLocksResponse403Headers the declared response headers of an HTTP 403 response for ListLocks
+type ListLocksResponse403Headers struct {
+	RetryAfter *int
+}
+
+// ListLocksResponse404Headers the declared response headers of an HTTP 404 response for ListLocks
+type ListLocksResponse404Headers struct {
+	RetryAfter *int
+}
+
+// ListLocksResponse503Headers the declared response headers of an HTTP 503 response for ListLocks
+type ListLocksResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListLocksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LockList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListLocksResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListLocksResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListLocksResponse404Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListLocksResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLocksResponse) GetJSON200() *LockList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListLocksResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListLocksResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListLocksResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListLocksResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLocksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLocksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLocksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLocksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4188,6 +4939,485 @@ func (r NextIDsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r NextIDsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReleaseLockResponse400Headers the declared response headers of an HTTP 400 response for ReleaseLock
+type ReleaseLockResponse400Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseLockResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLock
+type ReleaseLockResponse401Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseLockResponse403Headers the declared response headers of an HTTP 403 response for ReleaseLock
+type ReleaseLockResponse403Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseLockResponse404Headers the declared response headers of an HTTP 404 response for ReleaseLock
+type ReleaseLockResponse404Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseLockResponse409Headers the declared response headers of an HTTP 409 response for ReleaseLock
+type ReleaseLockResponse409Headers struct {
+	RetryAfter *int
+}
+
+// ReleaseLockResponse503Headers the declared response headers of an HTTP 503 response for ReleaseLock
+type ReleaseLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ReleaseLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReleaseLockResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseLockResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReleaseLockResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReleaseLockResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReleaseLockResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseLockResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReleaseLockResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReleaseLockResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReleaseLockResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReleaseLockResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ReleaseLockResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ReleaseLockResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DescribeLockResponse400Headers the declared response headers of an HTTP 400 response for DescribeLock
+type DescribeLockResponse400Headers struct {
+	RetryAfter *int
+}
+
+// DescribeLockResponse401Headers the declared response headers of an HTTP 401 response for DescribeLock
+type DescribeLockResponse401Headers struct {
+	RetryAfter *int
+}
+
+// DescribeLockResponse403Headers the declared response headers of an HTTP 403 response for DescribeLock
+type DescribeLockResponse403Headers struct {
+	RetryAfter *int
+}
+
+// DescribeLockResponse404Headers the declared response headers of an HTTP 404 response for DescribeLock
+type DescribeLockResponse404Headers struct {
+	RetryAfter *int
+}
+
+// DescribeLockResponse503Headers the declared response headers of an HTTP 503 response for DescribeLock
+type DescribeLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DescribeLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LockInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DescribeLockResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DescribeLockResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DescribeLockResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DescribeLockResponse404Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DescribeLockResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DescribeLockResponse) GetJSON200() *LockInfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DescribeLockResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DescribeLockResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DescribeLockResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DescribeLockResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DescribeLockResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DescribeLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DescribeLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DescribeLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DescribeLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcquireLockResponse400Headers the declared response headers of an HTTP 400 response for AcquireLock
+type AcquireLockResponse400Headers struct {
+	RetryAfter *int
+}
+
+// AcquireLockResponse401Headers the declared response headers of an HTTP 401 response for AcquireLock
+type AcquireLockResponse401Headers struct {
+	RetryAfter *int
+}
+
+// AcquireLockResponse403Headers the declared response headers of an HTTP 403 response for AcquireLock
+type AcquireLockResponse403Headers struct {
+	RetryAfter *int
+}
+
+// AcquireLockResponse404Headers the declared response headers of an HTTP 404 response for AcquireLock
+type AcquireLockResponse404Headers struct {
+	RetryAfter *int
+}
+
+// AcquireLockResponse409Headers the declared response headers of an HTTP 409 response for AcquireLock
+type AcquireLockResponse409Headers struct {
+	RetryAfter *int
+}
+
+// AcquireLockResponse503Headers the declared response headers of an HTTP 503 response for AcquireLock
+type AcquireLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AcquireLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LockGrant
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AcquireLockResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireLockResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AcquireLockResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AcquireLockResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AcquireLockResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireLockResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AcquireLockResponse) GetJSON200() *LockGrant {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AcquireLockResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AcquireLockResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AcquireLockResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AcquireLockResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AcquireLockResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AcquireLockResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquireLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquireLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquireLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquireLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RenewLockResponse400Headers the declared response headers of an HTTP 400 response for RenewLock
+type RenewLockResponse400Headers struct {
+	RetryAfter *int
+}
+
+// RenewLockResponse401Headers the declared response headers of an HTTP 401 response for RenewLock
+type RenewLockResponse401Headers struct {
+	RetryAfter *int
+}
+
+// RenewLockResponse403Headers the declared response headers of an HTTP 403 response for RenewLock
+type RenewLockResponse403Headers struct {
+	RetryAfter *int
+}
+
+// RenewLockResponse404Headers the declared response headers of an HTTP 404 response for RenewLock
+type RenewLockResponse404Headers struct {
+	RetryAfter *int
+}
+
+// RenewLockResponse409Headers the declared response headers of an HTTP 409 response for RenewLock
+type RenewLockResponse409Headers struct {
+	RetryAfter *int
+}
+
+// RenewLockResponse503Headers the declared response headers of an HTTP 503 response for RenewLock
+type RenewLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RenewLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LockGrant
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RenewLockResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RenewLockResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RenewLockResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RenewLockResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RenewLockResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenewLockResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewLockResponse) GetJSON200() *LockGrant {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RenewLockResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RenewLockResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RenewLockResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RenewLockResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RenewLockResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RenewLockResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewLockResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5431,6 +6661,24 @@ func (c *ClientWithResponses) IndexWithResponse(ctx context.Context, reqEditors 
 	return ParseIndexResponse(rsp)
 }
 
+// ListLocksWithResponse Every lock this instance has served that is held or waited for
+//
+// A lock store cannot list its locks, so each instance keeps the
+// names it served (at most --max-locks, free ones dropped) and
+// describes them; a lock taken only through other instances is
+// listed by those.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/locks (the `ListLocks` operationId).
+func (c *ClientWithResponses) ListLocksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLocksResponse, error) {
+	rsp, err := c.ListLocks(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLocksResponse(rsp)
+}
+
 // DecodeOpaqueIDWithResponse The counter behind an opaque tag's ID (needs the server's opaque key)
 //
 // The tag is read from the store: 404 tag_not_found for a tag that
@@ -5603,6 +6851,119 @@ func (c *ClientWithResponses) NextIDsWithResponse(ctx context.Context, tag TagPa
 		return nil, err
 	}
 	return ParseNextIDsResponse(rsp)
+}
+
+// ReleaseLockWithResponse Release a grant
+//
+// Frees the lock if owner and token are its grant's. Another owner's
+// or an older token: 409 lock_not_held, and the lock is not touched.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /locks/{name} (the `ReleaseLock` operationId).
+func (c *ClientWithResponses) ReleaseLockWithResponse(ctx context.Context, name LockNameParam, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*ReleaseLockResponse, error) {
+	rsp, err := c.ReleaseLock(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseLockResponse(rsp)
+}
+
+// DescribeLockWithResponse Who holds the lock, since when, until when, and who waits, in order
+//
+// Owners' names are given only to the admin token; others see tokens and times.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /locks/{name} (the `DescribeLock` operationId).
+func (c *ClientWithResponses) DescribeLockWithResponse(ctx context.Context, name LockNameParam, reqEditors ...RequestEditorFn) (*DescribeLockResponse, error) {
+	rsp, err := c.DescribeLock(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDescribeLockResponse(rsp)
+}
+
+// AcquireLockWithBodyWithResponse Acquire a lock, waiting up to wait for another owner's grant to end
+//
+// Grants the lock to owner for ttl: at once if it is free, lapsed or
+// already owner's (then with the same token and a TTL from now);
+// otherwise after waiting, in arrival order, up to wait (cut to the
+// server's --lock-max-wait, default 10s, and ended by the request's
+// own end). Still held by another owner: 409 lock_held, whose
+// error.holder names the owner and expiry only to the admin token.
+// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+// invalid_lock_wait (negative). A new name past --max-locks: 409
+// lock_limit_reached. Lock calls keep no idempotency keys (400
+// idempotency_not_supported): an owner's repeated acquire gets its
+// own grant back.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+func (c *ClientWithResponses) AcquireLockWithBodyWithResponse(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireLockResponse, error) {
+	rsp, err := c.AcquireLockWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireLockResponse(rsp)
+}
+
+// AcquireLockWithResponse Acquire a lock, waiting up to wait for another owner's grant to end
+//
+// Grants the lock to owner for ttl: at once if it is free, lapsed or
+// already owner's (then with the same token and a TTL from now);
+// otherwise after waiting, in arrival order, up to wait (cut to the
+// server's --lock-max-wait, default 10s, and ended by the request's
+// own end). Still held by another owner: 409 lock_held, whose
+// error.holder names the owner and expiry only to the admin token.
+// Distinct 400 codes: invalid_lock_name, invalid_lock_owner (empty
+// too), invalid_lock_ttl (outside --lock-min-ttl and --lock-max-ttl),
+// invalid_lock_wait (negative). A new name past --max-locks: 409
+// lock_limit_reached. Lock calls keep no idempotency keys (400
+// idempotency_not_supported): an owner's repeated acquire gets its
+// own grant back.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /locks/{name} (the `AcquireLock` operationId).
+func (c *ClientWithResponses) AcquireLockWithResponse(ctx context.Context, name LockNameParam, body AcquireLockJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireLockResponse, error) {
+	rsp, err := c.AcquireLock(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireLockResponse(rsp)
+}
+
+// RenewLockWithBodyWithResponse Extend a grant to ttl from now
+//
+// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+func (c *ClientWithResponses) RenewLockWithBodyWithResponse(ctx context.Context, name LockNameParam, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewLockResponse, error) {
+	rsp, err := c.RenewLockWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewLockResponse(rsp)
+}
+
+// RenewLockWithResponse Extend a grant to ttl from now
+//
+// A grant that lapsed or was taken over gives 409 lock_lost; stop the work it protected.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /locks/{name}/renew (the `RenewLock` operationId).
+func (c *ClientWithResponses) RenewLockWithResponse(ctx context.Context, name LockNameParam, body RenewLockJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewLockResponse, error) {
+	rsp, err := c.RenewLock(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewLockResponse(rsp)
 }
 
 // MetricsWithResponse Prometheus metrics under the idgen_ namespace
@@ -5899,6 +7260,103 @@ func ParseIndexResponse(rsp *http.Response) (*IndexResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseListLocksResponse parses an HTTP response from a ListLocksWithResponse call
+func ParseListLocksResponse(rsp *http.Response) (*ListLocksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLocksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LockList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListLocksResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListLocksResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListLocksResponse404Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListLocksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6687,6 +8145,509 @@ func ParseNextIDsResponse(rsp *http.Response) (*NextIDsResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextIDsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseLockResponse parses an HTTP response from a ReleaseLockWithResponse call
+func ParseReleaseLockResponse(rsp *http.Response) (*ReleaseLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ReleaseLockResponse400Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReleaseLockResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReleaseLockResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReleaseLockResponse404Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReleaseLockResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReleaseLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDescribeLockResponse parses an HTTP response from a DescribeLockWithResponse call
+func ParseDescribeLockResponse(rsp *http.Response) (*DescribeLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DescribeLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LockInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers DescribeLockResponse400Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DescribeLockResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DescribeLockResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DescribeLockResponse404Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 503:
+		var headers DescribeLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcquireLockResponse parses an HTTP response from a AcquireLockWithResponse call
+func ParseAcquireLockResponse(rsp *http.Response) (*AcquireLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquireLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LockGrant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers AcquireLockResponse400Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers AcquireLockResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers AcquireLockResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers AcquireLockResponse404Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers AcquireLockResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRenewLockResponse parses an HTTP response from a RenewLockWithResponse call
+func ParseRenewLockResponse(rsp *http.Response) (*RenewLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LockGrant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RenewLockResponse400Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RenewLockResponse401Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RenewLockResponse403Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RenewLockResponse404Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RenewLockResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers RenewLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

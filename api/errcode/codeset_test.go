@@ -18,6 +18,7 @@ var (
 	httpOnly = []string{
 		"invalid_step", "invalid_description", "invalid_body", "tag_exists", "opaque_fixed", "tag_not_opaque",
 		"admin_disabled", "admin_unavailable", // the admin API
+		"invalid_lock_token",                                          // gRPC's tokens are int64, never text
 		"ui_disabled", "not_ready", "not_found", "method_not_allowed", // /ui, /readyz, the router
 	}
 )

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idgen/idgen"
 	"github.com/idgen/idgen/idempotency"
+	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/opaque"
 	"github.com/idgen/idgen/readable"
 	"github.com/idgen/idgen/segment"
@@ -100,6 +101,22 @@ var codes = func() map[string]Code {
 		{Name: "idempotency_key_limit_reached", Status: http.StatusTooManyRequests, Retry: true, Final: true,
 			Match:   []error{idempotency.ErrKeyLimit},
 			Message: "this caller holds the most live idempotency keys the server allows (idgen serve --idempotency-max-keys); retry after the Retry-After delay, when expired keys have made room; send a key only where a retry must get the same IDs, or a shorter Idempotency-TTL; callers without an API token share one anonymous cap"},
+		// Locks (server/locks.go). The 409s are final: the lock's state,
+		// not the server's, refused the call, and asking again at once
+		// changes nothing. Their messages are fixed, since a backend's
+		// text may name another owner, which only the admin scope sees.
+		{Name: "invalid_lock_name", Status: http.StatusBadRequest, Match: []error{lock.ErrInvalidName}, BadRequest: true},
+		{Name: "invalid_lock_owner", Status: http.StatusBadRequest, Match: []error{lock.ErrInvalidOwner}, BadRequest: true},
+		{Name: "invalid_lock_ttl", Status: http.StatusBadRequest, Match: []error{lock.ErrInvalidTTL}, BadRequest: true},
+		{Name: "invalid_lock_wait", Status: http.StatusBadRequest, BadRequest: true},
+		{Name: "lock_held", Status: http.StatusConflict, Final: true, Match: []error{lock.ErrHeld},
+			Message: "another owner holds this lock; retry later, or ask with a wait"},
+		{Name: "lock_lost", Status: http.StatusConflict, Final: true, Match: []error{lock.ErrLost},
+			Message: "this grant is no longer the lock's: it lapsed or another owner took the lock; stop the work it protected and acquire again"},
+		{Name: "lock_not_held", Status: http.StatusConflict, Final: true, Match: []error{lock.ErrNotHeld},
+			Message: "this owner and token are not the lock's grant (another owner's, or an older token); the lock was left as it was"},
+		{Name: "lock_limit_reached", Status: http.StatusConflict, Final: true,
+			Message: "this server already tracks its maximum number of lock names; restart it with a higher --max-locks, or reuse names"},
 	} {
 		m[c.Name] = c
 	}
@@ -116,6 +133,7 @@ var detected = []string{
 	"mode_disabled", "internal", "not_ready", "unauthorized", "forbidden", "admin_disabled",
 	"admin_unavailable", "client_certificate_required", "opaque_fixed", "idempotency_disabled",
 	"idempotency_not_supported", "range_not_released", "release_disabled", "ui_disabled",
+	"locks_disabled", "invalid_lock_token",
 	// gRPC only: an enum value the server does not know.
 	"invalid_mode",
 }
@@ -171,11 +189,17 @@ var rules = []struct {
 	{idempotency.ErrInFlight, "idempotency_key_in_flight"},
 	{idempotency.ErrKeyLimit, "idempotency_key_limit_reached"},
 	{idempotency.ErrStore, "unavailable"},
+	{lock.ErrInvalidName, "invalid_lock_name"},
+	{lock.ErrInvalidOwner, "invalid_lock_owner"},
+	{lock.ErrInvalidTTL, "invalid_lock_ttl"},
+	{lock.ErrHeld, "lock_held"},
+	{lock.ErrLost, "lock_lost"},
+	{lock.ErrNotHeld, "lock_not_held"},
 }
 
 // pkgPrefix is a Go package's name at the start of an error's text or of
 // one of its wrapped parts ("readable: invalid ID: …").
-var pkgPrefix = regexp.MustCompile(`(^|: )(?:idgen|segment|readable|snowflake|opaque|idempotency): `)
+var pkgPrefix = regexp.MustCompile(`(^|: )(?:idgen|segment|readable|snowflake|opaque|idempotency|lock): `)
 
 // Message is the text of a 4xx err as a caller reads it: the error's own
 // text without the Go package names its parts start with, which mean

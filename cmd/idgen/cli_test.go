@@ -40,6 +40,11 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--admin-token", "same-token-for-both", "--api-tokens", "same-token-for-both=*"}, "--admin-token must differ"},
 		{[]string{"--trusted-proxies", "10.0.0.0/33"}, "--trusted-proxies: \"10.0.0.0/33\""},
 		{[]string{"--max-batch", "0"}, "--max-batch must be from 1 to 100000"},
+		{[]string{"--max-locks", "0"}, "--max-locks must be from 1 to 1000000"},
+		{[]string{"--lock-min-ttl", "5ms"}, "--lock-min-ttl and --lock-max-ttl must satisfy 10ms ≤ min ≤ max ≤ 24h0m0s, got 5ms and 10m0s"},
+		{[]string{"--lock-min-ttl", "1m", "--lock-max-ttl", "30s"}, "--lock-min-ttl and --lock-max-ttl must satisfy"},
+		{[]string{"--lock-max-wait", "0s"}, "--lock-max-wait must be above 0s and at most 20s"},
+		{[]string{"--lock-max-wait", "1m"}, "--lock-max-wait must be above 0s and at most 20s"},
 		// Every numeric flag has an upper bound too (issue 19 item 4).
 		{[]string{"--max-batch", "1000000"}, "--max-batch must be from 1 to 100000 (one answer is built in memory), got 1000000"},
 		{[]string{"--default-step", "3000000000"}, "--default-step must be from 1 to 2147483647"},

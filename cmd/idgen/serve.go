@@ -55,6 +55,10 @@ func newServe() *cobra.Command {
 	f.String("admin-token", "", "bearer token for /admin/* (without it /admin/* answers 403)")
 	f.String("api-tokens", "", "client tokens for the ID endpoints: a file path, or inline TOKEN=tag1,tag2;TOKEN2=*")
 	intFlag(f, "max-tags", 10000, "most tags one process serves; past it, new tags get 409 tag_limit_reached (0: no limit)")
+	f.Duration("lock-min-ttl", time.Second, "shortest TTL a lock may be asked for (/locks, idgen.v1.LockService); shorter gets 400 invalid_lock_ttl")
+	f.Duration("lock-max-ttl", 10*time.Minute, "longest TTL a lock may be asked for; longer gets 400 invalid_lock_ttl")
+	f.Duration("lock-max-wait", server.DefaultLockMaxWait, "longest one acquire waits for another owner's lock; a longer wait is cut to it (at most "+server.MaxLockWait.String()+")")
+	intFlag(f, "max-locks", server.DefaultLockMaxNames, "most lock names one process tracks; past it, and once free names are dropped, new names get 409 lock_limit_reached")
 	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
 	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
 	f.Bool("auto-create-opaque", false, "auto-created tags are opaque (needs the opaque key; see idgen opaque keygen)")
@@ -71,8 +75,8 @@ type serveConfig struct {
 	store, addr, grpcAddr, mode, logFormat, adminToken, apiTokens, metricsToken string
 	autoCreate, migrate, snowflake, accessLog                                   bool
 	defaultStep, maxStep, maxRange, workerID, fenceMargin                       int64
-	maxBatch, maxTags                                                           int
-	leaseTTL, drain                                                             time.Duration
+	maxBatch, maxTags, maxLocks                                                 int
+	leaseTTL, drain, lockMinTTL, lockMaxTTL, lockMaxWait                        time.Duration
 	// owner names this process in worker_node, on its presence lease and
 	// its snowflake worker lease alike (set by serve).
 	owner          string
@@ -110,6 +114,10 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	c.adminToken, _ = f.GetString("admin-token")
 	c.apiTokens, _ = f.GetString("api-tokens")
 	c.maxTags, _ = f.GetInt("max-tags")
+	c.maxLocks, _ = f.GetInt("max-locks")
+	c.lockMinTTL, _ = f.GetDuration("lock-min-ttl")
+	c.lockMaxTTL, _ = f.GetDuration("lock-max-ttl")
+	c.lockMaxWait, _ = f.GetDuration("lock-max-wait")
 	c.metricsToken, _ = f.GetString("metrics-token")
 	c.trustedProxies, _ = f.GetStringSlice("trusted-proxies")
 	c.store = storeDSN(cmd)
@@ -128,6 +136,12 @@ const (
 	// maxTagsFlag bounds --max-tags: each tag holds two buffers and its
 	// metric series.
 	maxTagsFlag = 1_000_000
+	// maxLocksFlag bounds --max-locks: each name is a map entry, and
+	// /admin/locks describes every one.
+	maxLocksFlag = 1_000_000
+	// maxLockTTL bounds --lock-max-ttl: a crashed holder's lock stays
+	// taken for up to one TTL.
+	maxLockTTL = 24 * time.Hour
 	// maxLeaseTTL bounds --lease-ttl: a crashed instance's worker ID
 	// stays taken for up to one TTL.
 	maxLeaseTTL = 24 * time.Hour
@@ -178,6 +192,7 @@ func (c *serveConfig) validate(compatErr error) error {
 		{"--max-batch", int64(c.maxBatch), 1, maxBatchFlag, "", "one answer is built in memory"},
 		{"--max-range", c.maxRange, 1, maxStepFlag, "", "the largest step a tag can have"},
 		{"--max-tags", int64(c.maxTags), 0, maxTagsFlag, " (no limit)", "each tag costs memory"},
+		{"--max-locks", int64(c.maxLocks), 1, maxLocksFlag, "", "each name costs memory and a describe per /admin/locks"},
 	} {
 		if n.v < n.low || n.v > n.high {
 			bad("%s must be from %d%s to %d (%s), got %d", n.flag, n.low, n.lowIs, n.high, n.highIs, n.v)
@@ -198,6 +213,14 @@ func (c *serveConfig) validate(compatErr error) error {
 	}
 	if c.leaseTTL < time.Second || c.leaseTTL > maxLeaseTTL {
 		bad("--lease-ttl must be from 1s to %v, got %v", maxLeaseTTL, c.leaseTTL)
+	}
+	// The lock package's own bounds (lock.New): a renewal every third of
+	// the TTL must be possible at all.
+	if c.lockMinTTL < 10*time.Millisecond || c.lockMaxTTL < c.lockMinTTL || c.lockMaxTTL > maxLockTTL {
+		bad("--lock-min-ttl and --lock-max-ttl must satisfy 10ms ≤ min ≤ max ≤ %v, got %v and %v", maxLockTTL, c.lockMinTTL, c.lockMaxTTL)
+	}
+	if c.lockMaxWait <= 0 || c.lockMaxWait > server.MaxLockWait {
+		bad("--lock-max-wait must be above 0s and at most %v (a wait is answered within the HTTP write timeout), got %v", server.MaxLockWait, c.lockMaxWait)
 	}
 	if c.drain < 0 || c.drain > maxDrain {
 		bad("--shutdown-timeout must be from 0s to %v, got %v", maxDrain, c.drain)
@@ -387,6 +410,8 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		MetricsToken:      c.metricsToken,
 		TrustedProxies:    c.trustedProxies,
 		RequireClientCert: c.tls.ClientCA != "",
+		Locks: server.LockConfig{Backend: st.Locks(), MinTTL: c.lockMinTTL, MaxTTL: c.lockMaxTTL,
+			MaxWait: c.lockMaxWait, MaxNames: c.maxLocks},
 	}
 	var sf *snowflakeMode
 	if c.snowflake {

@@ -20,6 +20,7 @@ package idgenv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -744,11 +745,690 @@ func (x *DecodeReadableResponse) GetId() int64 {
 	return 0
 }
 
+// LockGrant is one grant of a lock.
+type LockGrant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Empty in answers to callers without the admin scope, when the owner
+	// is not theirs to see (Describe).
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The fencing token: pass it with every write the lock protects.
+	Token int64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// When the grant lapses unless renewed, by the server's store's clock.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockGrant) Reset() {
+	*x = LockGrant{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockGrant) ProtoMessage() {}
+
+func (x *LockGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockGrant.ProtoReflect.Descriptor instead.
+func (*LockGrant) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LockGrant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockGrant) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockGrant) GetToken() int64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockGrant) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type AcquireRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Within the server's --lock-min-ttl and --lock-max-ttl.
+	Ttl *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// How long to wait for another owner's grant to end; unset or zero
+	// does not wait. Negative is INVALID_ARGUMENT (invalid_lock_wait).
+	Wait          *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireRequest) Reset() {
+	*x = AcquireRequest{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireRequest) ProtoMessage() {}
+
+func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
+func (*AcquireRequest) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AcquireRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+type AcquireResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *LockGrant             `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireResponse) Reset() {
+	*x = AcquireResponse{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireResponse) ProtoMessage() {}
+
+func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
+func (*AcquireResponse) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AcquireResponse) GetGrant() *LockGrant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+type RenewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Token         int64                  `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RenewRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetToken() int64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RenewRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type RenewResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *LockGrant             `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RenewResponse) GetGrant() *LockGrant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Token         int64                  `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReleaseRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetToken() int64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+type ReleaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{16}
+}
+
+type DescribeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeRequest) Reset() {
+	*x = DescribeRequest{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeRequest) ProtoMessage() {}
+
+func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
+func (*DescribeRequest) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DescribeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// LockWaiter is an owner queued for a lock.
+type LockWaiter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for callers without the admin scope.
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// When it queued.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockWaiter) Reset() {
+	*x = LockWaiter{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockWaiter) ProtoMessage() {}
+
+func (x *LockWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockWaiter.ProtoReflect.Descriptor instead.
+func (*LockWaiter) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LockWaiter) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockWaiter) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type DescribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The live grant; unset while the lock is free or lapsed.
+	Holder *LockGrant `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	// When the holder's token was granted.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// In arrival order.
+	Waiters       []*LockWaiter `protobuf:"bytes,4,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeResponse) Reset() {
+	*x = DescribeResponse{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeResponse) ProtoMessage() {}
+
+func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
+func (*DescribeResponse) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DescribeResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DescribeResponse) GetHolder() *LockGrant {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetWaiters() []*LockWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+type HoldRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Wait          *durationpb.Duration   `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldRequest) Reset() {
+	*x = HoldRequest{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldRequest) ProtoMessage() {}
+
+func (x *HoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
+func (*HoldRequest) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HoldRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HoldRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *HoldRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *HoldRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+type HoldResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant, sent once when it is made.
+	Grant         *LockGrant `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldResponse) Reset() {
+	*x = HoldResponse{}
+	mi := &file_idgen_v1_idgen_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldResponse) ProtoMessage() {}
+
+func (x *HoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_idgen_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
+func (*HoldResponse) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_idgen_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *HoldResponse) GetGrant() *LockGrant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
 var File_idgen_v1_idgen_proto protoreflect.FileDescriptor
 
 const file_idgen_v1_idgen_proto_rawDesc = "" +
 	"\n" +
-	"\x14idgen/v1/idgen.proto\x12\bidgen.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
+	"\x14idgen/v1/idgen.proto\x12\bidgen.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
 	"\vNextRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\"\n" +
@@ -786,7 +1466,50 @@ const file_idgen_v1_idgen_proto_rawDesc = "" +
 	"\x05value\x18\x01 \x01(\tR\x05value\":\n" +
 	"\x16DecodeReadableResponse\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x03R\x02id*B\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\"\x86\x01\n" +
+	"\tLockGrant\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x03R\x05token\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x96\x01\n" +
+	"\x0eAcquireRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"<\n" +
+	"\x0fAcquireResponse\x12)\n" +
+	"\x05grant\x18\x01 \x01(\v2\x13.idgen.v1.LockGrantR\x05grant\"{\n" +
+	"\fRenewRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x03R\x05token\x12+\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\":\n" +
+	"\rRenewResponse\x12)\n" +
+	"\x05grant\x18\x01 \x01(\v2\x13.idgen.v1.LockGrantR\x05grant\"P\n" +
+	"\x0eReleaseRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x03R\x05token\"\x11\n" +
+	"\x0fReleaseResponse\"%\n" +
+	"\x0fDescribeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"T\n" +
+	"\n" +
+	"LockWaiter\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xb5\x01\n" +
+	"\x10DescribeResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
+	"\x06holder\x18\x02 \x01(\v2\x13.idgen.v1.LockGrantR\x06holder\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12.\n" +
+	"\awaiters\x18\x04 \x03(\v2\x14.idgen.v1.LockWaiterR\awaiters\"\x93\x01\n" +
+	"\vHoldRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"9\n" +
+	"\fHoldResponse\x12)\n" +
+	"\x05grant\x18\x01 \x01(\v2\x13.idgen.v1.LockGrantR\x05grant*B\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMODE_SEGMENT\x10\x01\x12\x12\n" +
@@ -800,7 +1523,13 @@ const file_idgen_v1_idgen_proto_rawDesc = "" +
 	"\fReserveRange\x12\x1d.idgen.v1.ReserveRangeRequest\x1a\x1e.idgen.v1.ReserveRangeResponse\x12M\n" +
 	"\fReleaseRange\x12\x1d.idgen.v1.ReleaseRangeRequest\x1a\x1e.idgen.v1.ReleaseRangeResponse\x12[\n" +
 	"\x0fDecodeSnowflake\x12 .idgen.v1.DecodeSnowflakeRequest\x1a!.idgen.v1.DecodeSnowflakeResponse\"\x03\x90\x02\x01\x12X\n" +
-	"\x0eDecodeReadable\x12\x1f.idgen.v1.DecodeReadableRequest\x1a .idgen.v1.DecodeReadableResponse\"\x03\x90\x02\x01B-Z+github.com/idgen/idgen/api/idgen/v1;idgenv1b\x06proto3"
+	"\x0eDecodeReadable\x12\x1f.idgen.v1.DecodeReadableRequest\x1a .idgen.v1.DecodeReadableResponse\"\x03\x90\x02\x012\xc8\x02\n" +
+	"\vLockService\x12>\n" +
+	"\aAcquire\x12\x18.idgen.v1.AcquireRequest\x1a\x19.idgen.v1.AcquireResponse\x128\n" +
+	"\x05Renew\x12\x16.idgen.v1.RenewRequest\x1a\x17.idgen.v1.RenewResponse\x12>\n" +
+	"\aRelease\x12\x18.idgen.v1.ReleaseRequest\x1a\x19.idgen.v1.ReleaseResponse\x12F\n" +
+	"\bDescribe\x12\x19.idgen.v1.DescribeRequest\x1a\x1a.idgen.v1.DescribeResponse\"\x03\x90\x02\x01\x127\n" +
+	"\x04Hold\x12\x15.idgen.v1.HoldRequest\x1a\x16.idgen.v1.HoldResponse0\x01B-Z+github.com/idgen/idgen/api/idgen/v1;idgenv1b\x06proto3"
 
 var (
 	file_idgen_v1_idgen_proto_rawDescOnce sync.Once
@@ -815,7 +1544,7 @@ func file_idgen_v1_idgen_proto_rawDescGZIP() []byte {
 }
 
 var file_idgen_v1_idgen_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_idgen_v1_idgen_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_idgen_v1_idgen_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_idgen_v1_idgen_proto_goTypes = []any{
 	(Mode)(0),                       // 0: idgen.v1.Mode
 	(Format)(0),                     // 1: idgen.v1.Format
@@ -829,27 +1558,63 @@ var file_idgen_v1_idgen_proto_goTypes = []any{
 	(*DecodeSnowflakeResponse)(nil), // 9: idgen.v1.DecodeSnowflakeResponse
 	(*DecodeReadableRequest)(nil),   // 10: idgen.v1.DecodeReadableRequest
 	(*DecodeReadableResponse)(nil),  // 11: idgen.v1.DecodeReadableResponse
-	(*timestamppb.Timestamp)(nil),   // 12: google.protobuf.Timestamp
+	(*LockGrant)(nil),               // 12: idgen.v1.LockGrant
+	(*AcquireRequest)(nil),          // 13: idgen.v1.AcquireRequest
+	(*AcquireResponse)(nil),         // 14: idgen.v1.AcquireResponse
+	(*RenewRequest)(nil),            // 15: idgen.v1.RenewRequest
+	(*RenewResponse)(nil),           // 16: idgen.v1.RenewResponse
+	(*ReleaseRequest)(nil),          // 17: idgen.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),         // 18: idgen.v1.ReleaseResponse
+	(*DescribeRequest)(nil),         // 19: idgen.v1.DescribeRequest
+	(*LockWaiter)(nil),              // 20: idgen.v1.LockWaiter
+	(*DescribeResponse)(nil),        // 21: idgen.v1.DescribeResponse
+	(*HoldRequest)(nil),             // 22: idgen.v1.HoldRequest
+	(*HoldResponse)(nil),            // 23: idgen.v1.HoldResponse
+	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 25: google.protobuf.Duration
 }
 var file_idgen_v1_idgen_proto_depIdxs = []int32{
 	0,  // 0: idgen.v1.NextRequest.mode:type_name -> idgen.v1.Mode
 	1,  // 1: idgen.v1.NextRequest.format:type_name -> idgen.v1.Format
-	12, // 2: idgen.v1.DecodeSnowflakeResponse.time:type_name -> google.protobuf.Timestamp
-	2,  // 3: idgen.v1.IDService.Next:input_type -> idgen.v1.NextRequest
-	4,  // 4: idgen.v1.IDService.ReserveRange:input_type -> idgen.v1.ReserveRangeRequest
-	6,  // 5: idgen.v1.IDService.ReleaseRange:input_type -> idgen.v1.ReleaseRangeRequest
-	8,  // 6: idgen.v1.IDService.DecodeSnowflake:input_type -> idgen.v1.DecodeSnowflakeRequest
-	10, // 7: idgen.v1.IDService.DecodeReadable:input_type -> idgen.v1.DecodeReadableRequest
-	3,  // 8: idgen.v1.IDService.Next:output_type -> idgen.v1.NextResponse
-	5,  // 9: idgen.v1.IDService.ReserveRange:output_type -> idgen.v1.ReserveRangeResponse
-	7,  // 10: idgen.v1.IDService.ReleaseRange:output_type -> idgen.v1.ReleaseRangeResponse
-	9,  // 11: idgen.v1.IDService.DecodeSnowflake:output_type -> idgen.v1.DecodeSnowflakeResponse
-	11, // 12: idgen.v1.IDService.DecodeReadable:output_type -> idgen.v1.DecodeReadableResponse
-	8,  // [8:13] is the sub-list for method output_type
-	3,  // [3:8] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	24, // 2: idgen.v1.DecodeSnowflakeResponse.time:type_name -> google.protobuf.Timestamp
+	24, // 3: idgen.v1.LockGrant.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 4: idgen.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	25, // 5: idgen.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	12, // 6: idgen.v1.AcquireResponse.grant:type_name -> idgen.v1.LockGrant
+	25, // 7: idgen.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	12, // 8: idgen.v1.RenewResponse.grant:type_name -> idgen.v1.LockGrant
+	24, // 9: idgen.v1.LockWaiter.since:type_name -> google.protobuf.Timestamp
+	12, // 10: idgen.v1.DescribeResponse.holder:type_name -> idgen.v1.LockGrant
+	24, // 11: idgen.v1.DescribeResponse.since:type_name -> google.protobuf.Timestamp
+	20, // 12: idgen.v1.DescribeResponse.waiters:type_name -> idgen.v1.LockWaiter
+	25, // 13: idgen.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	25, // 14: idgen.v1.HoldRequest.wait:type_name -> google.protobuf.Duration
+	12, // 15: idgen.v1.HoldResponse.grant:type_name -> idgen.v1.LockGrant
+	2,  // 16: idgen.v1.IDService.Next:input_type -> idgen.v1.NextRequest
+	4,  // 17: idgen.v1.IDService.ReserveRange:input_type -> idgen.v1.ReserveRangeRequest
+	6,  // 18: idgen.v1.IDService.ReleaseRange:input_type -> idgen.v1.ReleaseRangeRequest
+	8,  // 19: idgen.v1.IDService.DecodeSnowflake:input_type -> idgen.v1.DecodeSnowflakeRequest
+	10, // 20: idgen.v1.IDService.DecodeReadable:input_type -> idgen.v1.DecodeReadableRequest
+	13, // 21: idgen.v1.LockService.Acquire:input_type -> idgen.v1.AcquireRequest
+	15, // 22: idgen.v1.LockService.Renew:input_type -> idgen.v1.RenewRequest
+	17, // 23: idgen.v1.LockService.Release:input_type -> idgen.v1.ReleaseRequest
+	19, // 24: idgen.v1.LockService.Describe:input_type -> idgen.v1.DescribeRequest
+	22, // 25: idgen.v1.LockService.Hold:input_type -> idgen.v1.HoldRequest
+	3,  // 26: idgen.v1.IDService.Next:output_type -> idgen.v1.NextResponse
+	5,  // 27: idgen.v1.IDService.ReserveRange:output_type -> idgen.v1.ReserveRangeResponse
+	7,  // 28: idgen.v1.IDService.ReleaseRange:output_type -> idgen.v1.ReleaseRangeResponse
+	9,  // 29: idgen.v1.IDService.DecodeSnowflake:output_type -> idgen.v1.DecodeSnowflakeResponse
+	11, // 30: idgen.v1.IDService.DecodeReadable:output_type -> idgen.v1.DecodeReadableResponse
+	14, // 31: idgen.v1.LockService.Acquire:output_type -> idgen.v1.AcquireResponse
+	16, // 32: idgen.v1.LockService.Renew:output_type -> idgen.v1.RenewResponse
+	18, // 33: idgen.v1.LockService.Release:output_type -> idgen.v1.ReleaseResponse
+	21, // 34: idgen.v1.LockService.Describe:output_type -> idgen.v1.DescribeResponse
+	23, // 35: idgen.v1.LockService.Hold:output_type -> idgen.v1.HoldResponse
+	26, // [26:36] is the sub-list for method output_type
+	16, // [16:26] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_idgen_v1_idgen_proto_init() }
@@ -863,9 +1628,9 @@ func file_idgen_v1_idgen_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idgen_v1_idgen_proto_rawDesc), len(file_idgen_v1_idgen_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   22,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_idgen_v1_idgen_proto_goTypes,
 		DependencyIndexes: file_idgen_v1_idgen_proto_depIdxs,

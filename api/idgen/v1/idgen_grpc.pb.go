@@ -332,3 +332,309 @@ var IDService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "idgen/v1/idgen.proto",
 }
+
+const (
+	LockService_Acquire_FullMethodName  = "/idgen.v1.LockService/Acquire"
+	LockService_Renew_FullMethodName    = "/idgen.v1.LockService/Renew"
+	LockService_Release_FullMethodName  = "/idgen.v1.LockService/Release"
+	LockService_Describe_FullMethodName = "/idgen.v1.LockService/Describe"
+	LockService_Hold_FullMethodName     = "/idgen.v1.LockService/Hold"
+)
+
+// LockServiceClient is the client API for LockService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// LockService grants named locks with fencing tokens, as the HTTP API's
+// /locks routes do (docs/locks.md, "Over HTTP and gRPC"). Names are 1 to
+// 200 bytes of printable UTF-8, owners too; tokens rise strictly per
+// name across every grant. With API tokens configured a call needs
+// authorization: Bearer <token> whose tags name the lock (or *), or the
+// admin token, which alone sees other owners' names.
+type LockServiceClient interface {
+	// Acquire grants the lock to owner for ttl: at once if it is free,
+	// lapsed or already owner's (then with the same token); else after
+	// waiting up to wait (bounded by the server's --lock-max-wait) in
+	// arrival order. ABORTED with reason lock_held when another owner
+	// still holds it.
+	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
+	// Renew extends a grant to ttl from now; FAILED_PRECONDITION with
+	// reason lock_lost once the grant lapsed or was taken over.
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
+	// Release frees the lock if owner and token are its grant's;
+	// FAILED_PRECONDITION with reason lock_not_held otherwise, and the lock
+	// is not touched.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Describe returns the holder and the waiters, in arrival order.
+	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
+	// Hold acquires as Acquire does, sends the grant, and renews it at a
+	// third of its TTL for as long as the stream is open. The stream ends
+	// with FAILED_PRECONDITION and reason lock_lost when the lock is lost.
+	// When the stream ends from the client's side (cancelled or dropped)
+	// the server stops renewing and releases the lock; if the release
+	// cannot be made, the grant lapses after its TTL.
+	Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldResponse], error)
+}
+
+type lockServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLockServiceClient(cc grpc.ClientConnInterface) LockServiceClient {
+	return &lockServiceClient{cc}
+}
+
+func (c *lockServiceClient) Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireResponse)
+	err := c.cc.Invoke(ctx, LockService_Acquire_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, LockService_Renew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, LockService_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeResponse)
+	err := c.cc.Invoke(ctx, LockService_Describe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[0], LockService_Hold_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HoldRequest, HoldResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_HoldClient = grpc.ServerStreamingClient[HoldResponse]
+
+// LockServiceServer is the server API for LockService service.
+// All implementations must embed UnimplementedLockServiceServer
+// for forward compatibility.
+//
+// LockService grants named locks with fencing tokens, as the HTTP API's
+// /locks routes do (docs/locks.md, "Over HTTP and gRPC"). Names are 1 to
+// 200 bytes of printable UTF-8, owners too; tokens rise strictly per
+// name across every grant. With API tokens configured a call needs
+// authorization: Bearer <token> whose tags name the lock (or *), or the
+// admin token, which alone sees other owners' names.
+type LockServiceServer interface {
+	// Acquire grants the lock to owner for ttl: at once if it is free,
+	// lapsed or already owner's (then with the same token); else after
+	// waiting up to wait (bounded by the server's --lock-max-wait) in
+	// arrival order. ABORTED with reason lock_held when another owner
+	// still holds it.
+	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
+	// Renew extends a grant to ttl from now; FAILED_PRECONDITION with
+	// reason lock_lost once the grant lapsed or was taken over.
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
+	// Release frees the lock if owner and token are its grant's;
+	// FAILED_PRECONDITION with reason lock_not_held otherwise, and the lock
+	// is not touched.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Describe returns the holder and the waiters, in arrival order.
+	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
+	// Hold acquires as Acquire does, sends the grant, and renews it at a
+	// third of its TTL for as long as the stream is open. The stream ends
+	// with FAILED_PRECONDITION and reason lock_lost when the lock is lost.
+	// When the stream ends from the client's side (cancelled or dropped)
+	// the server stops renewing and releases the lock; if the release
+	// cannot be made, the grant lapses after its TTL.
+	Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error
+	mustEmbedUnimplementedLockServiceServer()
+}
+
+// UnimplementedLockServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLockServiceServer struct{}
+
+func (UnimplementedLockServiceServer) Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Acquire not implemented")
+}
+func (UnimplementedLockServiceServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
+}
+func (UnimplementedLockServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedLockServiceServer) Describe(context.Context, *DescribeRequest) (*DescribeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Describe not implemented")
+}
+func (UnimplementedLockServiceServer) Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error {
+	return status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
+func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeLockServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LockServiceServer will
+// result in compilation errors.
+type UnsafeLockServiceServer interface {
+	mustEmbedUnimplementedLockServiceServer()
+}
+
+func RegisterLockServiceServer(s grpc.ServiceRegistrar, srv LockServiceServer) {
+	// If the following call panics, it indicates UnimplementedLockServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&LockService_ServiceDesc, srv)
+}
+
+func _LockService_Acquire_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).Acquire(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_Acquire_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).Acquire(ctx, req.(*AcquireRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_Describe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).Describe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_Describe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).Describe(ctx, req.(*DescribeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_Hold_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(HoldRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LockServiceServer).Hold(m, &grpc.GenericServerStream[HoldRequest, HoldResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_HoldServer = grpc.ServerStreamingServer[HoldResponse]
+
+// LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var LockService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "idgen.v1.LockService",
+	HandlerType: (*LockServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Acquire",
+			Handler:    _LockService_Acquire_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _LockService_Renew_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _LockService_Release_Handler,
+		},
+		{
+			MethodName: "Describe",
+			Handler:    _LockService_Describe_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Hold",
+			Handler:       _LockService_Hold_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "idgen/v1/idgen.proto",
+}

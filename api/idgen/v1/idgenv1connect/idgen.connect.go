@@ -34,6 +34,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// IDServiceName is the fully-qualified name of the IDService service.
 	IDServiceName = "idgen.v1.IDService"
+	// LockServiceName is the fully-qualified name of the LockService service.
+	LockServiceName = "idgen.v1.LockService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -56,6 +58,16 @@ const (
 	// IDServiceDecodeReadableProcedure is the fully-qualified name of the IDService's DecodeReadable
 	// RPC.
 	IDServiceDecodeReadableProcedure = "/idgen.v1.IDService/DecodeReadable"
+	// LockServiceAcquireProcedure is the fully-qualified name of the LockService's Acquire RPC.
+	LockServiceAcquireProcedure = "/idgen.v1.LockService/Acquire"
+	// LockServiceRenewProcedure is the fully-qualified name of the LockService's Renew RPC.
+	LockServiceRenewProcedure = "/idgen.v1.LockService/Renew"
+	// LockServiceReleaseProcedure is the fully-qualified name of the LockService's Release RPC.
+	LockServiceReleaseProcedure = "/idgen.v1.LockService/Release"
+	// LockServiceDescribeProcedure is the fully-qualified name of the LockService's Describe RPC.
+	LockServiceDescribeProcedure = "/idgen.v1.LockService/Describe"
+	// LockServiceHoldProcedure is the fully-qualified name of the LockService's Hold RPC.
+	LockServiceHoldProcedure = "/idgen.v1.LockService/Hold"
 )
 
 // IDServiceClient is a client for the idgen.v1.IDService service.
@@ -280,4 +292,214 @@ func (UnimplementedIDServiceHandler) DecodeSnowflake(context.Context, *connect.R
 
 func (UnimplementedIDServiceHandler) DecodeReadable(context.Context, *connect.Request[v1.DecodeReadableRequest]) (*connect.Response[v1.DecodeReadableResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.IDService.DecodeReadable is not implemented"))
+}
+
+// LockServiceClient is a client for the idgen.v1.LockService service.
+type LockServiceClient interface {
+	// Acquire grants the lock to owner for ttl: at once if it is free,
+	// lapsed or already owner's (then with the same token); else after
+	// waiting up to wait (bounded by the server's --lock-max-wait) in
+	// arrival order. ABORTED with reason lock_held when another owner
+	// still holds it.
+	Acquire(context.Context, *connect.Request[v1.AcquireRequest]) (*connect.Response[v1.AcquireResponse], error)
+	// Renew extends a grant to ttl from now; FAILED_PRECONDITION with
+	// reason lock_lost once the grant lapsed or was taken over.
+	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error)
+	// Release frees the lock if owner and token are its grant's;
+	// FAILED_PRECONDITION with reason lock_not_held otherwise, and the lock
+	// is not touched.
+	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
+	// Describe returns the holder and the waiters, in arrival order.
+	Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error)
+	// Hold acquires as Acquire does, sends the grant, and renews it at a
+	// third of its TTL for as long as the stream is open. The stream ends
+	// with FAILED_PRECONDITION and reason lock_lost when the lock is lost.
+	// When the stream ends from the client's side (cancelled or dropped)
+	// the server stops renewing and releases the lock; if the release
+	// cannot be made, the grant lapses after its TTL.
+	Hold(context.Context, *connect.Request[v1.HoldRequest]) (*connect.ServerStreamForClient[v1.HoldResponse], error)
+}
+
+// NewLockServiceClient constructs a client for the idgen.v1.LockService service. By default, it
+// uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and sends
+// uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC() or
+// connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) LockServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	lockServiceMethods := v1.File_idgen_v1_idgen_proto.Services().ByName("LockService").Methods()
+	return &lockServiceClient{
+		acquire: connect.NewClient[v1.AcquireRequest, v1.AcquireResponse](
+			httpClient,
+			baseURL+LockServiceAcquireProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Acquire")),
+			connect.WithClientOptions(opts...),
+		),
+		renew: connect.NewClient[v1.RenewRequest, v1.RenewResponse](
+			httpClient,
+			baseURL+LockServiceRenewProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Renew")),
+			connect.WithClientOptions(opts...),
+		),
+		release: connect.NewClient[v1.ReleaseRequest, v1.ReleaseResponse](
+			httpClient,
+			baseURL+LockServiceReleaseProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Release")),
+			connect.WithClientOptions(opts...),
+		),
+		describe: connect.NewClient[v1.DescribeRequest, v1.DescribeResponse](
+			httpClient,
+			baseURL+LockServiceDescribeProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Describe")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		hold: connect.NewClient[v1.HoldRequest, v1.HoldResponse](
+			httpClient,
+			baseURL+LockServiceHoldProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Hold")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// lockServiceClient implements LockServiceClient.
+type lockServiceClient struct {
+	acquire  *connect.Client[v1.AcquireRequest, v1.AcquireResponse]
+	renew    *connect.Client[v1.RenewRequest, v1.RenewResponse]
+	release  *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
+	describe *connect.Client[v1.DescribeRequest, v1.DescribeResponse]
+	hold     *connect.Client[v1.HoldRequest, v1.HoldResponse]
+}
+
+// Acquire calls idgen.v1.LockService.Acquire.
+func (c *lockServiceClient) Acquire(ctx context.Context, req *connect.Request[v1.AcquireRequest]) (*connect.Response[v1.AcquireResponse], error) {
+	return c.acquire.CallUnary(ctx, req)
+}
+
+// Renew calls idgen.v1.LockService.Renew.
+func (c *lockServiceClient) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error) {
+	return c.renew.CallUnary(ctx, req)
+}
+
+// Release calls idgen.v1.LockService.Release.
+func (c *lockServiceClient) Release(ctx context.Context, req *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error) {
+	return c.release.CallUnary(ctx, req)
+}
+
+// Describe calls idgen.v1.LockService.Describe.
+func (c *lockServiceClient) Describe(ctx context.Context, req *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error) {
+	return c.describe.CallUnary(ctx, req)
+}
+
+// Hold calls idgen.v1.LockService.Hold.
+func (c *lockServiceClient) Hold(ctx context.Context, req *connect.Request[v1.HoldRequest]) (*connect.ServerStreamForClient[v1.HoldResponse], error) {
+	return c.hold.CallServerStream(ctx, req)
+}
+
+// LockServiceHandler is an implementation of the idgen.v1.LockService service.
+type LockServiceHandler interface {
+	// Acquire grants the lock to owner for ttl: at once if it is free,
+	// lapsed or already owner's (then with the same token); else after
+	// waiting up to wait (bounded by the server's --lock-max-wait) in
+	// arrival order. ABORTED with reason lock_held when another owner
+	// still holds it.
+	Acquire(context.Context, *connect.Request[v1.AcquireRequest]) (*connect.Response[v1.AcquireResponse], error)
+	// Renew extends a grant to ttl from now; FAILED_PRECONDITION with
+	// reason lock_lost once the grant lapsed or was taken over.
+	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error)
+	// Release frees the lock if owner and token are its grant's;
+	// FAILED_PRECONDITION with reason lock_not_held otherwise, and the lock
+	// is not touched.
+	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
+	// Describe returns the holder and the waiters, in arrival order.
+	Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error)
+	// Hold acquires as Acquire does, sends the grant, and renews it at a
+	// third of its TTL for as long as the stream is open. The stream ends
+	// with FAILED_PRECONDITION and reason lock_lost when the lock is lost.
+	// When the stream ends from the client's side (cancelled or dropped)
+	// the server stops renewing and releases the lock; if the release
+	// cannot be made, the grant lapses after its TTL.
+	Hold(context.Context, *connect.Request[v1.HoldRequest], *connect.ServerStream[v1.HoldResponse]) error
+}
+
+// NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
+// on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	lockServiceMethods := v1.File_idgen_v1_idgen_proto.Services().ByName("LockService").Methods()
+	lockServiceAcquireHandler := connect.NewUnaryHandler(
+		LockServiceAcquireProcedure,
+		svc.Acquire,
+		connect.WithSchema(lockServiceMethods.ByName("Acquire")),
+		connect.WithHandlerOptions(opts...),
+	)
+	lockServiceRenewHandler := connect.NewUnaryHandler(
+		LockServiceRenewProcedure,
+		svc.Renew,
+		connect.WithSchema(lockServiceMethods.ByName("Renew")),
+		connect.WithHandlerOptions(opts...),
+	)
+	lockServiceReleaseHandler := connect.NewUnaryHandler(
+		LockServiceReleaseProcedure,
+		svc.Release,
+		connect.WithSchema(lockServiceMethods.ByName("Release")),
+		connect.WithHandlerOptions(opts...),
+	)
+	lockServiceDescribeHandler := connect.NewUnaryHandler(
+		LockServiceDescribeProcedure,
+		svc.Describe,
+		connect.WithSchema(lockServiceMethods.ByName("Describe")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	lockServiceHoldHandler := connect.NewServerStreamHandler(
+		LockServiceHoldProcedure,
+		svc.Hold,
+		connect.WithSchema(lockServiceMethods.ByName("Hold")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/idgen.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case LockServiceAcquireProcedure:
+			lockServiceAcquireHandler.ServeHTTP(w, r)
+		case LockServiceRenewProcedure:
+			lockServiceRenewHandler.ServeHTTP(w, r)
+		case LockServiceReleaseProcedure:
+			lockServiceReleaseHandler.ServeHTTP(w, r)
+		case LockServiceDescribeProcedure:
+			lockServiceDescribeHandler.ServeHTTP(w, r)
+		case LockServiceHoldProcedure:
+			lockServiceHoldHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedLockServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedLockServiceHandler struct{}
+
+func (UnimplementedLockServiceHandler) Acquire(context.Context, *connect.Request[v1.AcquireRequest]) (*connect.Response[v1.AcquireResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.LockService.Acquire is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.LockService.Renew is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.LockService.Release is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.LockService.Describe is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Hold(context.Context, *connect.Request[v1.HoldRequest], *connect.ServerStream[v1.HoldResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.LockService.Hold is not implemented"))
 }
