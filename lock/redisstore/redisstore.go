@@ -238,8 +238,9 @@ func parseAcquired(v any, ttl time.Duration) (acquired, error) {
 			a.who, a.exp, a.now = strAt(x, 1), intAt(x, 2), intAt(x, 3)
 		case acqBehind:
 			a.now, a.gap = intAt(x, 1), intAt(x, 2)
-		case acqSkew: // acquireOnce fills in the gap
+		case acqSkew: // acquireOn fills in the gap
 			a.now = intAt(x, 1)
+		case acqKeys:
 		default:
 			return acquired{}, fmt.Errorf("redisstore: unexpected reply %v", x)
 		}
@@ -282,8 +283,14 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		return lock.Grant{}, &lock.HeldError{Holder: *holder}
 	}
 	args := s.acquireArgs(owner, ttl, wait)
+	// A TryAcquire names only the hash, which is all an uncontended one
+	// touches: fewer strings for the script and the client to make.
+	ks := k.list()
+	if !wait {
+		ks = ks[:1]
+	}
 	for {
-		r, err := s.acquireOnce(ctx, k, args, ttl)
+		r, err := s.acquireOnce(ctx, ks, args, ttl)
 		if err != nil {
 			if ctx.Err() != nil {
 				return giveUp(err)
@@ -312,6 +319,12 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		case acqSkew:
 			return lock.Grant{}, fmt.Errorf("%w: the master of %q reads %v behind a time this Store read before (MaxClockSkew %v)",
 				ErrClockBehind, name, time.Duration(r.gap)*time.Microsecond, s.opts.MaxClockSkew)
+		case acqKeys:
+			if len(ks) == 3 { // a script that wants what it had
+				return lock.Grant{}, fmt.Errorf("redisstore: unexpected reply %v", acqKeys)
+			}
+			ks = k.list()
+			continue
 		}
 		if wait && sub == nil && r.kind != acqBehind {
 			// Subscribe, then ask again at once: a release between the
@@ -364,19 +377,19 @@ func (s *Store) subscribe(ctx context.Context, channel string) (*redis.PubSub, e
 
 // acquireOnce runs the acquire script once; with Options.Replicas, on
 // one connection to the lock's master, followed by WAIT.
-func (s *Store) acquireOnce(ctx context.Context, k keys, args []any, ttl time.Duration) (acquired, error) {
+func (s *Store) acquireOnce(ctx context.Context, ks []string, args []any, ttl time.Duration) (acquired, error) {
 	seen := s.seen.Load()
 	args[4] = seen - s.opts.MaxClockSkew.Microseconds()
 	if s.opts.Replicas == 0 {
-		return s.acquireOn(ctx, s.rdb, k, args, ttl, seen)
+		return s.acquireOn(ctx, s.rdb, ks, args, ttl, seen)
 	}
-	cl, err := s.master(ctx, k.hash)
+	cl, err := s.master(ctx, ks[0])
 	if err != nil {
 		return acquired{}, err
 	}
 	conn := cl.Conn() // WAIT counts the writes of its own connection
 	defer func() { _ = conn.Close() }()
-	r, err := s.acquireOn(ctx, conn, k, args, ttl, seen)
+	r, err := s.acquireOn(ctx, conn, ks, args, ttl, seen)
 	if err != nil || (r.kind != 0 && r.kind != acqOK) {
 		return r, err
 	}
@@ -385,7 +398,7 @@ func (s *Store) acquireOnce(ctx context.Context, k keys, args []any, ttl time.Du
 		return r, nil
 	}
 	if r.kind == 0 { // a new grant: undo it, so that it blocks no one
-		_, _ = run(context.WithoutCancel(ctx), conn, releaseScript, []string{k.hash, k.queue}, args[0], r.token)
+		_, _ = run(context.WithoutCancel(ctx), conn, releaseScript, []string{ks[0], ks[0] + ":q"}, args[0], r.token)
 	}
 	if err != nil {
 		return acquired{}, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
@@ -395,14 +408,14 @@ func (s *Store) acquireOnce(ctx context.Context, k keys, args []any, ttl time.Du
 
 // acquireOn runs the acquire script on c and records the time it read;
 // seen is the highest time seen that the script was given.
-func (s *Store) acquireOn(ctx context.Context, c redis.Scripter, k keys, args []any, ttl time.Duration, seen int64) (acquired, error) {
-	v, err := run(ctx, c, acquireScript, k.list(), args...)
+func (s *Store) acquireOn(ctx context.Context, c redis.Scripter, ks []string, args []any, ttl time.Duration, seen int64) (acquired, error) {
+	v, err := run(ctx, c, acquireScript, ks, args...)
 	if err != nil {
 		return acquired{}, err
 	}
 	r, err := parseAcquired(v, ttl)
 	switch {
-	case err != nil || r.kind == acqBehind:
+	case err != nil || r.kind == acqBehind || r.kind == acqKeys:
 	case r.kind == acqSkew:
 		r.gap = seen - r.now
 	default:

@@ -58,6 +58,7 @@ const (
 	acqQueued = 3 // {3, head waiter, its expiry, now}
 	acqBehind = 4 // {4, now, µs behind}: the clock reads behind the last token
 	acqSkew   = 5 // {5, now}: the clock reads behind what a client saw
+	acqKeys   = 6 // {6}: the queue may exist; ask again with its keys
 )
 
 // acquireScript grants the lock, extends a reentrant grant, or (when
@@ -67,6 +68,10 @@ const (
 // ms, and the least time µs the clock may read (the highest TIME the
 // client saw, less the max clock skew). Every argument costs the
 // script a string, so these are all it gets.
+//
+// KEYS are all three when owner waits, else the hash alone: then, if q
+// is set, it changes nothing and replies acqKeys, and the client asks
+// again with the queue's keys. Without q it touches no other key.
 //
 // A new grant replies the integer now, which is its token and its
 // since; its expiry is now + ttl. Every other reply is an array whose
@@ -78,6 +83,7 @@ local owner, ttl, retain = ARGV[1], tonumber(ARGV[2]), ARGV[4] * 1000
 -- No function is defined here: a local function would be a new closure
 -- on every run, and the common runs need none.
 local h = redis.call('HMGET', KEYS[1], 'o', 't', 'e', 'q', 'x')
+if h[4] and not KEYS[2] then return {6} end
 local o, tok, exp = h[1], tonumber(h[2]), tonumber(h[3])
 local busy -- the reply when someone else comes first
 if o and exp and exp > now then
