@@ -133,12 +133,15 @@ end
 -- The grant's since is its token, so the hash keeps no field for it.
 if tok and tok >= now then return {4, now, tok - now + 1} end
 exp = now + ttl
+-- now as %.17g would print it, spelled from TIME's strings: formatting
+-- a number costs Redis a snprintf, several times this.
+local t = tm[1] .. string.sub('00000' .. tm[2], -6)
 if (tonumber(h[5]) or 0) < exp + retain then
   local ms = math.ceil((exp - now + 1.25 * retain) / 1000)
-  redis.call('HSET', KEYS[1], 'o', owner, 't', now, 'e', exp, 'x', now + (ms - 2) * 1000)
+  redis.call('HSET', KEYS[1], 'o', owner, 't', t, 'e', exp, 'x', now + (ms - 2) * 1000)
   redis.call('PEXPIRE', KEYS[1], ms)
 else
-  redis.call('HSET', KEYS[1], 'o', owner, 't', now, 'e', exp)
+  redis.call('HSET', KEYS[1], 'o', owner, 't', t, 'e', exp)
 end
 if head then -- owner heads the queue: it waited, and now holds
   redis.call('ZREM', KEYS[2], owner)
