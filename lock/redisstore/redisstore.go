@@ -356,7 +356,7 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 // acquireArgs are acquireScript's ARGV but the least time the clock
 // may read, which acquireOnce fills in each time.
 func (s *Store) acquireArgs(owner string, ttl time.Duration, wait bool) []any {
-	var w any = zero
+	w := zero
 	if wait {
 		w = s.waiterTTL
 	}
