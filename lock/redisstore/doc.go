@@ -7,11 +7,12 @@
 //
 // A lock is three keys that share its name as a hash tag, so that on a
 // cluster each lock lives in one slot and every script over it runs on
-// one master: prefix{name} (a hash: owner, token, since, expiry, and
-// a mark set while the queue may exist, so that a lock nobody waits
-// for never touches the queue's keys), prefix{name}:q (the queue: a
-// sorted set of waiting owners by arrival) and prefix{name}:w (each
-// waiter's own expiry). A name containing a brace, or starting with
+// one master: prefix{name} (a hash: owner, token, expiry, a lower
+// bound of the hash's own expiry, so that a grant need not set its TTL
+// each time, and a mark set while the queue may exist, so that a lock
+// nobody waits for never touches the queue's keys), prefix{name}:q
+// (the queue: a sorted set of waiting owners by arrival) and
+// prefix{name}:w (each waiter's own expiry). A name containing a brace, or starting with
 // '~', is tagged as '~' and its hex instead. Every state change is one
 // Lua script, atomic on the master, that checks owner and token
 // together by the master's clock (TIME): a grant, a reentrant acquire,
@@ -34,8 +35,9 @@
 //
 // Nothing leaks (Redisson's RFencedLock keeps one counter key per name
 // forever; #6510 reports 25 million): the hash expires Options.Retain
-// (an hour) after the lock's last grant or renewal, and the queue's
-// keys two WaiterTTLs after their last waiter.
+// (an hour), or up to a quarter more, after the lock's last grant or
+// renewal lapses, and the queue's keys two WaiterTTLs after their last
+// waiter.
 //
 // What survives, measured by this package's tests with the Debian
 // redis-server 7.0:

@@ -27,9 +27,11 @@ type Options struct {
 	// DefaultPrefix.
 	Prefix string
 	// Retain is how long a lock's hash, and with it the name's last
-	// token, outlives the lock's last grant or renewal. Past it the key
-	// is gone and the next token comes from the clock alone (see the
-	// package doc). Zero means an hour.
+	// token, outlives the lock's last grant or renewal (its expiry):
+	// that long, and at most a quarter more, so that back-to-back grants
+	// need not set the key's TTL each time. Past it the key is gone and
+	// the next token comes from the clock alone (see the package doc).
+	// Zero means an hour.
 	Retain time.Duration
 	// WaiterTTL is how long a waiter stays queued without renewing its
 	// place: a waiter that died is skipped this long after its last
@@ -76,8 +78,9 @@ type Store struct {
 	// seen is the highest TIME, in µs, any reply has carried: a master
 	// reading more than MaxClockSkew behind it grants nothing.
 	seen atomic.Int64
-	// The acquire script's arguments that come from opts, boxed once.
-	waiterTTL, skew any
+	// The acquire script's arguments that come from opts, boxed once:
+	// the waiter TTL in µs, and Retain in ms.
+	waiterTTL, retain any
 }
 
 var _ lock.Backend = (*Store)(nil)
@@ -130,7 +133,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, o Options) (*Store, err
 	}
 	return &Store{rdb: rdb, opts: o,
 		waiterTTL: o.WaiterTTL.Microseconds(),
-		skew:      o.MaxClockSkew.Microseconds(),
+		retain:    o.Retain.Milliseconds(),
 	}, nil
 }
 
@@ -233,8 +236,11 @@ func parseAcquired(v any, ttl time.Duration) (acquired, error) {
 			a.who, a.token, a.exp, a.now = strAt(x, 1), intAt(x, 2), intAt(x, 3), intAt(x, 4)
 		case acqQueued:
 			a.who, a.exp, a.now = strAt(x, 1), intAt(x, 2), intAt(x, 3)
-		case acqBehind, acqSkew:
+		case acqBehind:
 			a.now, a.gap = intAt(x, 1), intAt(x, 2)
+		case acqSkew: // acquireOn fills in the gap
+			a.now = intAt(x, 1)
+		case acqKeys:
 		default:
 			return acquired{}, fmt.Errorf("redisstore: unexpected reply %v", x)
 		}
@@ -277,8 +283,14 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		return lock.Grant{}, &lock.HeldError{Holder: *holder}
 	}
 	args := s.acquireArgs(owner, ttl, wait)
+	// A TryAcquire names only the hash, which is all an uncontended one
+	// touches: fewer strings for the script and the client to make.
+	ks := k.list()
+	if !wait {
+		ks = ks[:1]
+	}
 	for {
-		r, err := s.acquireOnce(ctx, k, args, ttl)
+		r, err := s.acquireOnce(ctx, ks, args, ttl)
 		if err != nil {
 			if ctx.Err() != nil {
 				return giveUp(err)
@@ -307,6 +319,12 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		case acqSkew:
 			return lock.Grant{}, fmt.Errorf("%w: the master of %q reads %v behind a time this Store read before (MaxClockSkew %v)",
 				ErrClockBehind, name, time.Duration(r.gap)*time.Microsecond, s.opts.MaxClockSkew)
+		case acqKeys:
+			if len(ks) == 3 { // a script that wants what it had
+				return lock.Grant{}, fmt.Errorf("redisstore: unexpected reply %v", acqKeys)
+			}
+			ks = k.list()
+			continue
 		}
 		if wait && sub == nil && r.kind != acqBehind {
 			// Subscribe, then ask again at once: a release between the
@@ -335,23 +353,18 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	}
 }
 
-// acquireArgs are acquireScript's ARGV but the highest TIME seen, which
-// acquireOnce fills in each time.
+// acquireArgs are acquireScript's ARGV but the least time the clock
+// may read, which acquireOnce fills in each time.
 func (s *Store) acquireArgs(owner string, ttl time.Duration, wait bool) []any {
-	var w any = "0"
+	w := zero
 	if wait {
-		w = "1"
+		w = s.waiterTTL
 	}
-	return []any{owner, ttl.Microseconds(), w, s.waiterTTL, ceilMS(ttl) + s.opts.Retain.Milliseconds(), nil, s.skew}
+	return []any{owner, ttl.Microseconds(), w, s.retain, nil}
 }
 
-// ceilMS is d in ms, rounded up as Lua's math.ceil would.
-func ceilMS(d time.Duration) int64 {
-	if us := d.Microseconds(); us > 0 {
-		return (us + 999) / 1000
-	}
-	return d.Microseconds() / 1000
-}
+// zero is 0, boxed once.
+var zero any = int64(0)
 
 func (s *Store) subscribe(ctx context.Context, channel string) (*redis.PubSub, error) {
 	sub := s.rdb.Subscribe(ctx, channel)
@@ -364,18 +377,19 @@ func (s *Store) subscribe(ctx context.Context, channel string) (*redis.PubSub, e
 
 // acquireOnce runs the acquire script once; with Options.Replicas, on
 // one connection to the lock's master, followed by WAIT.
-func (s *Store) acquireOnce(ctx context.Context, k keys, args []any, ttl time.Duration) (acquired, error) {
-	args[5] = s.seen.Load()
+func (s *Store) acquireOnce(ctx context.Context, ks []string, args []any, ttl time.Duration) (acquired, error) {
+	seen := s.seen.Load()
+	args[4] = seen - s.opts.MaxClockSkew.Microseconds()
 	if s.opts.Replicas == 0 {
-		return s.acquireOn(ctx, s.rdb, k, args, ttl)
+		return s.acquireOn(ctx, s.rdb, ks, args, ttl, seen)
 	}
-	cl, err := s.master(ctx, k.hash)
+	cl, err := s.master(ctx, ks[0])
 	if err != nil {
 		return acquired{}, err
 	}
 	conn := cl.Conn() // WAIT counts the writes of its own connection
 	defer func() { _ = conn.Close() }()
-	r, err := s.acquireOn(ctx, conn, k, args, ttl)
+	r, err := s.acquireOn(ctx, conn, ks, args, ttl, seen)
 	if err != nil || (r.kind != 0 && r.kind != acqOK) {
 		return r, err
 	}
@@ -384,7 +398,7 @@ func (s *Store) acquireOnce(ctx context.Context, k keys, args []any, ttl time.Du
 		return r, nil
 	}
 	if r.kind == 0 { // a new grant: undo it, so that it blocks no one
-		_, _ = run(context.WithoutCancel(ctx), conn, releaseScript, []string{k.hash, k.queue}, args[0], r.token)
+		_, _ = run(context.WithoutCancel(ctx), conn, releaseScript, []string{ks[0], ks[0] + ":q"}, args[0], r.token)
 	}
 	if err != nil {
 		return acquired{}, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
@@ -392,14 +406,19 @@ func (s *Store) acquireOnce(ctx context.Context, k keys, args []any, ttl time.Du
 	return acquired{}, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, got, s.opts.Replicas, s.opts.ReplicaTimeout)
 }
 
-// acquireOn runs the acquire script on c and records the time it read.
-func (s *Store) acquireOn(ctx context.Context, c redis.Scripter, k keys, args []any, ttl time.Duration) (acquired, error) {
-	v, err := run(ctx, c, acquireScript, k.list(), args...)
+// acquireOn runs the acquire script on c and records the time it read;
+// seen is the highest time seen that the script was given.
+func (s *Store) acquireOn(ctx context.Context, c redis.Scripter, ks []string, args []any, ttl time.Duration, seen int64) (acquired, error) {
+	v, err := run(ctx, c, acquireScript, ks, args...)
 	if err != nil {
 		return acquired{}, err
 	}
 	r, err := parseAcquired(v, ttl)
-	if err == nil && r.kind != acqBehind && r.kind != acqSkew {
+	switch {
+	case err != nil || r.kind == acqBehind || r.kind == acqKeys:
+	case r.kind == acqSkew:
+		r.gap = seen - r.now
+	default:
 		s.saw(r.now)
 	}
 	return r, err
@@ -479,15 +498,16 @@ func (s *Store) Describe(ctx context.Context, name string) (lock.Info, error) {
 		return lock.Info{}, err
 	}
 	r, _ := v.([]any)
-	if len(r) != 6 {
+	if len(r) != 5 {
 		return lock.Info{}, fmt.Errorf("redisstore: unexpected reply %v", v)
 	}
 	info := lock.Info{Name: name}
-	if owner, exp := strAt(r, 1), intAt(r, 4); owner != "" && exp > intAt(r, 0) {
-		info.Holder = &lock.Grant{Name: name, Owner: owner, Token: intAt(r, 2), Expires: time.UnixMicro(exp)}
-		info.Since = time.UnixMicro(intAt(r, 3))
+	if owner, exp := strAt(r, 1), intAt(r, 3); owner != "" && exp > intAt(r, 0) {
+		tok := intAt(r, 2)
+		info.Holder = &lock.Grant{Name: name, Owner: owner, Token: tok, Expires: time.UnixMicro(exp)}
+		info.Since = time.UnixMicro(tok) // a token is the µs of its grant
 	}
-	ws, _ := r[5].([]any)
+	ws, _ := r[4].([]any)
 	for i := 0; i+1 < len(ws); i += 2 {
 		info.Waiters = append(info.Waiters, lock.Waiter{Owner: strAt(ws, i), Since: time.UnixMicro(intAt(ws, i+1))})
 	}
