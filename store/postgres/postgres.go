@@ -3,10 +3,12 @@
 // after the server restarts or a connection drops.
 //
 // A reservation is one short transaction: SELECT … FOR UPDATE on the
-// tag's row, UPDATE, COMMIT. The transaction is rolled back on any error
-// or cancelled context, so no row lock outlives a failed call. The same
-// SQL runs on engines that speak the PostgreSQL protocol and support row
-// locks, such as CockroachDB and YugabyteDB.
+// tag's row, UPDATE, COMMIT; BEGIN goes out with the first statement
+// (pipeTx), and a lock grant's COMMIT with its write. The transaction
+// is rolled back on any error or cancelled context, so no row lock
+// outlives a failed call. The same SQL runs on engines that speak the
+// PostgreSQL protocol and support row locks, such as CockroachDB and
+// YugabyteDB.
 package postgres
 
 import (
@@ -76,11 +78,14 @@ const systemKey = "idgen.system_identifier"
 // connection moves the timeline, which is still read every time.
 func connSystem(ctx context.Context, q sqlstore.Querier) (string, error) {
 	var data map[string]any
-	if t, ok := q.(txQ); ok {
+	switch t := q.(type) {
+	case txQ:
 		data = t.q.Conn().PgConn().CustomData()
-		if id, ok := data[systemKey].(string); ok {
-			return id, nil
-		}
+	case *pipeTx:
+		data = t.c.PgConn().CustomData()
+	}
+	if id, ok := data[systemKey].(string); ok {
+		return id, nil
 	}
 	var id string
 	if err := q.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id); err != nil {
@@ -181,9 +186,13 @@ func (d pgxQ[T]) Exec(ctx context.Context, q string, args ...any) (int64, error)
 	return tag.RowsAffected(), err
 }
 
-// InTx runs fn in a transaction; pgx.BeginFunc rolls back on any error,
-// including a cancelled context.
+// InTx runs fn in a transaction, rolled back on any error, including a
+// cancelled context. On the pool it is a pipeTx, whose BEGIN goes out
+// with the first statement; pgx.BeginFunc otherwise.
 func (d pgxQ[T]) InTx(ctx context.Context, fn func(q sqlstore.Querier) error) error {
+	if p, ok := any(d.q).(*pgxpool.Pool); ok {
+		return pipeInTx(ctx, p, fn)
+	}
 	return pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error { return fn(txQ{tx}) })
 }
 

@@ -25,26 +25,30 @@ import (
 // FOR UPDATE; SQLite's BEGIN IMMEDIATE) in the statement that also
 // reads the store's identity and the fence record's generation and
 // floor, which are checked (Guard: a store whose history changed is
-// fenced before any token is minted; a process that knows no record yet,
-// or sees a newer one, reads and checks the record first, as a
-// reservation does); its waiters read under the same lock, only if the
-// row's waiting flag (migration 00017) says some may wait; the row and
-// its mark written, in one statement on PostgreSQL (WITH … INSERT) and
-// on MySQL once the mark's row exists (UPDATE … JOIN). Uncontended,
-// that is BEGIN, the locking read, one or two writes and COMMIT; a
-// release is one UPDATE outside any transaction, which on PostgreSQL
-// also sends the wake-up, only if someone waits. The token of a new grant is one above the
-// largest of the row's token, the row's mark (idgen_lock_mark, written
-// in every grant's transaction) and the fence record's floor: so after
-// a failover or a restore of the whole store (the fence raised every
-// token by its margin, and the floor with it), after a restore of the
-// lock table alone (the mark is above the row), and for a name whose
-// row a failover lost (the floor), every new token is above every token
-// granted before. A process also remembers the tokens it was granted
-// (for its last 4096 names): a lock whose row and mark are both below
-// one went back with the whole store while the server's identity did
-// not show it (MariaDB without a binary log), and the store is fenced,
-// as a tag's row below what the process reserved fences it.
+// fenced before any token is minted; a process that knows no record
+// yet, or sees a newer one, reads and checks the record first, as a
+// reservation does); its waiters read under the same lock, only if
+// the row's waiting flag (migration 00017) says some may wait; the
+// row and its mark written, in one statement on PostgreSQL (WITH …
+// INSERT) and on MySQL once the mark's row exists (UPDATE … JOIN).
+// Uncontended, that is BEGIN, the locking read, one or two writes and
+// COMMIT: on PostgreSQL 2 round trips, as BEGIN goes with the locking
+// read and the grant with its COMMIT (pipelined, LastExecer; the
+// checks run on the read's result before the grant is sent), 4 or 5
+// on MySQL; a release is one UPDATE outside any transaction, which on
+// PostgreSQL also sends the wake-up, only if someone waits. The token
+// of a new grant is one above the largest of the row's token, the
+// row's mark (idgen_lock_mark, written in every grant's transaction)
+// and the fence record's floor: so after a failover or a restore of
+// the whole store (the fence raised every token by its margin, and
+// the floor with it), after a restore of the lock table alone (the
+// mark is above the row), and for a name whose row a failover lost
+// (the floor), every new token is above every token granted before. A
+// process also remembers the tokens it was granted (for its last 4096
+// names): a lock whose row and mark are both below one went back with
+// the whole store while the server's identity did not show it
+// (MariaDB without a binary log), and the store is fenced, as a tag's
+// row below what the process reserved fences it.
 //
 // Waiting: a waiter queues in idgen_lock_waiter with a 2 s expiry,
 // refreshed at a third of it while it waits; a free lock goes to the
@@ -503,12 +507,15 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 	expires := now + ttl.Milliseconds()
 	if h, ok := rw.holder(name, now); ok && h.Owner == owner {
 		// Reentrant: the same grant, a TTL from now. Waiters stay queued.
-		if _, err := q.Exec(ctx, l.s.Extend, expires, name); err != nil {
-			return lock.Grant{}, outcome{}, err
-		}
 		h.Expires = time.UnixMilli(expires)
 		if !readWaiters {
+			if _, err := lastExec(q)(ctx, l.s.Extend, expires, name); err != nil {
+				return lock.Grant{}, outcome{}, err
+			}
 			return h, outcome{}, nil
+		}
+		if _, err := q.Exec(ctx, l.s.Extend, expires, name); err != nil {
+			return lock.Grant{}, outcome{}, err
 		}
 		_, err := q.Exec(ctx, l.s.WaiterDelete, name, owner)
 		return h, outcome{}, err
@@ -576,7 +583,15 @@ func (l *Locks) grantTx(ctx context.Context, q Querier, name, owner string, ttl 
 	switch {
 	case joined > 0:
 	case l.s.GrantMark != "":
-		if _, err := q.Exec(ctx, l.s.GrantMark, name, g.Token, owner, g.Token, now, expires, behind, name); err != nil {
+		// With no waiters to remove it is the transaction's last
+		// statement: on PostgreSQL its COMMIT goes with it. Every check
+		// above ran on what the locking read returned, before any token
+		// is written.
+		exec := q.Exec
+		if len(waiters) == 0 {
+			exec = lastExec(q)
+		}
+		if _, err := exec(ctx, l.s.GrantMark, name, g.Token, owner, g.Token, now, expires, behind, name); err != nil {
 			return lock.Grant{}, outcome{}, fmt.Errorf("grant and record the lock's mark (migrations 00016, 00017): %w", err)
 		}
 	default:

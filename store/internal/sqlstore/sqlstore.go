@@ -41,6 +41,25 @@ type Querier interface {
 	Exec(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
 }
 
+// LastExecer is a transaction's Querier that can send its last
+// statement together with the COMMIT, in one round trip (PostgreSQL's
+// pipeline). Once ExecLast returns, the transaction is over: committed
+// if err is nil; otherwise rolled back, or, for a lost connection,
+// unknown, as after a failed COMMIT. InTx's fn then runs nothing more
+// and returns ExecLast's error or nil.
+type LastExecer interface {
+	ExecLast(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
+}
+
+// lastExec returns how to run q's transaction's last statement: with
+// its COMMIT if q can (LastExecer), as Exec otherwise.
+func lastExec(q Querier) func(ctx context.Context, query string, args ...any) (int64, error) {
+	if l, ok := q.(LastExecer); ok {
+		return l.ExecLast
+	}
+	return q.Exec
+}
+
 // DB is a connection pool that can also run fn in one transaction. InTx
 // commits when fn returns nil and rolls back otherwise, including when
 // ctx is cancelled, so no row lock outlives the call.
