@@ -17,11 +17,16 @@
 //     beside a bare handler of the same transport, and beside goLeaf
 //     when IDGEN_BENCH_GOLEAF names its binary, with the same grpc-go
 //     client (GRPCLoad), every answer checked for an ID and the first
-//     IDs of each run for duplicates.
+//     IDs of each run for duplicates;
+//   - server CPU per uncontended idgen.v1.LockService Acquire+Release
+//     pair on grpc-go's transport (TestLiveLockGRPC), on SQLite and
+//     PostgreSQL, beside a bare grpc-go handler doing one Redis SET NX PX
+//     and one EVALSHA compare-and-delete (cmd/floor -lock-redis).
 //
 // The measurements are the TestLive… functions, which run only when
 // -live.out names a directory for their JSON results; cmd/report runs
-// them and renders the tables of docs/benchmarks.md. No test fails on a
+// them (all but TestLiveLockGRPC, which writes benchstat's input and its
+// table itself) and renders the tables of docs/benchmarks.md. No test fails on a
 // timing: they fail only when the setup fails or an answer is wrong (a
 // duplicate ID).
 package httpbench

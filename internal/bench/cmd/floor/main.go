@@ -11,9 +11,12 @@
 //
 // With -grpc-addr it also serves, on grpc-go's own server and transport,
 // a bare handler of idgen.v1.IDService/Next answering the same counter:
-// the floor of idgen serve --grpc-addr.
+// the floor of idgen serve --grpc-addr. With -lock-redis as well, that
+// server also answers idgen.v1.LockService's Acquire and Release with one
+// Redis command each on that redis-server (lock.go): the floor of idgen's
+// locks over grpc-go.
 //
-//	floor [-addr 127.0.0.1:0] [-grpc-addr 127.0.0.1:0]
+//	floor [-addr 127.0.0.1:0] [-grpc-addr 127.0.0.1:0] [-lock-redis HOST:PORT]
 //
 // It prints "serving addr=HOST:PORT grpc_addr=HOST:PORT" on stderr once it
 // listens, and stops on SIGINT or SIGTERM.
@@ -36,6 +39,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
 	idgenv1 "github.com/idgen/idgen/api/idgen/v1"
@@ -46,16 +50,17 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	grpcAddr := flag.String("grpc-addr", "", "listen address of the bare grpc-go server (default: off)")
+	lockRedis := flag.String("lock-redis", "", "redis-server address of the grpc-go server's bare idgen.v1.LockService (default: off)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *grpcAddr); err != nil {
+	if err := run(ctx, *addr, *grpcAddr, *lockRedis); err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, addr, grpcAddr string) error {
+func run(ctx context.Context, addr, grpcAddr, lockRedis string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -72,6 +77,14 @@ func run(ctx context.Context, addr, grpcAddr string) error {
 		}
 		gs := grpc.NewServer()
 		idgenv1.RegisterIDServiceServer(gs, floorGRPC{n: &n})
+		if lockRedis != "" {
+			rdb := redis.NewClient(&redis.Options{Addr: lockRedis})
+			defer func() { _ = rdb.Close() }()
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				return err
+			}
+			idgenv1.RegisterLockServiceServer(gs, floorLocks{rdb: rdb})
+		}
 		defer gs.Stop()
 		go func() { errc <- gs.Serve(gln) }()
 		native = gln.Addr().String()
