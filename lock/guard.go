@@ -54,6 +54,18 @@ type GuardConfig struct {
 	// primary key, and Column is its token column. Both empty select the
 	// side-table variant.
 	Key, Column string
+	// Observer, when set, is told the outcome of every Check, so that a
+	// program can count stale tokens refused (the server's *Metrics is
+	// one) without this package knowing any metrics library.
+	Observer GuardObserver
+}
+
+// GuardObserver is told the outcome of each Guard.Check: nil for a token
+// accepted, an error wrapping ErrStaleToken for one refused as stale, or
+// any other error Check returned. It is called after the check, in the
+// caller's goroutine, and must not block.
+type GuardObserver interface {
+	TokenChecked(err error)
 }
 
 // Guard is the check a protected resource makes of a fencing token: a
@@ -68,6 +80,7 @@ type Guard struct {
 	check   string // the statement that raises and reads the token
 	locked  string // MySQL only: the locking read after check (see Check)
 	create  string // the side table's DDL, "" for the column variant
+	obs     GuardObserver
 }
 
 // ident is an unquoted SQL identifier, optionally schema-qualified.
@@ -96,7 +109,7 @@ func NewGuard(c GuardConfig) (*Guard, error) {
 	case column && (!ident.MatchString(c.Key) || !ident.MatchString(c.Column) || c.Key == c.Column):
 		return nil, fmt.Errorf("%w: Key %q, Column %q: want two distinct unquoted column names", ErrInvalidGuardConfig, c.Key, c.Column)
 	}
-	g := &Guard{dialect: c.Dialect, column: column}
+	g := &Guard{dialect: c.Dialect, column: column, obs: c.Observer}
 	t, k, v := c.Table, c.Key, c.Column
 	if !column {
 		k, v = "resource", "token"
@@ -181,6 +194,14 @@ func (g *Guard) CreateTable(ctx context.Context, db interface {
 // (modernc's _txlock=immediate) so that it waits for the write lock
 // instead of failing with SQLITE_BUSY.
 func (g *Guard) Check(ctx context.Context, tx *sql.Tx, key any, token int64) error {
+	err := g.checkToken(ctx, tx, key, token)
+	if g.obs != nil {
+		g.obs.TokenChecked(err)
+	}
+	return err
+}
+
+func (g *Guard) checkToken(ctx context.Context, tx *sql.Tx, key any, token int64) error {
 	// A *sql.Tx, not an interface that a *sql.DB satisfies: on its own
 	// connection in autocommit, the check would end before the write it
 	// guards, and a newer holder could come between them.
