@@ -3,9 +3,11 @@ package server_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,6 +161,16 @@ func TestLocks_Hold(t *testing.T) {
 				t.Fatalf("c's stream after d took the lock: %v; want lock_lost", err)
 			}
 		})
+	}
+	// Each transport's lost stream is counted once.
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if want := `idgen_lock_losses_total{via="hold"} 2` + "\n"; !strings.Contains(string(b), want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, grepLines(string(b), "idgen_lock_"))
 	}
 }
 

@@ -148,7 +148,7 @@ func (s *Server) renewLock(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	g, err := s.locks.renew(c.Request.Context(), name, req.Owner, tok, ttl)
+	g, err := s.locks.renew(c.Request.Context(), "renew", name, req.Owner, tok, ttl)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -69,7 +69,7 @@ func (s *Server) rpcRenew(ctx context.Context, h http.Header, m *idgenv1.RenewRe
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.locks.renew(ctx, m.GetName(), m.GetOwner(), m.GetToken(), ttl)
+	g, err := s.locks.renew(ctx, "renew", m.GetName(), m.GetOwner(), m.GetToken(), ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +143,12 @@ func (s *Server) rpcHold(ctx context.Context, h http.Header, m *idgenv1.HoldRequ
 		case <-t.C:
 		}
 		if !time.Now().Before(deadline) {
+			s.locks.obs.lockLost("hold")
 			return fmt.Errorf("%w: no renewal succeeded within the TTL %v", lock.ErrLost, ttl)
 		}
 		sent := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, deadline)
-		ng, err := s.locks.renew(rctx, g.Name, g.Owner, g.Token, ttl)
+		ng, err := s.locks.renew(rctx, "hold", g.Name, g.Owner, g.Token, ttl)
 		cancel()
 		switch {
 		case err == nil:

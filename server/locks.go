@@ -72,6 +72,8 @@ type lockService struct {
 	minTTL  time.Duration
 	maxWait time.Duration
 	names   *lockNames
+	// obs counts calls, waits and losses (lockmetrics.go).
+	obs lockObserver
 }
 
 // newLockService checks cfg once; nil, nil without a backend.
@@ -99,7 +101,7 @@ func newLockService(cfg LockConfig) (*lockService, error) {
 		cfg.MinTTL = time.Second
 	}
 	return &lockService{b: cfg.Backend, rules: rules, minTTL: cfg.MinTTL, maxWait: cfg.MaxWait,
-		names: &lockNames{max: cfg.MaxNames, seen: map[string]uint64{}}}, nil
+		names: &lockNames{max: cfg.MaxNames, seen: map[string]uint64{}}, obs: nopLockObserver{}}, nil
 }
 
 // lockHeldError is lock_held for one caller: the holder's owner and
@@ -123,6 +125,12 @@ func (e *lockHeldError) Unwrap() error {
 // acquire grants name to owner for ttl, waiting up to wait (cut to
 // maxWait, and ended sooner by ctx) for another owner's grant to end.
 func (l *lockService) acquire(ctx context.Context, admin bool, name, owner string, ttl, wait time.Duration) (lock.Grant, error) {
+	g, err := l.tryAcquire(ctx, admin, name, owner, ttl, wait)
+	l.obs.lockCall("acquire", lockOutcome(err, "granted"))
+	return g, err
+}
+
+func (l *lockService) tryAcquire(ctx context.Context, admin bool, name, owner string, ttl, wait time.Duration) (lock.Grant, error) {
 	if err := l.rules.Check(name, owner, ttl); err != nil {
 		return lock.Grant{}, err
 	}
@@ -137,14 +145,32 @@ func (l *lockService) acquire(ctx context.Context, admin bool, name, owner strin
 			return lock.Grant{}, err
 		}
 	}
-	wait = min(wait, l.maxWait)
-	if wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
-	}
-	g, err := l.b.Acquire(ctx, name, owner, ttl, wait > 0)
+	// A first try without waiting: most acquires find the lock free or
+	// their own, and only one that finds it held queues, so that waits
+	// and their time (lockWaited) count real contention. It costs a
+	// contended acquire one more store call, an uncontended one none.
+	g, err := l.b.Acquire(ctx, name, owner, ttl, false)
 	var he *lock.HeldError
+	if wait = min(wait, l.maxWait); wait > 0 && errors.As(err, &he) {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		l.obs.lockWaiting(1)
+		start := time.Now()
+		g, err = l.b.Acquire(wctx, name, owner, ttl, true)
+		l.obs.lockWaiting(-1)
+		// A wait that ends, by its own timeout or the caller's
+		// going, may be a HeldError or a context error: the caller's
+		// context tells which.
+		out := lockOutcome(err, "granted")
+		switch {
+		case out == "granted", out == "error":
+		case ctx.Err() != nil:
+			out = "canceled"
+		default:
+			out = "held"
+		}
+		l.obs.lockWaited(out, time.Since(start))
+	}
 	if errors.As(err, &he) {
 		return lock.Grant{}, &lockHeldError{holder: he.Holder, admin: admin}
 	}
@@ -165,8 +191,20 @@ func storeError(err error) error {
 	return fmt.Errorf("%w: lock store: %w", segment.ErrUnavailable, err)
 }
 
-// renew extends the grant (name, owner, token) to ttl from now.
-func (l *lockService) renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (lock.Grant, error) {
+// renew extends the grant (name, owner, token) to ttl from now. via
+// names the caller for idgen_lock_losses_total: "renew" for a Renew
+// call, "hold" for a Hold stream's own renewals.
+func (l *lockService) renew(ctx context.Context, via, name, owner string, token int64, ttl time.Duration) (lock.Grant, error) {
+	g, err := l.tryRenew(ctx, name, owner, token, ttl)
+	out := lockOutcome(err, "renewed")
+	l.obs.lockCall("renew", out)
+	if out == "lost" {
+		l.obs.lockLost(via)
+	}
+	return g, err
+}
+
+func (l *lockService) tryRenew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (lock.Grant, error) {
 	if err := l.rules.Check(name, owner, ttl); err != nil {
 		return lock.Grant{}, err
 	}
@@ -179,10 +217,12 @@ func (l *lockService) renew(ctx context.Context, name, owner string, token int64
 
 // release frees name if (owner, token) is its grant.
 func (l *lockService) release(ctx context.Context, name, owner string, token int64) error {
-	if err := l.rules.Check(name, owner, l.minTTL); err != nil {
-		return err
+	err := l.rules.Check(name, owner, l.minTTL)
+	if err == nil {
+		err = storeError(l.b.Release(ctx, lock.Grant{Name: name, Owner: owner, Token: token}))
 	}
-	return storeError(l.b.Release(ctx, lock.Grant{Name: name, Owner: owner, Token: token}))
+	l.obs.lockCall("release", lockOutcome(err, "released"))
+	return err
 }
 
 // describe returns who holds name and who waits. Owners are named only

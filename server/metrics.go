@@ -69,6 +69,7 @@ type Metrics struct {
 	rpcCache sync.Map
 
 	idem idemMetrics // idempotency_metrics.go
+	lock lockMetrics // lockmetrics.go
 }
 
 // readyProbeTimeout bounds the readiness check behind idgen_ready, so
@@ -193,6 +194,7 @@ func NewMetricsConfig(cfg MetricsConfig) (*Metrics, error) {
 		f(c)
 	}
 	m.idem = newIdemMetrics(reg)
+	m.lock = newLockMetrics(reg)
 	return m, nil
 }
 

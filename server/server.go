@@ -181,6 +181,9 @@ func New(cfg Config) (*Server, error) {
 	if s.locks, err = newLockService(cfg.Locks); err != nil {
 		return nil, err
 	}
+	if s.locks != nil && cfg.Metrics != nil {
+		s.locks.obs = cfg.Metrics
+	}
 	if s.gens[cfg.Mode] == nil {
 		return nil, fmt.Errorf("%w: Mode %s needs its generator in Config", ErrInvalidConfig, cfg.Mode)
 	}
