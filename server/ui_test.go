@@ -64,6 +64,7 @@ func newUIServer(t *testing.T) *httptest.Server {
 	t.Cleanup(func() { _ = alloc.Close() })
 	started := time.Now()
 	s, err := server.New(server.Config{Segment: alloc, Admin: st, Stats: alloc, AdminToken: uiToken,
+		Locks: server.LockConfig{Backend: st.Locks()},
 		Worker: func() server.WorkerStatus {
 			return server.WorkerStatus{WorkerID: 3, LeaseExpiresAt: started.Add(30 * time.Second), LastTimestamp: time.Now()}
 		}})
@@ -100,8 +101,19 @@ func newUIServer(t *testing.T) *httptest.Server {
 	}) {
 		t.Fatal("segment prefetch still loading after 10 s")
 	}
+	// A lock held for 10 minutes, for the locks panel.
+	resp, err := http.Post(ts.URL+"/locks/"+uiLock, "application/json", strings.NewReader(`{"owner":"worker-a","ttl":"10m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquiring %s: %s", uiLock, resp.Status)
+	}
 	return ts
 }
+
+const uiLock = "checkout:user-42"
 
 // uiFixture stands for /admin/segments in the states a healthy local
 // store does not reach: a load in flight and a failing store.
@@ -124,6 +136,20 @@ func uiFixture(now time.Time) gin.H {
 	}
 }
 
+// uiLocksFixture stands for /admin/locks with waiters, which a lock on a
+// real server only has while their acquires are open: a holder near its
+// expiry with a token past 2^53 and two waiters, and a lock being handed
+// to its one waiter.
+func uiLocksFixture(now time.Time) gin.H {
+	ts := func(d time.Duration) string { return now.Add(d).UTC().Format(time.RFC3339Nano) }
+	return gin.H{"locks": []gin.H{
+		{"name": "deploy:prod", "since": ts(-95 * time.Second),
+			"holder":  gin.H{"name": "deploy:prod", "owner": "ci-7", "token": "9007199254740993", "expires_at": ts(3500 * time.Millisecond)},
+			"waiters": []gin.H{{"owner": "ci-8", "since": ts(-30 * time.Second)}, {"owner": "ci-9", "since": ts(-10 * time.Second)}}},
+		{"name": "report", "holder": nil, "waiters": []gin.H{{"owner": "w1", "since": ts(-time.Second)}}},
+	}}
+}
+
 // newFixtureServer answers /admin/segments with uiFixture and everything
 // else, the page included, with the real server.
 func newFixtureServer(t *testing.T, real http.Handler) *httptest.Server {
@@ -133,6 +159,10 @@ func newFixtureServer(t *testing.T, real http.Handler) *httptest.Server {
 	mux.HandleFunc("GET /admin/segments", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(uiFixture(time.Now()))
+	})
+	mux.HandleFunc("GET /admin/locks", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(uiLocksFixture(time.Now()))
 	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
@@ -253,6 +283,34 @@ func TestUI_Chromium(t *testing.T) {
 		if sf := elementByID(dom, "snowflake"); sf == nil || sf["data-state"] != "ready" {
 			t.Errorf("snowflake panel %v, want data-state=ready", sf)
 		}
+
+		// The locks panel, from the API it reads.
+		var locks struct {
+			Locks []struct {
+				Name   string
+				Holder struct{ Owner, Token string }
+			}
+		}
+		body = adminGet(t, ts.URL+"/admin/locks", uiToken)
+		if err := json.Unmarshal([]byte(body), &locks); err != nil || len(locks.Locks) != 1 || locks.Locks[0].Name != uiLock {
+			t.Fatalf("/admin/locks: %v: %s", err, body)
+		}
+		if p := elementByID(dom, "locks"); p == nil || p["data-state"] != "held" {
+			t.Errorf("locks panel %v, want data-state=held", p)
+		}
+		row := rowOf(t, dom, uiLock)
+		for field, want := range map[string]string{"holder": locks.Locks[0].Holder.Owner, "token": locks.Locks[0].Holder.Token, "waiters": "none"} {
+			if got := cellText(t, row, field); got != want {
+				t.Errorf("%s's %s: %q, want %q", uiLock, field, got, want)
+			}
+		}
+		// Acquired for 10 minutes moments before the page loaded.
+		if left := cellNum(t, row, "ttl", "data-seconds-left"); left < 480 || left > 600 {
+			t.Errorf("%s's TTL left: %d s, want about 600", uiLock, left)
+		}
+		if age := cellNum(t, row, "age", "data-seconds"); age < 0 || age > 120 {
+			t.Errorf("%s's age: %d s, want a few", uiLock, age)
+		}
 	})
 
 	t.Run("loading and failing tags", func(t *testing.T) {
@@ -268,6 +326,32 @@ func TestUI_Chromium(t *testing.T) {
 		}
 		if sf := elementByID(dom, "snowflake"); sf == nil || sf["data-state"] != "off" {
 			t.Errorf("snowflake panel %v, want data-state=off", sf)
+		}
+
+		// Locks with waiters, from uiLocksFixture.
+		if p := elementByID(dom, "locks"); p == nil || p["data-state"] != "waiting" {
+			t.Errorf("locks panel %v, want data-state=waiting", p)
+		}
+		prod := rowOf(t, dom, "deploy:prod")
+		if a := elements(prod, "tr")[0]; !hasClass(a["class"], "warn") || a["data-state"] != "held" {
+			t.Errorf("deploy:prod, 3.5 s left: row %v, want class warn and data-state=held", a)
+		}
+		if got := cellText(t, prod, "token"); got != "9007199254740993" {
+			t.Errorf("deploy:prod's token %q, want 9007199254740993 exactly", got)
+		}
+		if got := cellNum(t, prod, "waiters", "data-count"); got != 2 {
+			t.Errorf("deploy:prod's waiters: %d, want 2", got)
+		}
+		w := cellText(t, prod, "waiters")
+		if i, j := strings.Index(w, "ci-8"), strings.Index(w, "ci-9"); i < 0 || j < i {
+			t.Errorf("deploy:prod's waiters %q, want ci-8 then ci-9", w)
+		}
+		if age := cellNum(t, prod, "age", "data-seconds"); age < 93 || age > 120 { // the Date header drops the fraction
+			t.Errorf("deploy:prod's age %d s, want about 95", age)
+		}
+		report := rowOf(t, dom, "report")
+		if a := elements(report, "tr")[0]; a["data-state"] != "free" || cellText(t, report, "holder") != "free" {
+			t.Errorf("report, being handed over: row %v, holder %q; want free", a, cellText(t, report, "holder"))
 		}
 	})
 
@@ -422,6 +506,55 @@ func elementByID(html, id string) map[string]string {
 		}
 	}
 	return nil
+}
+
+// rowOf returns the markup of the lock's row in the locks panel.
+func rowOf(t *testing.T, dom, name string) string {
+	t.Helper()
+	i := strings.Index(dom, fmt.Sprintf(`<tr data-lock="%s"`, name))
+	if i < 0 {
+		t.Fatalf("no row with data-lock=%q in the page", name)
+	}
+	rest := dom[i:]
+	if j := strings.Index(rest, "</tr>"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+var reTag = regexp.MustCompile(`<[^>]*>`)
+
+// cell returns the attributes and the markup of the row's cell field.
+func cell(t *testing.T, row, field string) (map[string]string, string) {
+	t.Helper()
+	re := regexp.MustCompile(`<td([^>]*data-field="` + field + `"[^>]*)>(.*?)</td>`)
+	m := re.FindStringSubmatch(row)
+	if m == nil {
+		t.Fatalf("no cell %q in %s", field, row)
+	}
+	a := map[string]string{}
+	for _, kv := range reAttr.FindAllStringSubmatch(m[1], -1) {
+		a[kv[1]] = kv[2]
+	}
+	return a, m[2]
+}
+
+// cellText is the cell's text, tags removed.
+func cellText(t *testing.T, row, field string) string {
+	t.Helper()
+	_, inner := cell(t, row, field)
+	return strings.TrimSpace(reTag.ReplaceAllString(inner, " "))
+}
+
+// cellNum is the cell's integer attribute attr.
+func cellNum(t *testing.T, row, field, attr string) int {
+	t.Helper()
+	a, _ := cell(t, row, field)
+	n, err := strconv.Atoi(a[attr])
+	if err != nil {
+		t.Fatalf("cell %q: %s=%q: %v", field, attr, a[attr], err)
+	}
+	return n
 }
 
 // share is the used percentage the page must show: tenths, floored.

@@ -1,5 +1,5 @@
 // idgen monitoring page: polls /admin/segments every 2 s and draws each
-// tag's two segment buffers. Plain DOM, no framework, no build step.
+// tag's two segment buffers, and /admin/locks for the locks panel. Plain DOM, no framework, no build step.
 // The admin token never leaves the browser except in the Authorization
 // header of that request: it comes from the password field or from the
 // URL fragment (#token=…, which browsers do not send), and is kept in
@@ -11,7 +11,9 @@
   const TIMEOUT_MS = 5000;
   const STORE_KEY = 'idgen.adminToken';
   // The API sits beside /ui, also behind a reverse proxy's path prefix.
-  const API = location.pathname.replace(/\/ui(\/.*)?$/, '') + '/admin/segments';
+  const BASE = location.pathname.replace(/\/ui(\/.*)?$/, '');
+  const API = BASE + '/admin/segments';
+  const LOCKS_API = BASE + '/admin/locks';
 
   const $ = (id) => document.getElementById(id);
   const nf = new Intl.NumberFormat();
@@ -336,6 +338,141 @@
     if (w.error) p.append(el('p', 'err', 'Error: ' + w.error));
   }
 
+  // ---- locks ---------------------------------------------------------
+
+  // lockPanel shows the panel's state and, for off and error, one line
+  // instead of the table.
+  function lockPanel(state, text) {
+    const p = $('locks');
+    p.dataset.state = state;
+    if (text !== undefined) p.replaceChildren(el('p', state === 'error' ? 'err' : 'muted', text));
+  }
+
+  function owner(o) { return o ? o : '(hidden)'; }
+
+  // renderLocks draws one row per lock of /admin/locks: its holder,
+  // token, age (since its token was granted), TTL left, and waiters in
+  // arrival order. Tokens stay strings: they may pass 2^53.
+  function renderLocks(locks, now) {
+    if (locks.length === 0) {
+      lockPanel('idle', 'No lock is held or waited for on this instance.');
+      return;
+    }
+    const table = el('table');
+    const head = el('tr');
+    for (const h of ['Lock', 'Holder', 'Token', 'Age', 'TTL left', 'Waiters']) head.append(el('th', '', h));
+    table.append(el('thead'));
+    table.tHead.append(head);
+    const body = el('tbody');
+    let waiting = 0;
+    for (const l of locks) {
+      const tr = el('tr');
+      tr.dataset.lock = l.name;
+      const h = l.holder;
+      const waiters = Array.isArray(l.waiters) ? l.waiters : [];
+      waiting += waiters.length;
+
+      const holder = el('td', 'lk-holder', h ? owner(h.owner) : 'free');
+      holder.dataset.field = 'holder';
+      const token = el('td', 'num mono', h ? String(h.token) : '–');
+      token.dataset.field = 'token';
+
+      const age = el('td', 'num');
+      age.dataset.field = 'age';
+      const since = when(l.since);
+      if (h && since !== null) {
+        const secs = Math.max(0, (now - since) / 1000);
+        age.textContent = fmtSpan(secs);
+        age.dataset.seconds = String(Math.floor(secs));
+        age.title = 'granted at ' + new Date(since).toLocaleString();
+      } else age.textContent = '–';
+
+      const ttl = el('td', 'num');
+      ttl.dataset.field = 'ttl';
+      const exp = h ? when(h.expires_at) : null;
+      let state = h ? 'held' : 'free';
+      if (exp !== null) {
+        const left = (exp - now) / 1000;
+        ttl.dataset.secondsLeft = String(Math.floor(left));
+        if (left < 0) {
+          state = 'lapsed';
+          ttl.textContent = 'lapsed';
+        } else {
+          ttl.textContent = left < 1 ? '< 1 s' : fmtSpan(left);
+          // A holder renews at a third of its TTL: little time left
+          // means its renewals are not getting through.
+          tr.classList.toggle('warn', left < 5);
+        }
+        ttl.title = 'expires at ' + clock(exp);
+      } else ttl.textContent = '–';
+      tr.dataset.state = state;
+
+      const w = el('td');
+      w.dataset.field = 'waiters';
+      w.dataset.count = String(waiters.length);
+      if (waiters.length === 0) w.textContent = 'none';
+      else {
+        const ol = el('ol', 'waiters');
+        waiters.forEach((x, i) => {
+          const li = el('li', '', (i + 1) + '. ' + owner(x.owner));
+          const t = when(x.since);
+          if (t !== null) li.append(' ', el('small', '', 'waiting ' + fmtSpan((now - t) / 1000)));
+          ol.append(li);
+        });
+        w.append(ol);
+      }
+
+      tr.append(el('td', 'lk-name', l.name), holder, token, age, ttl, w);
+      body.append(tr);
+    }
+    table.append(body);
+    const wrap = el('div', 'locks-wrap');
+    wrap.append(table);
+    $('locks').replaceChildren(wrap);
+    lockPanel(waiting > 0 ? 'waiting' : 'held');
+  }
+
+  // pollLocks reads /admin/locks after /admin/segments answered. Its
+  // failures stay in its panel: the segment cache is still worth seeing.
+  async function pollLocks(token, mine) {
+    const ctl = new AbortController();
+    const guard = setTimeout(() => ctl.abort(), TIMEOUT_MS);
+    let r, d;
+    try {
+      r = await fetch(LOCKS_API, {
+        headers: { Authorization: 'Bearer ' + token, Accept: 'application/json' },
+        cache: 'no-store',
+        credentials: 'omit',
+        signal: ctl.signal,
+      });
+      if (r.ok) d = await r.json();
+    } catch (_) {
+      if (mine === seq) lockPanel('error', 'Cannot read /admin/locks; retrying every 2 s.');
+      return;
+    } finally {
+      clearTimeout(guard);
+    }
+    if (mine !== seq) return;
+    if (r.status === 404) {
+      // locks_disabled, or a server from before the lock API.
+      lockPanel('off', 'Locks are off on this server: it has no lock store.');
+      return;
+    }
+    if (!r.ok) {
+      const e = await errorBody(r);
+      if (mine !== seq) return;
+      lockPanel('error', '/admin/locks answered ' + r.status + (e.code ? ' ' + e.code : '') +
+        (e.message ? ': ' + e.message : '') + '. Retrying every 2 s.');
+      return;
+    }
+    // Ages and TTLs by the server's clock (its Date header, to the
+    // second), as its expiries are: a browser whose clock is off would
+    // show live locks lapsed.
+    const srv = Date.parse(r.headers.get('Date') || '');
+    const now = isNaN(srv) ? Date.now() : srv;
+    renderLocks(Array.isArray(d && d.locks) ? d.locks.filter((l) => l && typeof l.name === 'string') : [], now);
+  }
+
   // ---- page state ----------------------------------------------------
 
   const cards = new Map();
@@ -383,6 +520,7 @@
     const p = $('snowflake');
     p.dataset.state = 'unknown';
     p.replaceChildren(el('p', 'muted', 'No data yet.'));
+    lockPanel('unknown', 'No data yet.');
   }
 
   function setLive(state, text) {
@@ -499,6 +637,8 @@
     render(d);
     setLive('ok', 'live');
     setText($('sum-updated'), clock(lastOK));
+    await pollLocks(token, mine);
+    if (mine !== seq) return;
     schedule();
   }
 
