@@ -355,6 +355,27 @@ func TestUI_Chromium(t *testing.T) {
 		}
 	})
 
+	t.Run("locks off", func(t *testing.T) {
+		t.Parallel()
+		// A server without a lock store answers /admin/locks so.
+		mux := http.NewServeMux()
+		mux.Handle("/", ts.Config.Handler)
+		mux.HandleFunc("GET /admin/locks", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":"locks_disabled","message":"this server serves no locks: it has no lock store"}}`)
+		})
+		off := httptest.NewServer(mux)
+		t.Cleanup(off.Close)
+		dom := chromium(t, bin, "--dump-dom", off.URL+"/ui#token="+uiToken)
+		if p := elementByID(dom, "locks"); p == nil || p["data-state"] != "off" || !strings.Contains(dom, "Locks are off") {
+			t.Errorf("locks panel %v, want data-state=off and its note", p)
+		}
+		if len(cardOf(t, dom, "invoice")) == 0 {
+			t.Error("the segments are not shown beside the locks that are off")
+		}
+	})
+
 	t.Run("wrong token", func(t *testing.T) {
 		t.Parallel()
 		dom := chromium(t, bin, "--dump-dom", page+"#token=wrong")
