@@ -228,6 +228,9 @@ func TestUI_Assets(t *testing.T) {
 // TestUI_Chromium loads the page in a real headless Chromium against a
 // real HTTP server and checks what the JavaScript drew.
 func TestUI_Chromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a headless Chromium per case; run without -short")
+	}
 	t.Parallel() // one Chromium after another is most of the package's time
 	bin, err := exec.LookPath("chromium")
 	if err != nil {

@@ -39,6 +39,11 @@ func Binary(t testing.TB, dir string) string {
 // The tags are part of the build's key.
 func BinaryTags(t testing.TB, dir, tags string) string {
 	t.Helper()
+	if testing.Short() {
+		// The -short loop is the in-process tests; the processes, ports
+		// and waits of end-to-end tests are the full run's (CI).
+		t.Skip("starts idgen processes: run without -short")
+	}
 	root := repoRoot()
 	var flags []string
 	if tags != "" {
