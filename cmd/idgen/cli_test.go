@@ -44,6 +44,9 @@ func TestServe_RejectsBadFlagsBeforeAnySideEffect(t *testing.T) {
 		{[]string{"--lock-min-ttl", "5ms"}, "--lock-min-ttl and --lock-max-ttl must satisfy 10ms ≤ min ≤ max ≤ 24h0m0s, got 5ms and 10m0s"},
 		{[]string{"--lock-min-ttl", "1m", "--lock-max-ttl", "30s"}, "--lock-min-ttl and --lock-max-ttl must satisfy"},
 		{[]string{"--lock-max-wait", "0s"}, "--lock-max-wait must be above 0s and at most 20s"},
+		{[]string{"--lock-store", "mysql://h/x"}, `bad --lock-store (IDGEN_LOCK_STORE): mysql://h/x: scheme "mysql" is not a Redis one`},
+		{[]string{"--lock-store", "redis://:S3cret@127.0.0.1:6379/abc"}, `redis://:xxxxx@127.0.0.1:6379/abc: invalid database number: "abc"; use redis://`},
+		{[]string{"--lock-store", "redis://127.0.0.1:6379?prefix=a{b"}, "prefix= must be non-empty and without braces"},
 		{[]string{"--lock-max-wait", "1m"}, "--lock-max-wait must be above 0s and at most 20s"},
 		// Every numeric flag has an upper bound too (issue 19 item 4).
 		{[]string{"--max-batch", "1000000"}, "--max-batch must be from 1 to 100000 (one answer is built in memory), got 1000000"},

@@ -7,11 +7,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/internal/proctest"
@@ -302,5 +307,53 @@ func TestServe_LocksTwoInstancesShareADatabase(t *testing.T) {
 			b := proctest.Serve(t, bin, env, "--admin-token", lockE2EAdmin)
 			checkHandOver(t, twoInstances{a: httpLocks{base: a.URL, admin: lockE2EAdmin}, b: httpLocks{base: b.URL, admin: lockE2EAdmin}}, "order:"+k.Name)
 		})
+	}
+}
+
+// Grants kept in Redis (--lock-store): two instances, each with an ID
+// store of its own, hand a lock over through the one Redis, over HTTP and
+// with the Go client over grpc-go. A Redis that may evict keys, or that
+// does not answer, stops the start before the ID store is touched.
+func TestServe_LocksOnRedis(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := proctest.Binary(t, dir)
+	rs := dbtest.StartRedisServer(t)
+	serve := func(name string, args ...string) *proctest.Proc {
+		env := []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, name+".db"), "IDGEN_LOCK_STORE=redis://" + rs.Addr + "?prefix=e2e:"}
+		return proctest.Serve(t, bin, env, append([]string{"--admin-token", lockE2EAdmin}, args...)...)
+	}
+	a, b := serve("a", "--grpc-addr", "127.0.0.1:0"), serve("b")
+	if !strings.Contains(a.Log(), "locks=redis") {
+		t.Errorf("the start line does not say locks=redis:\n%s", a.Log())
+	}
+	checkHandOver(t, twoInstances{a: httpLocks{base: a.URL, admin: lockE2EAdmin}, b: httpLocks{base: b.URL, admin: lockE2EAdmin}}, "order:redis")
+	c, err := client.New(a.URL, client.WithGRPCAddr(grpcAddr(t, a)), client.WithToken(lockE2EAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHandOver(t, clientLocks{c: c, leases: map[int64]*lock.Lease{}}, "order:redis-grpc")
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	if owner, err := rdb.HGet(t.Context(), "e2e:{order:redis}", "o").Result(); err != nil || owner != "b" {
+		t.Errorf("Redis's hash of order:redis: owner %q, %v; want b, the holder", owner, err)
+	}
+
+	evicting := dbtest.StartRedisServer(t, "--maxmemory-policy", "allkeys-lru")
+	for _, tc := range []struct{ spec, want string }{
+		{"redis://" + evicting.Addr, "has maxmemory-policy allkeys-lru, which can drop a key before it expires"},
+		{"redis://:S3cret@127.0.0.1:1", "redis://:xxxxx@127.0.0.1:1: redisstore: read the eviction policy of"},
+	} {
+		db := filepath.Join(dir, "never.db")
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--store", "sqlite://"+db, "--lock-store", tc.spec).CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "S3cret") {
+			t.Errorf("serve --lock-store %s: %v, %q; want a failure saying %q", tc.spec, err, out, tc.want)
+		}
+		if _, err := os.Stat(db); err == nil {
+			t.Errorf("serve --lock-store %s created the ID store before failing", tc.spec)
+			_ = os.Remove(db)
+		}
 	}
 }

@@ -58,6 +58,7 @@ func newServe() *cobra.Command {
 	f.Duration("lock-min-ttl", time.Second, "shortest TTL a lock may be asked for (/locks, idgen.v1.LockService); shorter gets 400 invalid_lock_ttl")
 	f.Duration("lock-max-ttl", 10*time.Minute, "longest TTL a lock may be asked for; longer gets 400 invalid_lock_ttl")
 	f.Duration("lock-max-wait", server.DefaultLockMaxWait, "longest one acquire waits for another owner's lock; a longer wait is cut to it (at most "+server.MaxLockWait.String()+")")
+	f.String("lock-store", "", "where lock grants live: empty for the ID store, redis://host:port (rediss:// for TLS, redis+cluster:// for a cluster) for Redis, or none for no lock API")
 	intFlag(f, "max-locks", server.DefaultLockMaxNames, "most lock names one process tracks; past it, and once free names are dropped, new names get 409 lock_limit_reached")
 	f.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open)")
 	f.StringSlice("trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed for the logged client address (default: none)")
@@ -72,11 +73,12 @@ func newServe() *cobra.Command {
 
 // serveConfig is the flags of serve, read once.
 type serveConfig struct {
-	store, addr, grpcAddr, mode, logFormat, adminToken, apiTokens, metricsToken string
-	autoCreate, migrate, snowflake, accessLog                                   bool
-	defaultStep, maxStep, maxRange, workerID, fenceMargin                       int64
-	maxBatch, maxTags, maxLocks                                                 int
-	leaseTTL, drain, lockMinTTL, lockMaxTTL, lockMaxWait                        time.Duration
+	store, addr, grpcAddr, mode, logFormat, adminToken, apiTokens, metricsToken, lockStore string
+	lockKind                                                                               string
+	autoCreate, migrate, snowflake, accessLog                                              bool
+	defaultStep, maxStep, maxRange, workerID, fenceMargin                                  int64
+	maxBatch, maxTags, maxLocks                                                            int
+	leaseTTL, drain, lockMinTTL, lockMaxTTL, lockMaxWait                                   time.Duration
 	// owner names this process in worker_node, on its presence lease and
 	// its snowflake worker lease alike (set by serve).
 	owner          string
@@ -115,6 +117,7 @@ func readServeFlags(cmd *cobra.Command) serveConfig {
 	c.apiTokens, _ = f.GetString("api-tokens")
 	c.maxTags, _ = f.GetInt("max-tags")
 	c.maxLocks, _ = f.GetInt("max-locks")
+	c.lockStore, _ = f.GetString("lock-store")
 	c.lockMinTTL, _ = f.GetDuration("lock-min-ttl")
 	c.lockMaxTTL, _ = f.GetDuration("lock-max-ttl")
 	c.lockMaxWait, _ = f.GetDuration("lock-max-wait")
@@ -254,6 +257,9 @@ func (c *serveConfig) validate(compatErr error) error {
 	if err := checkStoreDSN(c.store); err != nil {
 		bad("--store: %w", err)
 	}
+	if err := checkLockStore(c.lockStore); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, checkTLSFlags(c.tls)...)
 	return errors.Join(errs...)
 }
@@ -313,6 +319,11 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		}
 		defer func() { _ = gln.Close() }()
 	}
+	locks, err := openLockStore(ctx, c.lockStore)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = locks.close() }() // after the server stopped answering
 	newPath, newStore := storeFileMissing(c.store)
 	st, err := openFlagStore(ctx, cmd)
 	if err != nil {
@@ -324,6 +335,8 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 			"path", newPath)
 	}
 	c.newStore = newStore
+	locks = locks.forStore(st)
+	c.lockKind = locks.kind
 	if c.migrate {
 		v, err := st.Migrate(ctx, nil)
 		if err != nil {
@@ -410,7 +423,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		MetricsToken:      c.metricsToken,
 		TrustedProxies:    c.trustedProxies,
 		RequireClientCert: c.tls.ClientCA != "",
-		Locks: server.LockConfig{Backend: st.Locks(), MinTTL: c.lockMinTTL, MaxTTL: c.lockMaxTTL,
+		Locks: server.LockConfig{Backend: locks.backend, MinTTL: c.lockMinTTL, MaxTTL: c.lockMaxTTL,
 			MaxWait: c.lockMaxWait, MaxNames: c.maxLocks},
 	}
 	var sf *snowflakeMode
@@ -531,7 +544,8 @@ func serveUntilDone(ctx context.Context, c serveConfig, ln, gln net.Listener, h 
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildVersion(), "mode", c.mode,
 		"store", redact(c.store), "new_store", c.newStore, "auth", auth, "admin_api", onOff(c.adminToken != ""), "api_tokens", len(c.tokens),
 		"metrics_token", onOff(c.metricsToken != ""), "auto_create_tags", c.autoCreate, "max_tags", c.maxTags,
-		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey, "tls", tlsMode(c.tls), "grpc", "on", "grpc_addr", grpcAddr)
+		"snowflake", c.snowflake, "trusted_proxies", c.trustedProxies, "opaque_key", c.opaqueKey, "tls", tlsMode(c.tls), "grpc", "on", "grpc_addr", grpcAddr,
+		"locks", c.lockKind)
 
 	var err error
 	select {

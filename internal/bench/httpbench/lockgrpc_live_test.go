@@ -56,7 +56,8 @@ func lockPairs(run string, streams int) func(ctx context.Context, cc *grpc.Clien
 
 // TestLiveLockGRPC measures an uncontended idgen.v1.LockService Acquire
 // (wait unset) and Release of one lock name per caller on grpc-go's
-// transport: idgen serve --grpc-addr on SQLite (and on PostgreSQL when
+// transport: idgen serve --grpc-addr with its grants on SQLite, on the
+// floor's Redis (--lock-store) and on PostgreSQL (when
 // IDGEN_TEST_POSTGRES_DSN names one) beside the floor's bare grpc-go
 // handler that does one Redis SET NX PX per Acquire and one EVALSHA
 // compare-and-delete per Release, on a redis-server spawned on loopback
@@ -94,6 +95,11 @@ func TestLiveLockGRPC(t *testing.T) {
 	sqlite := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen.db")},
 		"--access-log=false", "--grpc-addr", "127.0.0.1:0")
 	targets = append(targets, target{"idgen-sqlite", "idgen serve --grpc-addr, SQLite", native(sqlite), sqlite.PID()})
+	// Grants in the floor's own Redis (--lock-store): the same work in
+	// Redis, so that the difference is idgen's server.
+	rds := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=sqlite://" + filepath.Join(dir, "idgen-redis.db"), "IDGEN_LOCK_STORE=redis://" + redisAddr},
+		"--access-log=false", "--grpc-addr", "127.0.0.1:0")
+	targets = append(targets, target{"idgen-redis", "idgen serve --grpc-addr --lock-store redis://", native(rds), rds.PID()})
 	if os.Getenv("IDGEN_TEST_POSTGRES_DSN") != "" {
 		pg := proctest.Serve(t, idgenBin, []string{"IDGEN_STORE=" + dbtest.Start(t, dbtest.Postgres).DSN},
 			"--access-log=false", "--grpc-addr", "127.0.0.1:0")
