@@ -16,13 +16,13 @@
 //
 //	go run ./examples/orders                     # SQLite in ./orders.db, :8081
 //	curl -H 'X-User: ann' -H 'Idempotency-Key: k1' -d '{"item":"book","qty":1}' localhost:8081/orders
-//	curl -H 'X-User: ann' localhost:8081/orders/ID   # "shipped": 1 once consumed
+//	curl localhost:8081/orders/ID                # "shipped": 1 once consumed
 //
 // Everything lives in idgen's store, which also holds the service's own
 // tables: sqlite:// (the default), postgres:// or mysql://.
 //
 // docker-compose.yml beside this file runs it on PostgreSQL and Redis
-// (`docker compose up -d` here; see its header), and `orders health`
+// (`docker compose up -d --build` here; see its header), and `orders health`
 // is the container's health check, since the image has no curl.
 package main
 
@@ -99,8 +99,8 @@ func run(args []string) error {
 }
 
 // health is `orders health [-url URL]`: it exits 0 if URL answers 200
-// within 3 seconds, else 1. The image is FROM scratch, with nothing
-// else to run a health check with.
+// within 3 seconds, else 1. The image (distroless, or scratch in CI)
+// has no shell or curl to run a health check with.
 func health(args []string) error {
 	fs := flag.NewFlagSet("orders health", flag.ContinueOnError)
 	u := fs.String("url", "http://127.0.0.1:8081/readyz", "URL to probe")
