@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # .ci/docker-images.sh: provide a Docker engine and the PostgreSQL / MySQL
-# (MariaDB) test images on a Debian 12 machine that can reach no container
-# registry (only Debian's apt archive).
+# (MariaDB) / Redis test images on a Debian 12 machine that can reach no
+# container registry (only Debian's apt archive).
 #
 #   bash .ci/docker-images.sh     # run: prints KEY=VALUE lines (stdout)
 #   . .ci/docker-images.sh        # source (bash): the same, and exports them
@@ -9,9 +9,10 @@
 # Steps (each skipped when already done, so a second run takes seconds):
 #   1. apt-get install docker.io mmdebstrap        (when dockerd/mmdebstrap are missing)
 #   2. start dockerd in the background             (when `docker info` fails)
-#   3. mmdebstrap a bookworm rootfs with postgresql + mariadb-server and
-#      `docker import` it as $IDGEN_TEST_BASE_IMAGE (when that image is missing)
-#   4. build the two test images FROM it (classic builder, nothing pulled),
+#   3. mmdebstrap a bookworm rootfs with postgresql + mariadb-server +
+#      redis-server and `docker import` it as $IDGEN_TEST_BASE_IMAGE (when
+#      that image is missing)
+#   4. build the three test images FROM it (classic builder, nothing pulled),
 #      each with its entrypoint from .ci/images/ (when missing, or when the
 #      entrypoint script or the base image changed: a label records both)
 # Progress and timings go to stderr; on success stdout gets exactly:
@@ -19,6 +20,7 @@
 #   TESTCONTAINERS_HOST_OVERRIDE=localhost
 #   IDGEN_TEST_POSTGRES_IMAGE=idgen-test/postgres:15
 #   IDGEN_TEST_MYSQL_IMAGE=idgen-test/mysql:10.11
+#   IDGEN_TEST_REDIS_IMAGE=idgen-test/redis:7
 #   IDGEN_REQUIRE_DOCKER=1
 #
 # Knobs (environment): IDGEN_DEBIAN_MIRROR (default: the first mirror the
@@ -35,6 +37,7 @@ _idgen_docker_images_env() {
 		TESTCONTAINERS_HOST_OVERRIDE=localhost
 		IDGEN_TEST_POSTGRES_IMAGE=idgen-test/postgres:15
 		IDGEN_TEST_MYSQL_IMAGE=idgen-test/mysql:10.11
+		IDGEN_TEST_REDIS_IMAGE=idgen-test/redis:7
 		IDGEN_REQUIRE_DOCKER=1
 	EOF
 }
@@ -62,10 +65,13 @@ set -Eeuo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PG_IMAGE=idgen-test/postgres:15
 MYSQL_IMAGE=idgen-test/mysql:10.11
+REDIS_IMAGE=idgen-test/redis:7
 # Bump the tag when the rootfs recipe (suite, packages, trimming) changes.
-BASE_IMAGE="${IDGEN_TEST_BASE_IMAGE:-idgen-test/base:bookworm-pg15-mariadb10.11-2}"
+# One rootfs for all three servers: redis-server adds a few MB to it,
+# where a rootfs of its own would cost a second mmdebstrap.
+BASE_IMAGE="${IDGEN_TEST_BASE_IMAGE:-idgen-test/base:bookworm-pg15-mariadb10.11-redis7-3}"
 SUITE=bookworm
-PACKAGES=postgresql,mariadb-server
+PACKAGES=postgresql,mariadb-server,redis-server
 ROOTFS_PARENT="${IDGEN_ROOTFS_PARENT:-/var/tmp}"
 DOCKERD_LOG="${DOCKERD_LOG:-/tmp/dockerd.log}"
 export DEBIAN_FRONTEND=noninteractive
@@ -216,6 +222,7 @@ build_rootfs() {
 	fi
 	[ -x "$ROOTFS/usr/lib/postgresql/15/bin/postgres" ] || die "rootfs has no PostgreSQL 15"
 	[ -x "$ROOTFS/usr/sbin/mariadbd" ] || die "rootfs has no mariadbd"
+	[ -x "$ROOTFS/usr/bin/redis-server" ] || die "rootfs has no redis-server"
 
 	# The packages' postinst made a default cluster and a MariaDB data dir:
 	# the entrypoints make their own on first start (and detect it by these).
@@ -226,6 +233,10 @@ build_rootfs() {
 	install -d -o "$(chroot "$ROOTFS" id -u mysql)" -g "$(chroot "$ROOTFS" id -g mysql)" -m 755 \
 		"$ROOTFS/var/lib/mysql"
 	install -d -m 755 "$ROOTFS/docker-entrypoint-initdb.d"
+	# /data, as in the official redis image, so that a volume mounted
+	# there works with either image.
+	install -d -o "$(chroot "$ROOTFS" id -u redis)" -g "$(chroot "$ROOTFS" id -g redis)" -m 750 \
+		"$ROOTFS/data"
 	# Trim: downloaded .debs, apt lists, docs (about a third of the size).
 	rm -rf "${ROOTFS:?}"/var/cache/apt/archives/*.deb "${ROOTFS:?}"/var/lib/apt/lists/* \
 		"${ROOTFS:?}"/usr/share/doc/* "${ROOTFS:?}"/usr/share/man/* "${ROOTFS:?}"/usr/share/info/* \
@@ -295,16 +306,19 @@ make_image() {
 ensure_images() {
 	local pg_script="$SCRIPT_DIR/images/postgres-entrypoint.sh"
 	local my_script="$SCRIPT_DIR/images/mysql-entrypoint.sh"
-	if ! [ -r "$pg_script" ] || ! [ -r "$my_script" ]; then
+	local redis_script="$SCRIPT_DIR/images/redis-entrypoint.sh"
+	if ! [ -r "$pg_script" ] || ! [ -r "$my_script" ] || ! [ -r "$redis_script" ]; then
 		die "missing entrypoint scripts under $SCRIPT_DIR/images"
 	fi
-	local need_pg=0 need_my=0
+	local need_pg=0 need_my=0 need_redis=0
 	if ! docker image inspect "$PG_IMAGE" >/dev/null 2>&1 || ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 ||
 		image_wanted "$PG_IMAGE" "$pg_script"; then need_pg=1; fi
 	if ! docker image inspect "$MYSQL_IMAGE" >/dev/null 2>&1 || ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 ||
 		image_wanted "$MYSQL_IMAGE" "$my_script"; then need_my=1; fi
-	if [ "$need_pg$need_my" = 00 ]; then
-		log "$PG_IMAGE and $MYSQL_IMAGE present and up to date"
+	if ! docker image inspect "$REDIS_IMAGE" >/dev/null 2>&1 || ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 ||
+		image_wanted "$REDIS_IMAGE" "$redis_script"; then need_redis=1; fi
+	if [ "$need_pg$need_my$need_redis" = 000 ]; then
+		log "$PG_IMAGE, $MYSQL_IMAGE and $REDIS_IMAGE present and up to date"
 		return
 	fi
 	ensure_base
@@ -323,6 +337,15 @@ ensure_images() {
 			'ENV LANG=C.UTF-8' \
 			'EXPOSE 3306' \
 			'CMD ["mariadbd"]'
+	fi
+	if [ "$need_redis" = 1 ]; then
+		phase "image $REDIS_IMAGE" make_image "$REDIS_IMAGE" "$redis_script" \
+			'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+			'ENV LANG=C.UTF-8' \
+			'VOLUME /data' \
+			'WORKDIR /data' \
+			'EXPOSE 6379' \
+			'CMD ["redis-server"]'
 	fi
 	# Earlier builds of ours that lost their tag to the new ones.
 	docker image prune -f --filter "label=org.idgen.test-image.recipe" >/dev/null || true

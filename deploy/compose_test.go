@@ -53,45 +53,11 @@ var healthCheck = []string{"CMD", "/idgen", "health", "--url", "http://127.0.0.1
 // docs/deploy.md rely on.
 func TestComposeFile_Portable(t *testing.T) {
 	root := repoRoot(t)
-	raw, base := readYAML(t, filepath.Join(root, "docker-compose.yml"))
-
-	for k := range base {
-		switch {
-		case k == "services", k == "volumes", k == "networks", strings.HasPrefix(k, "x-"):
-		default:
-			// `version` is obsolete in v2 (a warning) and pins 1.29 to an
-			// older format; `name`, `include` and friends are v2-only.
-			t.Errorf("top-level key %q: keep to services, volumes, networks and x-* so that v2 and 1.29 agree", k)
-		}
-	}
-	for _, tag := range []string{"!reset", "!override"} {
-		if bytes.Contains(raw, []byte(tag)) {
-			t.Errorf("docker-compose.yml uses the YAML tag %s, which only compose v2 understands", tag)
-		}
-	}
-
-	services := mapAt(t, base, "services")
 	want := []string{"mysql", "postgres"}
 	for _, s := range idgenServices {
 		want = append(want, s.name)
 	}
-	slices.Sort(want)
-	if got := sortedKeys(services); !slices.Equal(got, want) {
-		t.Errorf("services = %v, want %v", got, want)
-	}
-	imageRE := regexp.MustCompile(`^\$\{[A-Z][A-Z0-9_]*:-[^}]+\}$`)
-	for name, v := range services {
-		svc, _ := v.(map[string]any)
-		if img, _ := svc["image"].(string); !imageRE.MatchString(img) {
-			t.Errorf("%s: image %q, want ${VAR:-default} so that CI can swap it", name, img)
-		}
-		if hc, _ := svc["healthcheck"].(map[string]any); hc == nil || hc["test"] == nil {
-			t.Errorf("%s: no healthcheck: depends_on conditions and docker ps need one", name)
-		}
-		if svc["restart"] != "unless-stopped" {
-			t.Errorf("%s: restart = %v, want unless-stopped", name, svc["restart"])
-		}
-	}
+	services := portableServices(t, filepath.Join(root, "docker-compose.yml"), want)
 
 	for _, want := range idgenServices {
 		svc := mapAt(t, services, want.name)
@@ -138,23 +104,76 @@ func TestComposeFile_Portable(t *testing.T) {
 	}
 
 	// The Dockerfile's HEALTHCHECK runs the same probe.
-	df, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	checkDockerfile(t, filepath.Join(root, "Dockerfile"), healthCheck[1:])
+}
+
+// checkDockerfile checks that the Dockerfile at path has a HEALTHCHECK
+// of CMD probe, and no # syntax= line.
+func checkDockerfile(t *testing.T, path string, probe []string) {
+	t.Helper()
+	df, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.ReplaceAll(string(df), "\\\n", " ")
 	m := regexp.MustCompile(`(?m)^HEALTHCHECK\b.*?\bCMD\s+(\[.*\])\s*$`).FindStringSubmatch(text)
 	var cmd []string
-	if m == nil || json.Unmarshal([]byte(m[1]), &cmd) != nil || !slices.Equal(cmd, healthCheck[1:]) {
-		t.Errorf("Dockerfile HEALTHCHECK: want CMD %q", healthCheck[1:])
+	if m == nil || json.Unmarshal([]byte(m[1]), &cmd) != nil || !slices.Equal(cmd, probe) {
+		t.Errorf("%s HEALTHCHECK: want CMD %q", path, probe)
 	}
 	if regexp.MustCompile(`(?mi)^#\s*syntax\s*=`).Match(df) {
-		t.Error("Dockerfile has a # syntax= line: BuildKit would pull a frontend image for it")
+		t.Errorf("%s has a # syntax= line: BuildKit would pull a frontend image for it", path)
 	}
 }
 
-// TestCompose_Config validates the files with the compose tools present:
-// docker-compose (1.29 on Debian 12) and the docker compose v2 plugin.
+// portableServices reads the compose file at path, checks what every
+// compose file of the repository keeps to, and returns its services,
+// which must be want: only keys both docker compose v2 and docker-compose
+// 1.27+ read (no `version`, no v2-only keys or YAML tags), and services
+// with an image CI can swap, a health check and a restart policy.
+func portableServices(t *testing.T, path string, want []string) map[string]any {
+	t.Helper()
+	raw, base := readYAML(t, path)
+	name := filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path)
+	for k := range base {
+		switch {
+		case k == "services", k == "volumes", k == "networks", strings.HasPrefix(k, "x-"):
+		default:
+			// `version` is obsolete in v2 (a warning) and pins 1.29 to an
+			// older format; `name`, `include` and friends are v2-only.
+			t.Errorf("%s: top-level key %q: keep to services, volumes, networks and x-* so that v2 and 1.29 agree", name, k)
+		}
+	}
+	for _, tag := range []string{"!reset", "!override"} {
+		if bytes.Contains(raw, []byte(tag)) {
+			t.Errorf("%s uses the YAML tag %s, which only compose v2 understands", name, tag)
+		}
+	}
+
+	services := mapAt(t, base, "services")
+	want = slices.Sorted(slices.Values(want))
+	if got := sortedKeys(services); !slices.Equal(got, want) {
+		t.Errorf("%s: services = %v, want %v", name, got, want)
+	}
+	imageRE := regexp.MustCompile(`^\$\{[A-Z][A-Z0-9_]*:-[^}]+\}$`)
+	for svcName, v := range services {
+		svc, _ := v.(map[string]any)
+		if img, _ := svc["image"].(string); !imageRE.MatchString(img) {
+			t.Errorf("%s: %s: image %q, want ${VAR:-default} so that CI can swap it", name, svcName, img)
+		}
+		if hc, _ := svc["healthcheck"].(map[string]any); hc == nil || hc["test"] == nil {
+			t.Errorf("%s: %s: no healthcheck: depends_on conditions and docker ps need one", name, svcName)
+		}
+		if svc["restart"] != "unless-stopped" {
+			t.Errorf("%s: %s: restart = %v, want unless-stopped", name, svcName, svc["restart"])
+		}
+	}
+	return services
+}
+
+// TestCompose_Config validates the files, examples/orders' too, with the
+// compose tools present: docker-compose (1.29 on Debian 12) and the
+// docker compose v2 plugin.
 func TestCompose_Config(t *testing.T) {
 	root := repoRoot(t)
 	tools := composeTools()
@@ -165,7 +184,7 @@ func TestCompose_Config(t *testing.T) {
 		t.Log("docker compose v2 plugin not installed: v2 compatibility is covered by TestComposeFile_Portable only")
 	}
 	for _, tool := range tools {
-		for _, files := range [][]string{{"docker-compose.yml"}, {"docker-compose.yml", ".ci/compose.override.yml"}} {
+		for _, files := range [][]string{{"docker-compose.yml"}, {"docker-compose.yml", ".ci/compose.override.yml"}, {"examples/orders/docker-compose.yml"}} {
 			args := slices.Clone(tool[1:])
 			for _, f := range files {
 				args = append(args, "-f", f)
@@ -173,7 +192,7 @@ func TestCompose_Config(t *testing.T) {
 			args = append(args, "config", "-q")
 			c := exec.Command(tool[0], args...)
 			c.Dir = root
-			c.Env = append(os.Environ(), "IDGEN_IMAGE=", "POSTGRES_IMAGE=", "MYSQL_IMAGE=")
+			c.Env = append(os.Environ(), "IDGEN_IMAGE=", "POSTGRES_IMAGE=", "MYSQL_IMAGE=", "REDIS_IMAGE=", "ORDERS_IMAGE=")
 			out, err := c.CombinedOutput()
 			if err != nil {
 				t.Errorf("%s: %v\n%s", strings.Join(c.Args, " "), err, out)
@@ -199,19 +218,19 @@ func TestCompose_Stack(t *testing.T) {
 	defer cancel()
 
 	t0 := time.Now()
-	build := exec.CommandContext(ctx, "bash", ".ci/compose-image.sh", "idgen:ci")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("bash .ci/compose-image.sh: %v\n%s", err, out)
+	if _, err := buildImage(ctx, root, ".ci/compose-image.sh", "idgen:ci"); err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("image idgen:ci built in %.1fs", time.Since(t0).Seconds())
 
 	ports := testkit.FreePorts(t, len(idgenServices))
 	token := randomHex(t, 16)
 	s := &stack{
-		tool:    tool,
-		dir:     root,
-		project: "idgen-ci-" + randomHex(t, 4),
+		tool:     tool,
+		dir:      root,
+		files:    []string{"docker-compose.yml", ".ci/compose.override.yml"},
+		services: 2 + len(idgenServices),
+		project:  "idgen-ci-" + randomHex(t, 4),
 		env: append(os.Environ(),
 			"IDGEN_PUBLISH_ADDR=127.0.0.1",
 			"IDGEN_ADMIN_TOKEN="+token,
@@ -511,18 +530,24 @@ func (a *apiClient) do(ctx context.Context, method, url string, body io.Reader, 
 	return nil
 }
 
-// stack is one compose project made from docker-compose.yml and the CI
-// override.
+// stack is one compose project: docker-compose.yml and the CI override,
+// or examples/orders/docker-compose.yml.
 type stack struct {
-	tool    []string // {"docker-compose"} or {"docker", "compose"}
-	dir     string
-	project string
-	env     []string
-	urls    map[string]string // idgen service → http://127.0.0.1:PORT
+	tool     []string // {"docker-compose"} or {"docker", "compose"}
+	dir      string
+	files    []string // relative to dir; the first one's directory is the project's
+	services int      // containers the project runs
+	project  string
+	env      []string
+	urls     map[string]string // service → http://127.0.0.1:PORT, whose /readyz must answer 200
 }
 
 func (s *stack) compose(ctx context.Context, args ...string) (string, error) {
-	full := append(slices.Clone(s.tool[1:]), "-f", "docker-compose.yml", "-f", ".ci/compose.override.yml", "-p", s.project)
+	full := slices.Clone(s.tool[1:])
+	for _, f := range s.files {
+		full = append(full, "-f", f)
+	}
+	full = append(full, "-p", s.project)
 	c := exec.CommandContext(ctx, s.tool[0], append(full, args...)...)
 	c.Dir, c.Env = s.dir, s.env
 	out, err := c.CombinedOutput()
@@ -545,8 +570,8 @@ func (s *stack) inspect(ctx context.Context, service, format string) (string, er
 	return strings.TrimSpace(string(out)), nil
 }
 
-// waitHealthy waits until every container reports healthy and every idgen
-// instance answers /readyz with 200. A container that exits or restarts
+// waitHealthy waits until every container reports healthy and every
+// service in s.urls answers /readyz with 200. A container that exits or restarts
 // fails at once: with restart: unless-stopped a crash would otherwise
 // just loop until the timeout.
 func (s *stack) waitHealthy(ctx context.Context, timeout time.Duration) error {
@@ -560,7 +585,7 @@ func (s *stack) waitHealthy(ctx context.Context, timeout time.Duration) error {
 		switch {
 		case err != nil:
 			last = err.Error()
-		case len(status) != 2+len(idgenServices):
+		case len(status) != s.services:
 			last = fmt.Sprintf("containers: %v", status)
 		default:
 			ready := true

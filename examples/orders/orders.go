@@ -62,7 +62,7 @@ type service struct {
 
 // statements are the service's SQL, in the store's placeholders.
 type statements struct {
-	userCount, userAdd, userSet, orderAdd, outboxAdd, orderGet, outboxUnsent, outboxSent, shipmentAdd string
+	userCount, userAdd, userSet, orderAdd, outboxAdd, orderGet, outboxUnsent, outboxSent, shipmentAdd, shipmentCount string
 }
 
 // schema is the service's own tables, in SQL all three databases read.
@@ -112,6 +112,8 @@ func open(ctx context.Context, cfg Config) (_ *service, err error) {
 		outboxUnsent: s.sql(`SELECT id, payload FROM outbox WHERE sent = 0 ORDER BY id LIMIT 100`),
 		outboxSent:   s.sql(`UPDATE outbox SET sent = 1 WHERE id = ?`),
 		shipmentAdd:  s.sql(`INSERT INTO shipments (order_id) VALUES (?)`),
+		// Rows, not a flag: a second shipment must be visible as 2.
+		shipmentCount: s.sql(`SELECT COUNT(*) FROM shipments WHERE order_id = ?`),
 	}
 	defer func() {
 		if err != nil {
@@ -183,7 +185,20 @@ func (s *service) routes() http.Handler {
 	r.Use(gin.Recovery())
 	r.POST("/orders", s.mw.Gin(), s.create)
 	r.GET("/orders/:id", s.get)
+	r.GET("/readyz", s.ready)
 	return r
+}
+
+// ready answers 200 while the store answers: the container's health
+// check (orders health), which compose waits for.
+func (s *service) ready(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.db.PingContext(ctx); err != nil {
+		fail(c, http.StatusServiceUnavailable, "not_ready", "the store does not answer")
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
 type orderIn struct {
@@ -197,6 +212,14 @@ type orderOut struct {
 	Item  string `json:"item"`
 	Qty   int    `json:"qty"`
 	Token string `json:"token"` // the user's lock token the write was admitted with
+}
+
+// orderState is GET /orders/{id}: the order, and how often the consumer
+// shipped it, so that a black-box test (deploy's compose stack test)
+// can see exactly-once from outside.
+type orderState struct {
+	orderOut
+	Shipped int `json:"shipped"`
 }
 
 func (s *service) create(c *gin.Context) {
@@ -282,9 +305,12 @@ func (s *service) get(c *gin.Context) {
 		fail(c, http.StatusBadRequest, "invalid_id", "an order ID is a decimal number")
 		return
 	}
-	var o orderOut
+	var o orderState
 	var token int64
 	err = s.db.QueryRowContext(c.Request.Context(), s.q.orderGet, id).Scan(&o.User, &o.Item, &o.Qty, &token)
+	if err == nil {
+		err = s.db.QueryRowContext(c.Request.Context(), s.q.shipmentCount, id).Scan(&o.Shipped)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		fail(c, http.StatusNotFound, "no_order", "no order "+c.Param("id"))

@@ -181,10 +181,18 @@ func TestOrders_OutboxShipsEachOrderOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n = 20
+	var first string
 	for i := range n {
-		if a := order(ctx, url, fmt.Sprintf("u%d", i%3), fmt.Sprintf("k%d", i)); a.status != 201 {
+		a := order(ctx, url, fmt.Sprintf("u%d", i%3), fmt.Sprintf("k%d", i))
+		if a.status != 201 {
 			t.Fatalf("order %d: %+v", i, a)
 		}
+		if i == 0 {
+			first = a.out.ID
+		}
+	}
+	if st := shipped(t, url, first); st != 0 {
+		t.Fatalf("order %s: shipped %d before any relay ran", first, st)
 	}
 	p, err := newPipeline(ctx, s, dbtest.StartRedis(t), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -239,5 +247,39 @@ func TestOrders_OutboxShipsEachOrderOnce(t *testing.T) {
 	orders := count(t, s, `SELECT COUNT(DISTINCT order_id) FROM shipments`)
 	if ships != n || orders != n {
 		t.Fatalf("%d messages for %d orders: %d shipments of %d orders; want each order shipped once", n+n/2, n, ships, orders)
+	}
+	// The count the compose stack test reads from outside.
+	if st := shipped(t, url, first); st != 1 {
+		t.Fatalf("GET /orders/%s: shipped %d, want 1", first, st)
+	}
+}
+
+// shipped is GET /orders/{id}'s count of the order's shipments.
+func shipped(t *testing.T, url, id string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/orders/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st orderState
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK || st.ID != id {
+		t.Fatalf("GET /orders/%s: %s, %+v, %v", id, resp.Status, st, err)
+	}
+	return st.Shipped
+}
+
+// `orders health`, the image's health check, passes against /readyz and
+// fails against a port that does not answer.
+func TestOrders_Health(t *testing.T) {
+	_, url := newService(t)
+	if err := health([]string{"-url", url + "/readyz"}); err != nil {
+		t.Fatalf("health of a serving service: %v", err)
+	}
+	if err := health([]string{"-url", url + "/nowhere"}); err == nil {
+		t.Fatal("health of a 404 passed")
+	}
+	if err := health([]string{"-url", "http://127.0.0.1:9/readyz"}); err == nil {
+		t.Fatal("health of a closed port passed")
 	}
 }
