@@ -258,7 +258,13 @@ func (s *service) place(ctx context.Context, u string, in orderIn) (orderOut, er
 	if err != nil {
 		return out, err
 	}
-	defer func() { _ = le.Release(context.WithoutCancel(ctx)) }()
+	defer func() {
+		// Released even when the request ended, but not waited on
+		// forever: an unreleased lease lapses after its TTL anyway.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		_ = le.Release(rctx)
+	}()
 	// The lease's context ends if the lock is lost; the guard refuses a
 	// stale token in any case, since a pause can outlast both.
 	ctx = le.Context()
