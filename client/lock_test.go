@@ -134,7 +134,7 @@ func TestLock_TakenOverIsLost(t *testing.T) {
 			ctx := context.Background()
 			c := srv.Client(tr.opts...)
 			name := "taken:" + tr.name
-			le, err := c.Lock(ctx, name, client.LockOptions{Owner: "a", TTL: 300 * time.Millisecond})
+			le, err := c.Lock(ctx, name, client.LockOptions{Owner: "a", TTL: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
