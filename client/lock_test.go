@@ -131,6 +131,7 @@ func TestLock_TakenOverIsLost(t *testing.T) {
 	srv := idgentest.NewServer(t, &idgentest.Options{LockMinTTL: 50 * time.Millisecond})
 	for _, tr := range lockTransports(srv) {
 		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			c := srv.Client(tr.opts...)
 			name := "taken:" + tr.name
