@@ -75,3 +75,17 @@ func (s *Server) decodeSnowflake(c *gin.Context) {
 		"sequence":  p.Sequence,
 	})
 }
+
+// parseCount accepts exactly one count from 1 to MaxBatch. A repeated
+// parameter is refused rather than guessed at.
+func (s *Server) parseCount(vals []string) (int, error) {
+	if len(vals) != 1 || len(vals[0]) > 9 {
+		return 0, errInvalidCount
+	}
+	n, err := strconv.Atoi(vals[0])
+	if err != nil || n < 1 || n > s.cfg.MaxBatch {
+		return 0, &apiError{http.StatusBadRequest, "invalid_count",
+			"count must be a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
+	}
+	return n, nil
+}

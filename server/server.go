@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -368,30 +367,6 @@ func (s *Server) ids(mode string) gin.HandlerFunc {
 		}
 		s.writeIDs(c, tag, format, text, !many, ids...)
 	}
-}
-
-// Batches of pooledFrom IDs or more are written into a buffer of
-// Server.bodies, which keeps buffers of up to pooledMax bytes. A
-// count=10000 answer is about 230 KB; allocating one per request was
-// three quarters of what a batch allocated, and the garbage collections
-// it caused a fifth of an opaque batch's CPU (BenchmarkServeOpaque).
-const (
-	pooledFrom = 256
-	pooledMax  = 4 << 20
-)
-
-// parseCount accepts exactly one count from 1 to MaxBatch. A repeated
-// parameter is refused rather than guessed at.
-func (s *Server) parseCount(vals []string) (int, error) {
-	if len(vals) != 1 || len(vals[0]) > 9 {
-		return 0, errInvalidCount
-	}
-	n, err := strconv.Atoi(vals[0])
-	if err != nil || n < 1 || n > s.cfg.MaxBatch {
-		return 0, &apiError{http.StatusBadRequest, "invalid_count",
-			"count must be a whole number from 1 to " + strconv.Itoa(s.cfg.MaxBatch)}
-	}
-	return n, nil
 }
 
 // readyTimeout bounds a readiness check of /readyz or grpc.health.v1.
