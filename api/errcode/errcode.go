@@ -79,7 +79,9 @@ var codes = func() map[string]Code {
 		{Name: "tag_exhausted", Status: http.StatusServiceUnavailable, Match: []error{segment.ErrExhausted}, Final: true,
 			Message: "this tag has reached the largest 64-bit ID; use a new tag"},
 		{Name: "unavailable", Status: http.StatusServiceUnavailable, Retry: true,
-			Message: "the ID store did not answer in time; retry after the Retry-After delay; if it persists, the server log has the cause under this request ID"},
+			// One code for both stores; the message names which, as lock
+			// grants may live apart from IDs (serve --lock-store).
+			Message: "the store did not answer in time (the ID store; for lock calls, the lock store); retry after the Retry-After delay; if it persists, the server log has the cause under this request ID"},
 		{Name: "worker_floor_ahead", Status: http.StatusServiceUnavailable, Retry: true,
 			Message: "this server's snowflake worker ID may not issue yet: it is held past now for an earlier holder or by a store fence after a failover or restore; retry after the Retry-After delay or use another instance"},
 		{Name: "clock_moved_backwards", Status: http.StatusServiceUnavailable, Retry: true,

@@ -340,9 +340,14 @@ func TestServe_LocksOnRedis(t *testing.T) {
 	}
 
 	evicting := dbtest.StartRedisServer(t, "--maxmemory-policy", "allkeys-lru")
+	locked := dbtest.StartRedisServer(t, "--requirepass", "S3cret")
 	for _, tc := range []struct{ spec, want string }{
 		{"redis://" + evicting.Addr, "has maxmemory-policy allkeys-lru, which can drop a key before it expires"},
 		{"redis://:S3cret@127.0.0.1:1", "redis://:xxxxx@127.0.0.1:1: redisstore: read the eviction policy of"},
+		{"redis://:S3cret@127.0.0.1:1", "check the host and the port, or leave --lock-store empty"},
+		// The password where go-redis reads a user name.
+		{"redis://S3cret@" + locked.Addr, "write the password as redis://:PASSWORD@host:port"},
+		{"redis+cluster://" + rs.Addr, "this Redis is not a cluster: use redis://"},
 	} {
 		db := filepath.Join(dir, "never.db")
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -355,5 +360,10 @@ func TestServe_LocksOnRedis(t *testing.T) {
 			t.Errorf("serve --lock-store %s created the ID store before failing", tc.spec)
 			_ = os.Remove(db)
 		}
+	}
+
+	none := serve("none", "--lock-store", "none")
+	if st, m := (httpLocks{base: none.URL, admin: lockE2EAdmin}).do(t, "POST", "/locks/x", `{"owner":"a","ttl":"10s"}`); st != http.StatusNotFound || errCode(m) != "locks_disabled" {
+		t.Errorf("--lock-store none: POST /locks/x answered %d %v; want 404 locks_disabled", st, m)
 	}
 }

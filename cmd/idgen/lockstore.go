@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -46,7 +49,7 @@ func checkLockStore(spec string) error {
 // store's own, which forStore fills in once the store is open. A Redis is
 // reached before the ID store is, so that a Redis that cannot serve
 // fails the start before a schema is migrated or a lease taken.
-func openLockStore(ctx context.Context, spec string) (lockStore, error) {
+func openLockStore(ctx context.Context, spec string, log *slog.Logger) (lockStore, error) {
 	switch spec {
 	case "":
 		return lockStore{close: func() error { return nil }, kind: "store"}, nil
@@ -57,6 +60,10 @@ func openLockStore(ctx context.Context, spec string) (lockStore, error) {
 	if err != nil {
 		return lockStore{}, err
 	}
+	// go-redis logs its pool's retries to stderr as plain text; a failed
+	// lock call is answered 503 and logged by the server, so its detail
+	// goes to debug, in the server's format.
+	redis.SetLogger(redisLog{log})
 	var rdb redis.UniversalClient
 	kind := "redis"
 	if o.cluster != nil {
@@ -66,12 +73,64 @@ func openLockStore(ctx context.Context, spec string) (lockStore, error) {
 	}
 	// redisstore.New reads every server's eviction policy: the first call,
 	// so a Redis that cannot be reached fails the start here.
-	b, err := redisstore.New(ctx, rdb, redisstore.Options{Prefix: o.prefix})
+	cctx, cancel := context.WithTimeout(ctx, redisStartTimeout)
+	defer cancel()
+	b, err := redisstore.New(cctx, rdb, redisstore.Options{Prefix: o.prefix})
 	if err != nil {
 		_ = rdb.Close()
-		return lockStore{}, fmt.Errorf("%s %s: %w", lockStoreFlag, redact(spec), err)
+		return lockStore{}, fmt.Errorf("%s %s: %w%s", lockStoreFlag, redactRedis(spec), err, redisHint(err, o))
 	}
 	return lockStore{backend: b, close: rdb.Close, kind: kind}, nil
+}
+
+// redisStartTimeout bounds the start's first call to Redis: a TLS
+// handshake with a plain port, or a firewall that drops packets, would
+// otherwise hold the start until go-redis's retries give up.
+const redisStartTimeout = 10 * time.Second
+
+// redisHint says what to do about a Redis that refused the start.
+func redisHint(err error, o parsedRedis) string {
+	var op *net.OpError
+	msg := err.Error()
+	switch {
+	case errors.Is(err, redisstore.ErrEvictionPolicy):
+		return "" // its message names the policy to set
+	case strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "WRONGPASS"):
+		return "; write the password as redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL user"
+	case strings.Contains(msg, "cluster support disabled"):
+		return "; this Redis is not a cluster: use redis:// rather than redis+cluster://"
+	case errors.Is(err, context.DeadlineExceeded) && o.tls():
+		return "; no answer within " + redisStartTimeout.String() + ": is the port a TLS one? Use redis:// for a plain one"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "; no answer within " + redisStartTimeout.String() + ": check the host, the port and the firewall"
+	case errors.As(err, &op):
+		return "; check the host and the port, or leave --lock-store empty to keep lock grants in the ID store"
+	}
+	return ""
+}
+
+// redisLog passes go-redis's own log lines to the server's logger.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...), "of", "lock-store")
+}
+
+// redactRedis hides the user info of a Redis URL whole: redis://SECRET@h
+// is a password written where go-redis reads a user name.
+func redactRedis(spec string) string {
+	u, err := url.Parse(spec)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+	}
+	return redact(u.String())
 }
 
 // forStore is ls with the ID store's lock table where it names it.
@@ -89,6 +148,11 @@ type parsedRedis struct {
 	prefix  string
 }
 
+// tls reports whether p dials with TLS.
+func (p parsedRedis) tls() bool {
+	return (p.single != nil && p.single.TLSConfig != nil) || (p.cluster != nil && p.cluster.TLSConfig != nil)
+}
+
 // redisOptions parses a Redis URL: redis:// or rediss:// (TLS) for one
 // Redis, redis+cluster:// or rediss+cluster:// for a cluster (more seed
 // nodes as addr= parameters), in go-redis's URL syntax; prefix= sets the
@@ -100,11 +164,11 @@ func redisOptions(spec string) (parsedRedis, error) {
 	}
 	bad := func(why string) error {
 		return fmt.Errorf("%w: %s: %s; use redis://[:password@]host:port[/db], rediss://… for TLS, "+
-			"redis+cluster://host:port?addr=host2:port2 for a Redis Cluster, or leave it empty for the ID store", errLockStore, redact(spec), why)
+			"redis+cluster://host:port?addr=host2:port2 for a Redis Cluster, or leave it empty for the ID store", errLockStore, redactRedis(spec), why)
 	}
 	u, err := url.Parse(spec)
 	if err != nil {
-		return parsedRedis{}, bad("not a URL")
+		return parsedRedis{}, bad("not a URL (percent-encode #, /, ?, @ and % in a password: %23, %2F, %3F, %40, %25)")
 	}
 	scheme, cluster := strings.CutSuffix(u.Scheme, "+cluster")
 	if scheme != "redis" && scheme != "rediss" {
@@ -113,9 +177,15 @@ func redisOptions(spec string) (parsedRedis, error) {
 	if u.Host == "" {
 		return parsedRedis{}, bad("no host")
 	}
+	if cluster && strings.Trim(u.Path, "/") != "" {
+		return parsedRedis{}, bad("a Redis Cluster has only database 0: drop /" + strings.Trim(u.Path, "/") + ", and keep services apart with ?prefix=")
+	}
 	var p parsedRedis
 	q := u.Query()
 	if q.Has("prefix") {
+		if len(q["prefix"]) > 1 {
+			return parsedRedis{}, bad("prefix= is given more than once")
+		}
 		p.prefix = q.Get("prefix")
 		if p.prefix == "" || strings.ContainsAny(p.prefix, "{}") {
 			return parsedRedis{}, bad("prefix= must be non-empty and without braces, which would move the keys' hash tag")
@@ -123,26 +193,16 @@ func redisOptions(spec string) (parsedRedis, error) {
 		q.Del("prefix")
 	}
 	u.Scheme, u.RawQuery = scheme, q.Encode()
-	// go-redis's own errors quote the URL, password included: only its
-	// parse's verdict is kept.
+	// go-redis's errors name an option or a database number, never the
+	// URL: they are kept as its verdict.
 	if cluster {
 		if p.cluster, err = redis.ParseClusterURL(u.String()); err != nil {
-			return parsedRedis{}, bad(redisParseReason(err))
+			return parsedRedis{}, bad(strings.TrimPrefix(err.Error(), "redis: "))
 		}
 		return p, nil
 	}
 	if p.single, err = redis.ParseURL(u.String()); err != nil {
-		return parsedRedis{}, bad(redisParseReason(err))
+		return parsedRedis{}, bad(strings.TrimPrefix(err.Error(), "redis: "))
 	}
 	return p, nil
-}
-
-// redisParseReason is go-redis's parse error without the URL it may
-// quote.
-func redisParseReason(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, "redis://"); i >= 0 {
-		msg = strings.TrimSpace(msg[:i])
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(msg, "redis: "), ":")
 }

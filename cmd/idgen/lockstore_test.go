@@ -28,6 +28,11 @@ func TestRedisOptions(t *testing.T) {
 		{spec: "redis://:Secret@h:1/x", wantErr: `redis://:xxxxx@h:1/x: invalid database number: "x"`},
 		{spec: "redis://h:1?prefix=", wantErr: "prefix= must be non-empty"},
 		{spec: "redis://h:1?bogus=1", wantErr: "unexpected option: bogus"},
+		{spec: "redis://user:pw@h:1", addrs: []string{"h:1"}},
+		{spec: "redis://Secret@h:1/x", wantErr: `redis://xxxxx@h:1/x: invalid database number`},
+		{spec: "redis://:Sec%ret@h:1", wantErr: "not a URL (percent-encode"},
+		{spec: "redis+cluster://:Secret@h:1/5", wantErr: "a Redis Cluster has only database 0: drop /5"},
+		{spec: "redis://h:1?prefix=a:&prefix=b:", wantErr: "prefix= is given more than once"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			p, err := redisOptions(tc.spec)

@@ -319,7 +319,7 @@ func runServe(cmd *cobra.Command, _ []string) (err error) {
 		}
 		defer func() { _ = gln.Close() }()
 	}
-	locks, err := openLockStore(ctx, c.lockStore)
+	locks, err := openLockStore(ctx, c.lockStore, log)
 	if err != nil {
 		return err
 	}
