@@ -15,8 +15,15 @@ label=org.idgen.compose-ci-image
 
 ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
-# The same build as internal/proctest's, so that CI compiles it once.
-(cd "$root" && CGO_ENABLED=0 go build -o "$ctx/idgen" ./cmd/idgen)
+# For the engine's platform, not the host's: a Docker Desktop or remote
+# engine may run another OS or architecture. On a linux host of the
+# engine's architecture it is the same build as internal/proctest's, so
+# that CI compiles it once.
+if ! arch="$(docker version -f '{{.Server.Arch}}')" || [ -z "$arch" ]; then
+	echo "$(basename "$0"): no Docker engine to build for" >&2
+	exit 1
+fi
+(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -o "$ctx/idgen" ./cmd/idgen)
 mkdir "$ctx/data"
 printf '%s\n' \
 	'FROM scratch' \

@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -98,14 +99,25 @@ func run(args []string) error {
 	return nil
 }
 
-// health is `orders health [-url URL]`: it exits 0 if URL answers 200
-// within 3 seconds, else 1. The image (distroless, or scratch in CI)
-// has no shell or curl to run a health check with.
+// health is `orders health [-addr ADDR] [-url URL]`: it exits 0 if URL
+// answers 200 within 3 seconds, else 1. The image (distroless, or
+// scratch in CI) has no shell or curl to run a health check with. URL
+// defaults to /readyz on the listen address (-addr, else ORDERS_ADDR, as
+// the server reads them), so that a container given another ORDERS_ADDR
+// is not probed on a port nothing listens on.
 func health(args []string) error {
 	fs := flag.NewFlagSet("orders health", flag.ContinueOnError)
-	u := fs.String("url", "http://127.0.0.1:8081/readyz", "URL to probe")
+	addr := fs.String("addr", envOr("ORDERS_ADDR", "127.0.0.1:8081"), "the server's listen address, whose /readyz is probed (ORDERS_ADDR)")
+	u := fs.String("url", "", "URL to probe instead (default http://ADDR/readyz)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *u == "" {
+		probe, err := probeURL(*addr)
+		if err != nil {
+			return err
+		}
+		*u = probe
 	}
 	if p, err := url.Parse(*u); err != nil || (p.Scheme != "http" && p.Scheme != "https") {
 		return fmt.Errorf("health: -url %q is not an http(s) URL", *u)
@@ -125,6 +137,20 @@ func health(args []string) error {
 		return fmt.Errorf("health: %s answered %s", *u, resp.Status)
 	}
 	return nil
+}
+
+// probeURL is the /readyz URL of a server listening on addr. A wildcard
+// or empty host is reached on loopback: inside a container that is the
+// server's own, and Go's wildcard listener takes IPv4 as well.
+func probeURL(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", fmt.Errorf("health: listen address %q is not host:port", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/readyz", nil
 }
 
 func envOr(k, def string) string {

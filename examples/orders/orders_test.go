@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,5 +283,47 @@ func TestOrders_Health(t *testing.T) {
 	}
 	if err := health([]string{"-url", "http://127.0.0.1:9/readyz"}); err == nil {
 		t.Fatal("health of a closed port passed")
+	}
+}
+
+// Without -url, `orders health` probes the address the server listens
+// on: -addr, else ORDERS_ADDR, a wildcard host reached on loopback.
+func TestOrders_HealthFollowsListenAddress(t *testing.T) {
+	_, srv := newService(t)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ addr, want string }{
+		{"0.0.0.0:" + port, "http://127.0.0.1:" + port + "/readyz"},
+		{":" + port, "http://127.0.0.1:" + port + "/readyz"},
+		{"[::]:" + port, "http://127.0.0.1:" + port + "/readyz"},
+		{"127.0.0.1:" + port, "http://127.0.0.1:" + port + "/readyz"},
+		{"[::1]:8081", "http://[::1]:8081/readyz"},
+		{"orders.internal:8081", "http://orders.internal:8081/readyz"},
+	} {
+		if got, err := probeURL(tc.addr); err != nil || got != tc.want {
+			t.Errorf("probeURL(%q) = %q, %v; want %q", tc.addr, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"8081", "127.0.0.1:", ""} {
+		if got, err := probeURL(bad); err == nil {
+			t.Errorf("probeURL(%q) = %q; want an error", bad, got)
+		}
+	}
+
+	t.Setenv("ORDERS_ADDR", "0.0.0.0:"+port)
+	if err := health(nil); err != nil {
+		t.Fatalf("health with ORDERS_ADDR=0.0.0.0:%s, where the service listens: %v", port, err)
+	}
+	if err := health([]string{"-addr", ":9"}); err == nil {
+		t.Fatal("health with -addr :9 passed: -addr must win over ORDERS_ADDR")
+	}
+	t.Setenv("ORDERS_ADDR", "0.0.0.0:9")
+	if err := health(nil); err == nil {
+		t.Fatal("health with ORDERS_ADDR=0.0.0.0:9 passed: it probed another port")
+	}
+	if err := health([]string{"-addr", "0.0.0.0:" + port}); err != nil {
+		t.Fatalf("health with -addr 0.0.0.0:%s: %v", port, err)
 	}
 }
