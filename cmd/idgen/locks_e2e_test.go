@@ -21,6 +21,7 @@ import (
 	"github.com/idgen/idgen/client"
 	"github.com/idgen/idgen/internal/proctest"
 	"github.com/idgen/idgen/lock"
+	"github.com/idgen/idgen/lock/redisstore"
 	"github.com/idgen/idgen/store/dbtest"
 )
 
@@ -333,10 +334,15 @@ func TestServe_LocksOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkHandOver(t, clientLocks{c: c, leases: map[int64]*lock.Lease{}}, "order:redis-grpc")
+	// The grant is Redis's, read by the lock package's own client of it.
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
-	if owner, err := rdb.HGet(t.Context(), "e2e:{order:redis}", "o").Result(); err != nil || owner != "b" {
-		t.Errorf("Redis's hash of order:redis: owner %q, %v; want b, the holder", owner, err)
+	direct, err := redisstore.New(t.Context(), rdb, redisstore.Options{Prefix: "e2e:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err := direct.Describe(t.Context(), "order:redis"); err != nil || in.Holder == nil || in.Holder.Owner != "b" {
+		t.Errorf("order:redis in Redis: %+v, %v; want b, the holder", in, err)
 	}
 
 	evicting := dbtest.StartRedisServer(t, "--maxmemory-policy", "allkeys-lru")
