@@ -400,6 +400,7 @@ func testGRPC_HealthReflectionConnectAndMetrics(t *testing.T, tr transport) {
 // Made-up tags and procedures, which any caller can send, add no series:
 // the gRPC histogram is labelled by registered procedure and code only.
 func TestGRPC_MetricsStayBounded(t *testing.T) {
+	t.Parallel()
 	m := server.NewMetrics()
 	base, c := rpcServer(t, transports()[0], server.Config{Metrics: m})
 	ctx := t.Context()
