@@ -73,6 +73,7 @@ func count(t *testing.T, s *service, q string, args ...any) int {
 // A double click (one key, twice at once) places one order and answers
 // both with it.
 func TestOrders_DoubleClick(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	var wg sync.WaitGroup
 	var clicks [2]answer
@@ -93,6 +94,7 @@ func TestOrders_DoubleClick(t *testing.T) {
 // retries with the same key: one order in the end, whichever attempt
 // placed it.
 func TestOrders_RetryAfterTimeout(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	ctx := context.Background()
 	// Another order of bob's holds his lock.
@@ -128,6 +130,7 @@ func TestOrders_RetryAfterTimeout(t *testing.T) {
 // count of the user's orders loses none, each order has a token of its
 // own, and every write was admitted by the guard.
 func TestOrders_OneUserConcurrently(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	const n = 16
 	var wg sync.WaitGroup
@@ -157,6 +160,7 @@ func TestOrders_OneUserConcurrently(t *testing.T) {
 // A holder whose lock was taken over while it paused cannot write: the
 // guard refuses its token once a newer holder wrote.
 func TestOrders_StaleHolderIsRefused(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	ctx := context.Background()
 	first, second := order(ctx, url, "dan", "dan-1"), order(ctx, url, "dan", "dan-2")
@@ -177,6 +181,7 @@ func TestOrders_StaleHolderIsRefused(t *testing.T) {
 // shipping some orders but before acknowledging them, whose messages
 // another claims.
 func TestOrders_OutboxShipsEachOrderOnce(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -55,6 +55,7 @@ func checkBufVersion(t *testing.T, bin string) {
 // The committed code is what the pinned generators make of the .proto
 // file today: an edit without go generate fails here.
 func TestGenerated_UpToDate(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	buf(t, "generate", "--output", out)
 	for _, f := range []string{"idgen.pb.go", "idgen_grpc.pb.go", "idgenv1connect/idgen.connect.go"} {
@@ -75,6 +76,7 @@ func TestGenerated_UpToDate(t *testing.T) {
 // buf lint with the STANDARD rules (api/buf.yaml), and buf format: the
 // .proto file is as buf would write it.
 func TestProto_LintAndFormat(t *testing.T) {
+	t.Parallel()
 	buf(t, "lint")
 	if diff := buf(t, "format", "--diff"); diff != "" {
 		t.Fatalf("buf format would change the .proto file:\n%s", diff)
