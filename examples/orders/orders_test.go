@@ -236,6 +236,9 @@ func TestOrders_OutboxShipsEachOrderOnce(t *testing.T) {
 		return err == nil && pending.Count == 0 && len(read) == 1 && read[0].EntriesRead == n+n/2
 	})
 	cancel()
+	// Consume may be blocked for a second in XREADGROUP, which does not
+	// heed ctx: closing the client ends the read now.
+	p.Close()
 	<-done
 	if !settled {
 		t.Fatal("the consumer did not read and acknowledge every message within 30 s")
