@@ -2,10 +2,13 @@ package idgenv1_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -16,12 +19,16 @@ import (
 // (.ci/run) and names it here.
 func buf(t *testing.T, args ...string) string {
 	t.Helper()
-	name, pre := "go", []string{"tool", "-modfile=tools/go.mod", "buf"}
-	if bin := os.Getenv("IDGEN_BUF"); bin != "" {
-		name, pre = bin, nil
-		checkBufVersion(t, bin)
+	name := os.Getenv("IDGEN_BUF")
+	if name != "" {
+		checkBufVersion(t, name)
+	} else {
+		var err error
+		if name, err = goToolBuf(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	cmd := exec.Command(name, append(pre, args...)...)
+	cmd := exec.Command(name, args...)
 	cmd.Dir = filepath.Join("..", "..")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -29,6 +36,24 @@ func buf(t *testing.T, args ...string) string {
 	}
 	return string(out)
 }
+
+// goToolBuf is the path of the binary `go tool buf` runs, built once or
+// found in the build cache (go tool -n prints it): each `go tool` loads
+// api/tools' module graph again, most of a second of CPU, where a buf
+// check takes a tenth of that.
+var goToolBuf = sync.OnceValues(func() (string, error) {
+	cmd := exec.Command("go", "tool", "-modfile=tools/go.mod", "-n", "buf")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("go tool -n buf: %v\n%s", err, ee.Stderr)
+		}
+		return "", fmt.Errorf("go tool -n buf: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+})
 
 // checkBufVersion fails t unless bin is the buf api/tools/go.mod pins.
 func checkBufVersion(t *testing.T, bin string) {
