@@ -79,6 +79,7 @@ func serve(t testing.TB, h http.Handler) *httptest.Server {
 // Four clients, two per server, two servers on one database: caching
 // ranges locally must never hand out an ID twice.
 func TestClient_SegmentUniqueAcrossClientsAndServers(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	s1 := startServer(t, path, server.Config{})
 	s2 := startServer(t, path, server.Config{})
@@ -117,6 +118,7 @@ func checkUniqueAcross(t *testing.T, bases []string, opts ...client.Option) {
 }
 
 func TestClient_PerIDCalls(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{})
 	c, err := client.New(ts.URL, client.WithMode("segment"))
 	if err != nil {
@@ -149,6 +151,7 @@ func TestClient_PerIDCalls(t *testing.T) {
 // A refused tag reaches the server once escaped, so the error names the
 // tag the caller passed, not its escaped form.
 func TestClient_TagEscapedOnce(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{})
 	ctx := context.Background()
 	for _, tc := range []struct{ mode, tag string }{
@@ -173,6 +176,7 @@ func TestClient_TagEscapedOnce(t *testing.T) {
 }
 
 func TestClient_Auth(t *testing.T) {
+	t.Parallel()
 	toks, err := server.ParseAPITokens("client-token-00001=order")
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +226,7 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestClient_RetriesUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := segmenttest.NewMemory()
 	alloc, _ := segment.New(st, segment.Options{AutoCreate: true})
@@ -257,6 +262,7 @@ func TestClient_RetriesUnavailable(t *testing.T) {
 }
 
 func TestNew_RejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url  string
 		opts []client.Option
@@ -287,6 +293,7 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // error at once, matchable with errors.Is, through both the per-ID calls
 // and the range-caching allocator.
 func TestClient_PermanentErrorsAreNotRetried(t *testing.T) {
+	t.Parallel()
 	toks, err := server.ParseAPITokens("client-token-00001=order;client-token-00003=*")
 	if err != nil {
 		t.Fatal(err)
@@ -355,6 +362,7 @@ func TestClient_PermanentErrorsAreNotRetried(t *testing.T) {
 }
 
 func TestError_Is(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  *client.Error
 		want []error
@@ -385,6 +393,7 @@ func TestError_Is(t *testing.T) {
 // range-caching allocator gets a final, clear refusal instead of raw
 // counters or a retry loop.
 func TestClient_OpaqueTag(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "idgen.db"))
 	if err != nil {
@@ -441,6 +450,7 @@ func TestClient_OpaqueTag(t *testing.T) {
 // and the client caps its asks at what the server hands out, instead of
 // stopping at a final 400 after its first segment (issue 19 item 6).
 func TestClient_SegmentCapsStepAtServerMaxRange(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var asks []int64
 	ts := startServer(t, filepath.Join(t.TempDir(), "cap.db"), server.Config{MaxRange: 1500})

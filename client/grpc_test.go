@@ -35,6 +35,7 @@ func (c *rpcCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Two servers on one database, four caching allocators over gRPC: no ID
 // twice, and every call went over gRPC on HTTP/2.
 func TestGRPC_SegmentUniqueAcrossClientsAndServers(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	var counters []*rpcCounter
 	var bases []string
@@ -54,6 +55,7 @@ func TestGRPC_SegmentUniqueAcrossClientsAndServers(t *testing.T) {
 
 // The same calls and errors over gRPC as over HTTP.
 func TestGRPC_PerIDCallsAndErrors(t *testing.T) {
+	t.Parallel()
 	toks, err := server.ParseAPITokens("client-token-00001=order;client-token-00003=*")
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +129,7 @@ func TestGRPC_PerIDCallsAndErrors(t *testing.T) {
 // UNAVAILABLE with its RetryInfo is retried (the wait capped by the
 // client's backoff) and then returned as ErrUnavailable with the code.
 func TestGRPC_RetriesUnavailable(t *testing.T) {
+	t.Parallel()
 	st := segmenttest.NewMemory()
 	st.SetError(errors.New("dial tcp: connection refused"))
 	alloc, _ := segment.New(st, segment.Options{AutoCreate: true, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})

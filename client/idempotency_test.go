@@ -87,6 +87,7 @@ func startKeyedServer(path string) (ts *httptest.Server, stop func(), err error)
 // the other transport, a bad key fails before any call, and the range
 // cache ignores the key.
 func TestClient_IdempotencyKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		opts, other []client.Option
@@ -145,6 +146,7 @@ func TestClient_IdempotencyKey(t *testing.T) {
 
 // A 409 in flight is waited out, then the first answer comes back.
 func TestClient_IdempotencyInFlightIsRetried(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Idempotency-Key") != "k" {
@@ -243,6 +245,7 @@ func (h *inFlightRPC) Next(_ context.Context, req *connect.Request[idgenv1.NextR
 // ABORTED in flight is waited out, then the first call's answer comes
 // back.
 func TestGRPC_IdempotencyInFlightIsRetried(t *testing.T) {
+	t.Parallel()
 	h := &inFlightRPC{t: t}
 	_, rpc := idgenv1connect.NewIDServiceHandler(h)
 	ts := serve(t, rpc)
@@ -291,6 +294,7 @@ func (l *statusLog) wrap(h http.Handler) http.Handler {
 // its mechanism, not a timer: no race may see a 409 unless its winner
 // itself took longer than the server's wait.
 func TestClient_IdempotencyRaceLoserGetsTheReplay(t *testing.T) {
+	t.Parallel()
 	ts := keyedServer(t, filepath.Join(t.TempDir(), "idgen.db"))
 	log := &statusLog{}
 	base := serve(t, log.wrap(ts.Config.Handler)).URL
@@ -353,6 +357,7 @@ func TestClient_IdempotencyRaceLoserGetsTheReplay(t *testing.T) {
 // WithRetries, so a lock held for longer than the retries' backoff is
 // waited out.
 func TestClient_IdempotencyInFlightOutlastsTheRetries(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) <= 6 {

@@ -30,6 +30,7 @@ func lockTransports(srv *idgentest.Server) []struct {
 
 // The sequence with the Go client, over each transport.
 func TestLock_HandOverAndStaleRelease(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{AdminToken: "admin-token-0123456789"})
 	for _, tr := range lockTransports(srv) {
 		t.Run(tr.name, func(t *testing.T) {
@@ -93,6 +94,7 @@ func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
 // run out (Lost, lock.ErrExpired), within one renewal interval, and a
 // waiter gets the lock once the server's grant lapses.
 func TestLock_HolderThatStopsRenewingLosesIt(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{LockMinTTL: 50 * time.Millisecond})
 	ctx := context.Background()
 	net := &switchable{rt: http.DefaultTransport}
@@ -128,6 +130,7 @@ func TestLock_HolderThatStopsRenewingLosesIt(t *testing.T) {
 
 // A renewal that finds the grant taken over closes Lost with lock.ErrLost.
 func TestLock_TakenOverIsLost(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{LockMinTTL: 50 * time.Millisecond})
 	for _, tr := range lockTransports(srv) {
 		t.Run(tr.name, func(t *testing.T) {
@@ -163,6 +166,7 @@ func TestLock_TakenOverIsLost(t *testing.T) {
 
 // A bad request is refused with the lock package's sentinels.
 func TestLock_BadRequests(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, nil)
 	ctx := context.Background()
 	for _, tr := range lockTransports(srv) {

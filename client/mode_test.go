@@ -18,6 +18,7 @@ import (
 // Next and NextN mean the server's default mode (/id/{tag}) unless
 // WithMode pins a route; Snowflake and SnowflakeN always mean snowflake.
 func TestClient_NextFollowsTheServersMode(t *testing.T) {
+	t.Parallel()
 	isSegment := func(id int64) bool { return id < 1<<20 } // an auto-created tag counts from 1
 	isSnowflake := func(id int64) bool { return id > 1<<40 }
 	for _, tc := range []struct {
@@ -69,6 +70,7 @@ func TestClient_NextFollowsTheServersMode(t *testing.T) {
 // server: the error says so and names the route, not the segment store,
 // yet an allocator from Segment still treats it as an outage to ride out.
 func TestClient_UnreachableNamesTheCall(t *testing.T) {
+	t.Parallel()
 	// .invalid never resolves (RFC 6761).
 	c, err := client.New("http://idgen.invalid:8080", client.WithRetries(0), client.WithTimeout(10*time.Second))
 	if err != nil {

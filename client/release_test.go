@@ -21,6 +21,7 @@ import (
 // burnt range; and the IDs of clients running at once stay unique while
 // they hand back.
 func TestClient_SegmentCloseHandsBack(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{})
 	for _, tc := range []struct {
 		name string
@@ -95,6 +96,7 @@ func TestClient_SegmentCloseHandsBack(t *testing.T) {
 // The release route takes a range back only with its token, only for its
 // tag, only once, and only while nobody reserved past it.
 func TestServer_ReleaseRange(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, filepath.Join(t.TempDir(), "idgen.db"), server.Config{})
 	post := func(path, body string) (int, map[string]any) {
 		t.Helper()

@@ -52,6 +52,7 @@ var healthCheck = []string{"CMD", "/idgen", "health", "--url", "http://127.0.0.1
 // override and the Dockerfile keep the shape the stack test and
 // docs/deploy.md rely on.
 func TestComposeFile_Portable(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	want := []string{"mysql", "postgres"}
 	for _, s := range idgenServices {
@@ -175,6 +176,7 @@ func portableServices(t *testing.T, path string, want []string) map[string]any {
 // compose tools present: docker-compose (1.29 on Debian 12) and the
 // docker compose v2 plugin.
 func TestCompose_Config(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	tools := composeTools()
 	if len(tools) == 0 {
@@ -183,23 +185,33 @@ func TestCompose_Config(t *testing.T) {
 	if !slices.ContainsFunc(tools, func(c []string) bool { return len(c) > 1 }) {
 		t.Log("docker compose v2 plugin not installed: v2 compatibility is covered by TestComposeFile_Portable only")
 	}
+	// Each run is a second of docker-compose's Python starting up, and
+	// they share nothing: side by side.
 	for _, tool := range tools {
-		for _, files := range [][]string{{"docker-compose.yml"}, {"docker-compose.yml", ".ci/compose.override.yml"}, {"examples/orders/docker-compose.yml"}} {
-			args := slices.Clone(tool[1:])
-			for _, f := range files {
-				args = append(args, "-f", f)
+		t.Run(filepath.Base(strings.Join(tool, " ")), func(t *testing.T) {
+			t.Parallel()
+			t.Log(toolVersion(tool))
+			for name, files := range map[string][]string{
+				"alone":            {"docker-compose.yml"},
+				"with_CI_override": {"docker-compose.yml", ".ci/compose.override.yml"},
+				"orders":           {"examples/orders/docker-compose.yml"},
+			} {
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					args := slices.Clone(tool[1:])
+					for _, f := range files {
+						args = append(args, "-f", f)
+					}
+					args = append(args, "config", "-q")
+					c := exec.Command(tool[0], args...)
+					c.Dir = root
+					c.Env = append(os.Environ(), "IDGEN_IMAGE=", "POSTGRES_IMAGE=", "MYSQL_IMAGE=", "REDIS_IMAGE=", "ORDERS_IMAGE=")
+					if out, err := c.CombinedOutput(); err != nil {
+						t.Fatalf("%s: %v\n%s", strings.Join(c.Args, " "), err, out)
+					}
+				})
 			}
-			args = append(args, "config", "-q")
-			c := exec.Command(tool[0], args...)
-			c.Dir = root
-			c.Env = append(os.Environ(), "IDGEN_IMAGE=", "POSTGRES_IMAGE=", "MYSQL_IMAGE=", "REDIS_IMAGE=", "ORDERS_IMAGE=")
-			out, err := c.CombinedOutput()
-			if err != nil {
-				t.Errorf("%s: %v\n%s", strings.Join(c.Args, " "), err, out)
-				continue
-			}
-			t.Logf("%s %s: valid", toolVersion(tool), strings.Join(args, " "))
-		}
+		})
 	}
 }
 
@@ -209,6 +221,7 @@ func TestCompose_Config(t *testing.T) {
 // the three instances concurrently, checks them, and stops one instance
 // to see SIGTERM handled as PID 1.
 func TestCompose_Stack(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: the compose stack takes about a minute")
 	}

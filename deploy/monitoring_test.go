@@ -26,6 +26,7 @@ import (
 // It scrapes the real server after using both modes, so that the
 // labelled series exist: client_golang omits a vector with no series.
 func TestMonitoring_MetricsExist(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	exprs := map[string][]string{} // file → PromQL expressions
 	recorded := map[string]bool{}
@@ -96,6 +97,7 @@ func TestMonitoring_MetricsExist(t *testing.T) {
 }
 
 func TestMetricNames(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		expr string
 		want []string

@@ -28,6 +28,7 @@ func (f *flaky) Renew(ctx context.Context, scope, key, owner string, until time.
 }
 
 func TestDo(t *testing.T) {
+	t.Parallel()
 	errDown := errors.New("payments down")
 	for _, tc := range []struct {
 		name string
@@ -84,6 +85,7 @@ func TestDo(t *testing.T) {
 // renewed while it runs, so the retries that come every second get
 // ErrInFlight rather than taking the key over, and then its answer.
 func TestDo_SlowHandlerRunsOnce(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		k, err := idempotency.New(idempotency.NewMemory(), idempotency.Config{LockTimeout: time.Second, InFlightWait: -1})
 		if err != nil {
@@ -128,6 +130,7 @@ func TestDo_SlowHandlerRunsOnce(t *testing.T) {
 // longer its own, at the lock's expiry when renewals fail, and at the
 // key's expiry whatever the renewals.
 func TestDo_HoldLost(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		st     func(m idempotency.Store) idempotency.Store

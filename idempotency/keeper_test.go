@@ -68,6 +68,7 @@ func win(t *testing.T, k *idempotency.Keeper, r idempotency.Request) *idempotenc
 }
 
 func TestKeeper_ReplayReusedInFlight(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k, c, _, o := newKeeper(t, idempotency.Config{InFlightWait: -1})
 	tk := win(t, k, req("k1", "fp"))
@@ -114,6 +115,7 @@ func TestKeeper_ReplayReusedInFlight(t *testing.T) {
 }
 
 func TestKeeper_AbandonLetsARetryAllocate(t *testing.T) {
+	t.Parallel()
 	k, _, m, _ := newKeeper(t, idempotency.Config{})
 	win(t, k, req("k", "fp")).Abandon(context.Background())
 	if m.Len() != 0 {
@@ -125,6 +127,7 @@ func TestKeeper_AbandonLetsARetryAllocate(t *testing.T) {
 // A failed first request gives its slot of the cap back: with a cap of
 // 2, abandoning and retrying one key many times never reaches the cap.
 func TestKeeper_AbandonFreesItsSlotOfTheCap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k, _, _, _ := newKeeper(t, idempotency.Config{MaxKeys: 2})
 	for range 5 {
@@ -143,6 +146,7 @@ func TestKeeper_AbandonFreesItsSlotOfTheCap(t *testing.T) {
 // the next request; when it comes back it answers what the row holds,
 // never its own IDs.
 func TestKeeper_LockTimeoutTakeOverAndTheOldWinnerReturns(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k, c, _, _ := newKeeper(t, idempotency.Config{LockTimeout: 5 * time.Second})
 	old := win(t, k, req("k", "fp"))
@@ -175,6 +179,7 @@ func TestKeeper_LockTimeoutTakeOverAndTheOldWinnerReturns(t *testing.T) {
 }
 
 func TestKeeper_ExpiryAndSweep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k, c, m, o := newKeeper(t, idempotency.Config{SweepBatch: 3})
 	for i := range 100 {
@@ -211,6 +216,7 @@ func TestKeeper_ExpiryAndSweep(t *testing.T) {
 }
 
 func TestKeeper_Cap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k, c, _, o := newKeeper(t, idempotency.Config{MaxKeys: 3, TTL: time.Minute})
 	for _, key := range []string{"a", "b", "c"} {
@@ -249,6 +255,7 @@ func TestKeeper_Cap(t *testing.T) {
 
 // Many concurrent first requests: exactly one wins.
 func TestKeeper_ConcurrentFirstRequestsOneWinner(t *testing.T) {
+	t.Parallel()
 	k, _, _, _ := newKeeper(t, idempotency.Config{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -273,6 +280,7 @@ func TestKeeper_ConcurrentFirstRequestsOneWinner(t *testing.T) {
 }
 
 func TestKeeper_StartClose(t *testing.T) {
+	t.Parallel()
 	k, _, _, _ := newKeeper(t, idempotency.Config{})
 	k.Start()
 	k.Start()
@@ -283,6 +291,7 @@ func TestKeeper_StartClose(t *testing.T) {
 }
 
 func TestNew_RejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []idempotency.Config{
 		{TTL: 8 * 24 * time.Hour},
 		{MaxTTL: 8760 * time.Hour},
@@ -300,6 +309,7 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 // A sweep stops at its budget and reports the backlog it left, which
 // the next sweeps work off.
 func TestKeeper_SweepBudgetAndBacklog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := testtime.New(time.Unix(1_700_000_000, 0))
 	m := idempotency.NewMemory()
@@ -330,6 +340,7 @@ func TestKeeper_SweepBudgetAndBacklog(t *testing.T) {
 // leave room at once, since a scope is counted again before it is
 // refused (the cap of 3 serves 9 keys of 1s, 3 a second, with no sweep).
 func TestKeeper_CapCountsLiveKeysBeforeItRefuses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k, c, _, o := newKeeper(t, idempotency.Config{MaxKeys: 3, TTL: time.Second})
 	for i := range 9 {
@@ -354,6 +365,7 @@ func TestKeeper_CapCountsLiveKeysBeforeItRefuses(t *testing.T) {
 // Another instance's keys in a shared store count before the cap: the
 // scope is counted again half-way to it.
 func TestKeeper_CapSeesOtherInstances(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := idempotency.NewMemory()
 	c := testtime.New(time.Unix(1_700_000_000, 0))
@@ -389,6 +401,7 @@ func TestKeeper_CapSeesOtherInstances(t *testing.T) {
 // A repeat of a key in flight waits for the first request's answer and
 // replays it, rather than answering 409.
 func TestKeeper_RepeatWaitsForTheFirstRequest(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		k, _, _, o := newKeeper(t, idempotency.Config{InFlightWait: time.Minute})

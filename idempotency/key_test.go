@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in, want string
 		ok       bool
@@ -49,6 +50,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestParseTTL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want time.Duration
@@ -71,6 +73,7 @@ func TestParseTTL(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
+	t.Parallel()
 	a := idempotency.Fingerprint("order", "segment", "1")
 	if a != idempotency.Fingerprint("order", "segment", "1") {
 		t.Fatal("not deterministic")
@@ -89,6 +92,7 @@ func TestFingerprint(t *testing.T) {
 // The server indexes http.Header by KeyHeader directly (TTLHeader goes
 // through Header.Get, which canonicalises).
 func TestKeyHeaderIsCanonical(t *testing.T) {
+	t.Parallel()
 	if c := textproto.CanonicalMIMEHeaderKey(idempotency.KeyHeader); c != idempotency.KeyHeader {
 		t.Errorf("%q is not canonical (%q): an http.Header lookup by it finds nothing", idempotency.KeyHeader, c)
 	}

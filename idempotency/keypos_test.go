@@ -11,6 +11,7 @@ import (
 // Byte positions in a refused key count from 1, as in a refused tag
 // (idgen.CheckTag), so that a caller reads both the same way.
 func TestParseKey_BytePositionsFromOne(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"a,b", "(byte 2)"},
 		{`ab"c`, "(byte 3)"},

@@ -17,6 +17,7 @@ import (
 )
 
 func TestNewServer_Modes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode, wantSeries string
 		first            func(int64) bool
@@ -51,6 +52,7 @@ func TestNewServer_Modes(t *testing.T) {
 }
 
 func TestNewServer_NoAutoCreate(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{NoAutoCreate: true, AdminToken: "idgentest-admin-token"})
 	ctx := context.Background()
 	c := srv.Client()
@@ -97,6 +99,7 @@ func TestNewServer_NoFileLeft(t *testing.T) {
 }
 
 func TestNewAllocator(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b := idgentest.NewAllocator(t), idgentest.NewAllocator(t)
 	var got []int64
@@ -117,6 +120,7 @@ func TestNewAllocator(t *testing.T) {
 }
 
 func TestServer_ClientMode(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, nil)
 	id, err := srv.Client(client.WithMode("snowflake")).Next(context.Background(), "order")
 	if err != nil || id < 1<<40 {

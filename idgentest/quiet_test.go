@@ -16,6 +16,7 @@ import (
 // test runs itself in a child process, so that gin's mode is what a
 // fresh test binary has, whatever this process did to it.
 func TestNewServer_NoGinDebugOutput(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("IDGENTEST_CHILD") == "1" {
 		srv := idgentest.NewServer(t, nil)
 		if _, err := srv.Client().Next(context.Background(), "order"); err != nil {

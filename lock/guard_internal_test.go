@@ -9,6 +9,7 @@ import (
 // TestGuard_DocumentedDDL keeps docs/locks.md's DDL for the side table,
 // which teams paste into their own migrations, the one CreateTable runs.
 func TestGuard_DocumentedDDL(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/locks.md")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ func (c *checks) TokenChecked(err error) { *c = append(*c, err) }
 // TestGuard_Observer: the observer hears every Check's answer, the same
 // error the caller gets, a stale token as ErrStaleToken.
 func TestGuard_Observer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "obs.db")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {

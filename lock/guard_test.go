@@ -478,6 +478,7 @@ func TestGuard_Check_ColumnMissingRow(t *testing.T) {
 }
 
 func TestGuard_Check_RefusesBadArguments(t *testing.T) {
+	t.Parallel()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "guard.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -524,6 +525,7 @@ func TestGuard_Check_RefusesBadArguments(t *testing.T) {
 }
 
 func TestNewGuard_RefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		c    lock.GuardConfig

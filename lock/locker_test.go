@@ -43,6 +43,7 @@ func newLocker(t *testing.T, st *store.Store) *lock.Locker {
 }
 
 func TestNew_RefusesBadOptions(t *testing.T) {
+	t.Parallel()
 	st := open(t, filepath.Join(t.TempDir(), "idgen.db"))
 	for _, o := range []lock.Options{
 		{MinTTL: time.Millisecond},
@@ -59,6 +60,7 @@ func TestNew_RefusesBadOptions(t *testing.T) {
 }
 
 func TestLocker_RefusesBadRequests(t *testing.T) {
+	t.Parallel()
 	l := newLocker(t, open(t, filepath.Join(t.TempDir(), "idgen.db")))
 	for _, tc := range []struct {
 		name, owner string
@@ -83,6 +85,7 @@ func TestLocker_RefusesBadRequests(t *testing.T) {
 // A lease outlives its TTL while the watchdog renews it, and another
 // owner is refused all along.
 func TestLease_RenewsWhileHeld(t *testing.T) {
+	t.Parallel()
 	// Twice the package's TTL: a renewal 200 ms late on two loaded cores
 	// lost a 300 ms lease, and the other owner was granted it rightly.
 	const ttl = 2 * ttl
@@ -113,6 +116,7 @@ func TestLease_RenewsWhileHeld(t *testing.T) {
 // A grant taken over is reported: Lost closes, the context ends with
 // ErrLost, and Release says so.
 func TestLease_LostWhenTakenOver(t *testing.T) {
+	t.Parallel()
 	st := open(t, filepath.Join(t.TempDir(), "idgen.db"))
 	l := newLocker(t, st)
 	ctx := context.Background()
@@ -139,6 +143,7 @@ func TestLease_LostWhenTakenOver(t *testing.T) {
 // Renewals that fail until the TTL runs out lose the lease: the backend
 // may still show it, but the holder must stop.
 func TestLease_ExpiresWhenRenewalsFail(t *testing.T) {
+	t.Parallel()
 	st := open(t, filepath.Join(t.TempDir(), "idgen.db"))
 	l := newLocker(t, st)
 	le, err := l.TryAcquire(context.Background(), "n", "a", ttl)
@@ -160,6 +165,7 @@ func TestLease_ExpiresWhenRenewalsFail(t *testing.T) {
 // with ErrReleased, Lost stays open, the lock is free, and no renewal
 // comes after.
 func TestLease_ReleaseStopsTheWatchdog(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	st := open(t, path)
 	a, b := newLocker(t, st), newLocker(t, open(t, path))
@@ -200,6 +206,7 @@ func TestLease_ReleaseStopsTheWatchdog(t *testing.T) {
 
 // The same owner acquiring a lock it holds gets the same lease back.
 func TestLocker_ReentrantByOwner(t *testing.T) {
+	t.Parallel()
 	l := newLocker(t, open(t, filepath.Join(t.TempDir(), "idgen.db")))
 	ctx := context.Background()
 	a, err := l.TryAcquire(ctx, "n", "o", ttl)
@@ -225,6 +232,7 @@ func TestLocker_ReentrantByOwner(t *testing.T) {
 // A waiter granted after waiting longer than its TTL holds a live lease:
 // its deadline counts from the renewal that follows the wait.
 func TestLocker_WaitLongerThanTTL(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idgen.db")
 	a, b := newLocker(t, open(t, path)), newLocker(t, open(t, path))
 	ctx := context.Background()
@@ -262,6 +270,7 @@ func TestLocker_WaitLongerThanTTL(t *testing.T) {
 
 // Do releases whatever fn does, panics included.
 func TestLocker_DoReleases(t *testing.T) {
+	t.Parallel()
 	l := newLocker(t, open(t, filepath.Join(t.TempDir(), "idgen.db")))
 	ctx := context.Background()
 	boom := errors.New("boom")

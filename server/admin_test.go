@@ -62,6 +62,7 @@ func errCode(t *testing.T, body string) string {
 }
 
 func TestAdmin_Auth(t *testing.T) {
+	t.Parallel()
 	open := newAdminServer(t, "", nil)
 	guarded := newAdminServer(t, "s3cret-admin-token", nil)
 	for _, tc := range []struct {
@@ -96,6 +97,7 @@ func TestAdmin_Auth(t *testing.T) {
 // On a store whose tag floor is raised (a fence, or bump --all), a new
 // tag starts above the start asked for, and the answer says where.
 func TestAdmin_CreateAnswersTheStoredStart(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	if _, err := st.BumpAll(context.Background(), 5000); err != nil {
 		t.Fatal(err)
@@ -116,6 +118,7 @@ func TestAdmin_CreateAnswersTheStoredStart(t *testing.T) {
 }
 
 func TestAdmin_Tags(t *testing.T) {
+	t.Parallel()
 	ts := newAdminServer(t, "tok-admin-token-1", nil)
 	const tok = "tok-admin-token-1"
 	for _, tc := range []struct {
@@ -181,6 +184,7 @@ func TestAdmin_Tags(t *testing.T) {
 }
 
 func TestAPITokens(t *testing.T) {
+	t.Parallel()
 	toks, err := server.ParseAPITokens("# clients\nshop-token-00001=order,invoice;ops-token-000002=*")
 	if err != nil {
 		t.Fatal(err)
@@ -211,6 +215,7 @@ func TestAPITokens(t *testing.T) {
 }
 
 func TestMetricsAndRequestID(t *testing.T) {
+	t.Parallel()
 	ts := newAdminServer(t, "", nil)
 	a := do(t, "GET", ts.URL+"/id/order?count=5", "", "", "X-Request-ID", "req-42")
 	if a.header.Get("X-Request-ID") != "req-42" {

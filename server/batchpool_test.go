@@ -21,6 +21,7 @@ import (
 // each get exactly their own answer, its Content-Length, its tag and its
 // count, and no ID twice across them all.
 func TestServer_PooledBatchAnswersDoNotMix(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openStore(t)
 	for _, tag := range []string{"alpha", "bravo"} {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestServer_ReadableIDs(t *testing.T) {
+	t.Parallel()
 	ts := newServer(t, server.Config{})
 	a := get(t, "GET", ts.URL+"/id/order?format=prefixed", nil)
 	var one struct{ Tag, ID string }
@@ -46,6 +47,7 @@ func TestServer_ReadableIDs(t *testing.T) {
 }
 
 func TestServer_DecodeSnowflake(t *testing.T) {
+	t.Parallel()
 	ts := newServer(t, server.Config{})
 	when := time.Date(2026, 11, 29, 12, 0, 0, 123e6, time.UTC)
 	id, err := snowflake.Layout{}.Encode(snowflake.Parts{Time: when, WorkerID: 7, Sequence: 42})
@@ -74,6 +76,7 @@ func TestServer_DecodeSnowflake(t *testing.T) {
 }
 
 func TestServer_ReserveRange(t *testing.T) {
+	t.Parallel()
 	ts := newFullHTTPServer(t)
 	var ranges [][2]int64
 	for _, tc := range []struct {

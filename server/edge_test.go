@@ -35,6 +35,7 @@ func newEdgeServer(t *testing.T, cfg server.Config) (*httptest.Server, *syncBuff
 }
 
 func TestServer_Edge(t *testing.T) {
+	t.Parallel()
 	ts, _ := newEdgeServer(t, server.Config{AdminToken: edgeAdmin, MetricsToken: edgeMetrics,
 		APITokens: server.APITokens{edgeAPI: {"*"}}})
 	for _, tc := range []struct {
@@ -61,6 +62,7 @@ func TestServer_Edge(t *testing.T) {
 
 // X-Forwarded-For is believed only from the proxies configured.
 func TestServer_TrustedProxies(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		proxies []string
@@ -81,6 +83,7 @@ func TestServer_TrustedProxies(t *testing.T) {
 }
 
 func TestNew_RejectsWeakTokensAndBadProxies(t *testing.T) {
+	t.Parallel()
 	short := strings.Repeat("x", server.MinTokenLength-1)
 	for _, cfg := range []server.Config{
 		{AdminToken: short},
@@ -102,6 +105,7 @@ func TestNew_RejectsWeakTokensAndBadProxies(t *testing.T) {
 // Every Config New cannot use is an ErrInvalidConfig that names what to
 // change.
 func TestNew_InvalidConfig(t *testing.T) {
+	t.Parallel()
 	short := strings.Repeat("x", server.MinTokenLength-1)
 	for _, tc := range []struct {
 		name string

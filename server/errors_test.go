@@ -39,6 +39,7 @@ func (s *syncBuffer) String() string {
 // A failing store's text, which holds what an attacker wants, must reach
 // the log under the request ID and never the caller.
 func TestServer_ServerErrorsKeepTheCauseInTheLog(t *testing.T) {
+	t.Parallel()
 	const secret = "failed to connect to user=idgen database=prod: 10.1.2.3:5432: password authentication failed"
 	st := segmenttest.NewMemory()
 	st.SetError(errors.New(secret))
@@ -102,6 +103,7 @@ func TestServer_ServerErrorsKeepTheCauseInTheLog(t *testing.T) {
 // Unknown tags, tags past the cap and snowflake names are the caller's
 // business: client errors, and no series of their own.
 func TestMetrics_CallersCannotAddSeries(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openStore(t)
 	if err := st.CreateTag(ctx, segment.Tag{Name: "order", MaxID: 1, Step: 100}); err != nil {

@@ -12,6 +12,7 @@ import (
 // meaning in the other package: both are gRPC's wire numbers, which is
 // what a client of either transport reads.
 func TestRPCCodes_PairEveryCodeOnce(t *testing.T) {
+	t.Parallel()
 	seen := map[connect.Code]bool{}
 	for _, r := range rpcCodes {
 		if seen[r.connect] {
@@ -34,6 +35,7 @@ func TestRPCCodes_PairEveryCodeOnce(t *testing.T) {
 }
 
 func TestErrorTable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		ae   *apiError
 		want rpcCode

@@ -33,6 +33,7 @@ func keyed(t *testing.T, url, key string, hdr ...string) answer {
 }
 
 func TestServer_IdempotencyReplays(t *testing.T) {
+	t.Parallel()
 	m := server.NewMetrics()
 	ts := newServer(t, server.Config{MaxBatch: 50, Metrics: m, Idempotency: newKeeper(t, idempotency.Config{Observer: m})})
 	for _, tc := range []struct {
@@ -130,6 +131,7 @@ func TestServer_IdempotencyReplays(t *testing.T) {
 }
 
 func TestServer_IdempotencyDisabled(t *testing.T) {
+	t.Parallel()
 	ts := newServer(t, server.Config{})
 	if a := keyed(t, ts.URL+"/id/order", "k"); a.status != 400 || errCode(t, a.body) != "idempotency_disabled" {
 		t.Fatalf("%d %q; want 400 idempotency_disabled", a.status, a.body)
@@ -138,6 +140,7 @@ func TestServer_IdempotencyDisabled(t *testing.T) {
 
 // Keys belong to their caller: another token's same key is a new key.
 func TestServer_IdempotencyScopedByToken(t *testing.T) {
+	t.Parallel()
 	tokA, tokB := strings.Repeat("a", 20), strings.Repeat("b", 20)
 	ts := newServer(t, server.Config{APITokens: server.APITokens{tokA: {"*"}, tokB: {"*"}},
 		Idempotency: newKeeper(t, idempotency.Config{})})
@@ -220,6 +223,7 @@ func gateServer(t *testing.T, g *gate, cfg idempotency.Config) *httptest.Server 
 }
 
 func TestServer_IdempotencyInFlight(t *testing.T) {
+	t.Parallel()
 	g := &gate{release: make(chan struct{})}
 	ts := gateServer(t, g, idempotency.Config{LockTimeout: 30 * time.Second})
 	first := make(chan answer, 1)
@@ -253,6 +257,7 @@ func TestServer_IdempotencyInFlight(t *testing.T) {
 // A first request that fails allocates nothing and records nothing: the
 // retry allocates.
 func TestServer_IdempotencyFailureFreesTheKey(t *testing.T) {
+	t.Parallel()
 	g := &gate{}
 	g.fail.Store(true)
 	ts := gateServer(t, g, idempotency.Config{})
@@ -267,6 +272,7 @@ func TestServer_IdempotencyFailureFreesTheKey(t *testing.T) {
 }
 
 func TestServer_IdempotencyCap(t *testing.T) {
+	t.Parallel()
 	ts := gateServer(t, &gate{}, idempotency.Config{MaxKeys: 2})
 	for _, k := range []string{"a", "b"} {
 		if a := keyed(t, ts.URL+"/id/order", k); a.status != 200 {
@@ -294,6 +300,7 @@ func grepLines(s, sub string) string {
 // A repeat that comes while the first request runs, and the first ends
 // within the server's wait, gets the replay, not a 409.
 func TestServer_IdempotencyRepeatWaitsForTheFirst(t *testing.T) {
+	t.Parallel()
 	g := &gate{release: make(chan struct{})}
 	st := &lookups{Store: idempotency.NewMemory()}
 	k, err := idempotency.New(st, idempotency.Config{InFlightWait: time.Minute})
@@ -321,6 +328,7 @@ func TestServer_IdempotencyRepeatWaitsForTheFirst(t *testing.T) {
 // A key where it cannot work is refused with 400, not ignored: a range
 // and the routes of other services' APIs record no answer.
 func TestServer_IdempotencyNotSupported(t *testing.T) {
+	t.Parallel()
 	tsRange := newServerWith(t, server.Config{Idempotency: newKeeper(t, idempotency.Config{}),
 		Compat: server.Compat{Leaf: true, TinyID: true}})
 	for _, tc := range []struct{ method, path string }{
@@ -363,11 +371,18 @@ func newServerWith(t *testing.T, cfg server.Config) *httptest.Server {
 // seconds are all served: the cap counts live keys (about 500 at any
 // time here), not every key since the last sweep (no sweep runs), since
 // a scope is counted again before it is refused. The keeper's fake clock
-// moves 200 ms between batches, whatever the machine's speed.
+// moves 200 ms between batches, whatever the machine's speed. -short
+// scales the cap and the batches down by 5: the same proportions, a
+// fifth of the commits.
 func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
+	t.Parallel()
+	perBatch := 100
+	if testing.Short() {
+		perBatch = 20
+	}
 	st := openStore(t)
 	clock := testtime.New(time.Now())
-	k, err := idempotency.New(st.Idempotency(), idempotency.Config{MaxKeys: 1000, Now: clock.Now})
+	k, err := idempotency.New(st.Idempotency(), idempotency.Config{MaxKeys: int64(10 * perBatch), Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +392,7 @@ func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
 	for batch := range 15 {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for i := range 100 {
+		for i := range perBatch {
 			wg.Go(func() {
 				a := keyed(t, ts.URL+"/id/order", fmt.Sprintf("k-%d-%d", batch, i), "Idempotency-TTL", "1")
 				if a.status != 200 {
@@ -391,7 +406,7 @@ func TestServer_IdempotencyCapCountsLiveKeys(t *testing.T) {
 		clock.Advance(200 * time.Millisecond)
 	}
 	if refused != 0 {
-		t.Fatalf("%d of 1,500 requests refused under a cap of 1,000 live keys of 1s; want 0", refused)
+		t.Fatalf("%d of %d requests refused under a cap of %d live keys of 1s; want 0", refused, 15*perBatch, 10*perBatch)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 // Every body a tag definition can carry gets a 400 that names what is
 // wrong, never a 500 from the database (issue 19 items 1 and 20).
 func TestAdmin_BodyErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	const admin = "an-admin-token-of-length"
 	ts := newAdminServer(t, admin, nil)
 	for _, tc := range []struct {
@@ -49,6 +50,7 @@ func TestAdmin_BodyErrorsNameTheField(t *testing.T) {
 // JSON answers end with a newline, and their messages are not
 // HTML-escaped: "Bearer <token>", not "Bearer \u003ctoken\u003e".
 func TestJSON_NewlineAndNoHTMLEscaping(t *testing.T) {
+	t.Parallel()
 	const admin = "an-admin-token-of-length"
 	ts := newAdminServer(t, admin, nil)
 	for _, tc := range []struct {
@@ -75,6 +77,7 @@ func TestJSON_NewlineAndNoHTMLEscaping(t *testing.T) {
 // Without an admin token the monitoring page could show nothing: /ui
 // answers 404 and says which flag turns it on.
 func TestUI_OffWithoutAdminToken(t *testing.T) {
+	t.Parallel()
 	ts := newAdminServer(t, "", nil)
 	for _, path := range []string{"/ui", "/ui/", "/ui/app.js"} {
 		a := do(t, http.MethodGet, ts.URL+path, "", "")
@@ -100,6 +103,7 @@ func (failingStore) CreateTag(context.Context, segment.Tag) error { return nil }
 // /admin/segments shows a load's failure as a code and a fixed message;
 // the driver's text goes to the log under the request ID (item 11).
 func TestAdminSegments_LastErrorHasNoDriverText(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	alloc, err := segment.New(failingStore{}, segment.Options{AutoCreate: true, WaitTimeout: time.Second})
 	if err != nil {

@@ -76,6 +76,7 @@ func reason(err error) string {
 // the stream is open, releases it when the client cancels, and ends with
 // lock_lost when the grant is taken from it.
 func TestLocks_Hold(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{LockMinTTL: 50 * time.Millisecond})
 	// Unary calls go over connect on the main port; the streams over
 	// each transport.
@@ -94,6 +95,27 @@ func TestLocks_Hold(t *testing.T) {
 	// Long enough for renewals to get through on a loaded machine under
 	// -race, beside a waiter that polls SQLite.
 	const ttl = time.Second
+	// The transports' streams, each on a lock of its own, run side by
+	// side: each waits out a TTL and a half, and the metrics below wait
+	// for both.
+	t.Run("transports", func(t *testing.T) {
+		testLocksHold(t, locks, native, ttl)
+	})
+	// Each transport's lost stream is counted once.
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if want := `idgen_lock_losses_total{via="hold"} 2` + "\n"; !strings.Contains(string(b), want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, grepLines(string(b), "idgen_lock_"))
+	}
+}
+
+// testLocksHold runs TestLocks_Hold's stream checks over each transport,
+// as parallel subtests.
+func testLocksHold(t *testing.T, locks idgenv1connect.LockServiceClient, native idgenv1.LockServiceClient, ttl time.Duration) {
 	for _, tr := range []struct {
 		name string
 		hold func(ctx context.Context, m *idgenv1.HoldRequest) (holdStream, error)
@@ -108,6 +130,7 @@ func TestLocks_Hold(t *testing.T) {
 		}},
 	} {
 		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
 			name := "hold:" + tr.name
 			acquire := func(owner string, wait time.Duration) (*idgenv1.LockGrant, error) {
 				resp, err := locks.Acquire(t.Context(), connect.NewRequest(&idgenv1.AcquireRequest{Name: name, Owner: owner,
@@ -162,21 +185,12 @@ func TestLocks_Hold(t *testing.T) {
 			}
 		})
 	}
-	// Each transport's lost stream is counted once.
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if want := `idgen_lock_losses_total{via="hold"} 2` + "\n"; !strings.Contains(string(b), want) {
-		t.Errorf("/metrics lacks %q:\n%s", want, grepLines(string(b), "idgen_lock_"))
-	}
 }
 
 // A server that drains ends its Hold streams, UNAVAILABLE, and releases
 // their locks, so that a graceful stop does not wait for them.
 func TestLocks_HoldEndsOnDrain(t *testing.T) {
+	t.Parallel()
 	alloc := idgentest.NewAllocator(t)
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "locks.db"))
 	if err != nil {

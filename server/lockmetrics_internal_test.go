@@ -12,6 +12,7 @@ import (
 )
 
 func TestLockOutcome(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want string
@@ -38,6 +39,7 @@ func TestLockOutcome(t *testing.T) {
 
 // A Guard's answers land in idgen_lock_guard_checks_total by result.
 func TestMetrics_TokenChecked(t *testing.T) {
+	t.Parallel()
 	m := NewMetrics()
 	for _, err := range []error{nil, nil, fmt.Errorf("%w: token 3", lock.ErrStaleToken), errors.New("guard: no row")} {
 		m.TokenChecked(err)

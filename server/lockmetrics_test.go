@@ -13,6 +13,7 @@ import (
 // Each lock call is counted by its outcome, queued acquires by how their
 // wait ended, and renewals refused as losses; nothing names a lock.
 func TestLocks_Metrics(t *testing.T) {
+	t.Parallel()
 	m := server.NewMetrics()
 	base := lockServerWith(t, server.Config{Metrics: m}, server.LockConfig{MinTTL: 50 * time.Millisecond})
 	api := lockAPI{t: t, base: base}

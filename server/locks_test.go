@@ -89,6 +89,7 @@ func (l lockAPI) release(name, owner, token string) lockAnswer {
 // a's release, b's grant with a greater token, and a's old token
 // refused without touching b's grant.
 func TestLocks_HTTP_HandOverAndStaleRelease(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{AdminToken: "admin-token-0123456789"})
 	api := lockAPI{t: t, base: srv.URL}
 
@@ -138,6 +139,7 @@ func TestLocks_HTTP_HandOverAndStaleRelease(t *testing.T) {
 
 // Every refusal of a bad request has its own 400 code, and none is a 5xx.
 func TestLocks_HTTP_BadRequests(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, nil)
 	api := lockAPI{t: t, base: srv.URL}
 	for _, tc := range []struct {
@@ -176,6 +178,7 @@ func TestLocks_HTTP_BadRequests(t *testing.T) {
 // A waiter gets the lock once its holder stops renewing, within the
 // holder's TTL and its own wait.
 func TestLocks_HTTP_WaiterGetsLapsedLock(t *testing.T) {
+	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{LockMinTTL: 50 * time.Millisecond})
 	api := lockAPI{t: t, base: srv.URL}
 	a := api.acquire("job", "a", "200ms", "")
@@ -226,6 +229,7 @@ func lockServerWith(t *testing.T, base server.Config, cfg server.LockConfig) str
 // as an ID call does for its tag; the admin token is let in too, and
 // only it sees other owners.
 func TestLocks_HTTP_Auth(t *testing.T) {
+	t.Parallel()
 	toks, err := server.ParseAPITokens("orders-token-0123456789=order:1;all-token-0123456789=*")
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +282,7 @@ func (downLocks) Describe(context.Context, string) (lock.Info, error) { return l
 // a store that is down (503 with Retry-After, never its text), a full
 // table of names, and a wait cut to the server's maximum.
 func TestLocks_HTTP_ServerLimits(t *testing.T) {
+	t.Parallel()
 	t.Run("no lock store", func(t *testing.T) {
 		s, err := server.New(server.Config{Segment: idgentest.NewAllocator(t)})
 		if err != nil {
@@ -333,6 +338,7 @@ func TestLocks_HTTP_ServerLimits(t *testing.T) {
 
 // A config the lock package cannot use is refused by New.
 func TestLocks_InvalidConfig(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []server.LockConfig{
 		{Backend: downLocks{}, MinTTL: time.Millisecond},
 		{Backend: downLocks{}, MinTTL: time.Minute, MaxTTL: time.Second},

@@ -15,6 +15,7 @@ import (
 // (buffers, readiness) and the ones that exist before anything fails, so
 // that alerts on increase() see their first event.
 func TestMetrics_ScrapeTimeSeries(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		ready error

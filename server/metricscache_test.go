@@ -18,6 +18,7 @@ func scrape(t *testing.T, m *Metrics) string {
 // Cached children are the vectors' own series: counts through the cache
 // land where WithLabelValues would put them, past the cache's bound too.
 func TestSeriesCache_SameSeries(t *testing.T) {
+	t.Parallel()
 	m := NewMetrics()
 	for i := range 3 {
 		m.issuedCounter("order", ModeSegment).Add(float64(i + 1))

@@ -29,6 +29,7 @@ func issuedTags(t *testing.T, m *Metrics) map[string]string {
 // quiet loses its series to a busier one, a tag with a place keeps it
 // against one a little busier, and no ID is counted twice or lost.
 func TestMetrics_RankTags(t *testing.T) {
+	t.Parallel()
 	m, err := NewMetricsConfig(MetricsConfig{TagLimit: 3, Tags: []string{"pinned"}})
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +87,7 @@ func ownTags(m *Metrics) []string {
 // finds no race, and no tag that lost its place keeps or regains a
 // series afterwards.
 func TestMetrics_RankTagsConcurrent(t *testing.T) {
+	t.Parallel()
 	const limit = 5
 	m, err := NewMetricsConfig(MetricsConfig{TagLimit: limit})
 	if err != nil {

@@ -36,6 +36,7 @@ func tagSeries(text string) map[string]map[string]float64 {
 // whatever the tag count, while every ID is still counted and a named tag
 // keeps its series even when it comes last.
 func TestMetrics_TagLimit(t *testing.T) {
+	t.Parallel()
 	const limit, tags, each = 5, 60, 3
 	m, err := server.NewMetricsConfig(server.MetricsConfig{TagLimit: limit, Tags: []string{"pinned"}})
 	if err != nil {
@@ -97,6 +98,7 @@ func keys(m map[string]float64) []string {
 }
 
 func TestNewMetricsConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cfg  server.MetricsConfig

@@ -15,6 +15,7 @@ import (
 // no-store, its errors too: every call consumes IDs, so no cache may hand
 // one answer to two callers. Routes that issue nothing stay cacheable.
 func TestNoStore_EveryIDRoute(t *testing.T) {
+	t.Parallel()
 	sf, err := snowflake.New(snowflake.Config{WorkerID: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestNoStore_EveryIDRoute(t *testing.T) {
 // GET, which caches may keep, is refused, while the decoders, which have
 // none, still take it.
 func TestConnect_NextRefusesGET(t *testing.T) {
+	t.Parallel()
 	base, _ := rpcServer(t, transports()[0], server.Config{})
 	a := do(t, "GET", base+idgenv1connect.IDServiceNextProcedure+"?encoding=json&message="+`%7B%22tag%22%3A%22order%22%7D`, "", "")
 	if a.status != http.StatusMethodNotAllowed || strings.Contains(a.body, "1001") {

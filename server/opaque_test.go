@@ -35,6 +35,7 @@ func newOpaqueServer(t *testing.T, key *opaque.Key) *httptest.Server {
 // The admin API creates, lists and decodes opaque tags, and refuses what
 // would break them, each with its own code.
 func TestAdmin_OpaqueTags(t *testing.T) {
+	t.Parallel()
 	key, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +106,7 @@ func opaqueTagStore(t *testing.T) (*opaque.Key, *sqlite.Store) {
 // Leaf's and tinyid's routes follow the tag's setting: an opaque tag's
 // counter never leaves the server through them either.
 func TestCompat_OpaqueTags(t *testing.T) {
+	t.Parallel()
 	key, st := opaqueTagStore(t)
 	alloc := newAllocator(t, st, segment.Options{})
 	gen := opaque.NewGenerator(alloc, st, key)
@@ -140,6 +142,7 @@ func TestCompat_OpaqueTags(t *testing.T) {
 // that HTTP's 409 would map to), and an instance without the key
 // UNAVAILABLE, so the caller tries another.
 func TestGRPC_OpaqueTags(t *testing.T) {
+	t.Parallel()
 	key, st := opaqueTagStore(t)
 	serve := func(k *opaque.Key) (string, idgenv1connect.IDServiceClient) {
 		gen := opaque.NewGenerator(newAllocator(t, st, segment.Options{}), st, k)

@@ -30,6 +30,7 @@ var ginParam = regexp.MustCompile(`[:*]([A-Za-z_]+)`)
 
 // Every route the server registers must be documented.
 func TestOpenAPI_DocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
 	doc := loadSpec(t)
 	h := newFullServer(t)
 	routes := h.Routes()
@@ -50,6 +51,7 @@ func TestOpenAPI_DocumentsEveryRoute(t *testing.T) {
 
 // Real answers, good and bad, must match their documented schemas.
 func TestOpenAPI_ResponsesMatchSchemas(t *testing.T) {
+	t.Parallel()
 	doc := loadSpec(t)
 	if len(doc.Servers) != 1 || doc.Servers[0].URL != "/" {
 		t.Fatalf("servers = %v, want the one relative server /", doc.Servers)
@@ -148,6 +150,7 @@ func TestOpenAPI_ResponsesMatchSchemas(t *testing.T) {
 // stated, [] where the route is open; the CI lint (Redocly) checks the
 // rest of the document.
 func TestOpenAPI_EveryOperationHasIDAndSecurity(t *testing.T) {
+	t.Parallel()
 	doc := loadSpec(t)
 	seen := map[string]string{}
 	for path, item := range doc.Paths.Map() {

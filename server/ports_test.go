@@ -26,6 +26,7 @@ import (
 // HTTP/2 limits, and the same bounded metrics, whatever a caller sends,
 // with or without the API token.
 func TestPorts_LimitsAndMetricsAlike(t *testing.T) {
+	t.Parallel()
 	type port struct {
 		name string
 		addr func(main string, s *server.Server) string

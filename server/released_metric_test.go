@@ -18,6 +18,7 @@ import (
 // nothing. The next allocator starting at the next ID shows that the
 // counted IDs did go back.
 func TestMetrics_ReleasedIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openStore(t)
 	m := server.NewMetrics()

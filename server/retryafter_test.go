@@ -19,6 +19,7 @@ import (
 // its delay (a RetryAfter method), and are one second when it does not.
 // Every clock here is fixed, so each delay is exact.
 func TestServer_RetryAfterFromTheError(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	snowflakeAt := func(t *testing.T, cfg snowflake.Config, then func(*snowflake.Generator, *snowflaketest.Clock)) server.Config {
 		clock := snowflaketest.NewClock(t0)

@@ -86,6 +86,7 @@ func get(t *testing.T, method, url string, header map[string]string) answer {
 }
 
 func TestServer_IDs(t *testing.T) {
+	t.Parallel()
 	ts := newServer(t, server.Config{MaxBatch: 50})
 	for _, tc := range []struct {
 		name, method, path, accept string
@@ -160,6 +161,7 @@ type panicking struct{ failing }
 func (panicking) Next(context.Context, string) (int64, error) { panic("boom") }
 
 func TestServer_UnavailableAndPanics(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		gen    server.Config
@@ -191,6 +193,7 @@ func TestServer_UnavailableAndPanics(t *testing.T) {
 }
 
 func TestServer_Health(t *testing.T) {
+	t.Parallel()
 	down := errors.New("store unreachable")
 	for _, tc := range []struct {
 		name  string
@@ -210,6 +213,7 @@ func TestServer_Health(t *testing.T) {
 }
 
 func TestNew_RejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []server.Config{
 		{},
 		{Segment: failing{}, Mode: "bogus"},

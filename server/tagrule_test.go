@@ -29,6 +29,7 @@ type tagAnswer struct {
 // status, code and message: the one rule (idgen.CheckTag), checked once
 // by the server, whatever the mode or the generator behind the route.
 func TestTagRule_SameAnswerOnEveryRoute(t *testing.T) {
+	t.Parallel()
 	sf, err := snowflake.New(snowflake.Config{WorkerID: 1})
 	if err != nil {
 		t.Fatal(err)

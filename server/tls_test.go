@@ -57,6 +57,7 @@ func handshake(t *testing.T, addr string, cfg *tls.Config) (string, string, erro
 // A rotated certificate is served to the next connection without a
 // restart; a half-written rotation keeps the last good one.
 func TestTLS_ReloadsRotatedCertificate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "ca")
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
@@ -137,6 +138,7 @@ func TestTLS_ReloadsRotatedCertificate(t *testing.T) {
 // and a rotated CA bundle is read again like the certificate. Probes
 // answer without a certificate.
 func TestTLS_MutualTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "ca")
 	clientCA := tlstest.NewCA(t, dir, "clients")
@@ -249,6 +251,7 @@ func errorReason(t *testing.T, err error) string {
 // that offers an AEAD suite gets it. (The test certificate is ECDSA, so
 // the RSA suites are checked by the list alone.)
 func TestTLSConfig_CipherSuites(t *testing.T) {
+	t.Parallel()
 	want := []uint16{
 		tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
 		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
@@ -304,6 +307,7 @@ func TestTLSConfig_CipherSuites(t *testing.T) {
 }
 
 func TestTLSConfig_RejectsBadFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "ca")
 	leaf := ca.Server(t, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))

@@ -41,10 +41,16 @@ func serveNative(t testing.TB, s *server.Server) string {
 	return "http://" + ln.Addr().String()
 }
 
-// eachTransport runs test once per transport, as a subtest of its name.
+// eachTransport runs test once per transport, as a parallel subtest of
+// its name, and makes t parallel (its callers must not): each run serves
+// its own server, so they share nothing.
 func eachTransport(t *testing.T, test func(t *testing.T, tr transport)) {
+	t.Parallel()
 	for _, tr := range transports() {
-		t.Run(tr.name, func(t *testing.T) { test(t, tr) })
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, tr)
+		})
 	}
 }
 

@@ -170,6 +170,7 @@ func newFixtureServer(t *testing.T, real http.Handler) *httptest.Server {
 }
 
 func TestUI_Assets(t *testing.T) {
+	t.Parallel()
 	ts := newUIServer(t)
 	for _, tc := range []struct {
 		path, typ string
@@ -228,6 +229,7 @@ func TestUI_Assets(t *testing.T) {
 // TestUI_Chromium loads the page in a real headless Chromium against a
 // real HTTP server and checks what the JavaScript drew.
 func TestUI_Chromium(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a headless Chromium per case; run without -short")
 	}

@@ -257,6 +257,11 @@ func TestCLI_Messages(t *testing.T) {
 // store's password.
 func TestServe_VersionAndStartupLine(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		// Its own go build (for the -X version) and an idgen process:
+		// the end-to-end tests' share of the whole run, as proctest's.
+		t.Skip("builds and starts an idgen process: run without -short")
+	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "idgen-versioned")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7-test", "-o", bin, ".")

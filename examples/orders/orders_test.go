@@ -75,6 +75,7 @@ func count(t *testing.T, s *service, q string, args ...any) int {
 // A double click (one key, twice at once) places one order and answers
 // both with it.
 func TestOrders_DoubleClick(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	var wg sync.WaitGroup
 	var clicks [2]answer
@@ -95,6 +96,7 @@ func TestOrders_DoubleClick(t *testing.T) {
 // retries with the same key: one order in the end, whichever attempt
 // placed it.
 func TestOrders_RetryAfterTimeout(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	ctx := context.Background()
 	// Another order of bob's holds his lock.
@@ -130,6 +132,7 @@ func TestOrders_RetryAfterTimeout(t *testing.T) {
 // count of the user's orders loses none, each order has a token of its
 // own, and every write was admitted by the guard.
 func TestOrders_OneUserConcurrently(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	const n = 16
 	var wg sync.WaitGroup
@@ -159,6 +162,7 @@ func TestOrders_OneUserConcurrently(t *testing.T) {
 // A holder whose lock was taken over while it paused cannot write: the
 // guard refuses its token once a newer holder wrote.
 func TestOrders_StaleHolderIsRefused(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	ctx := context.Background()
 	first, second := order(ctx, url, "dan", "dan-1"), order(ctx, url, "dan", "dan-2")
@@ -179,6 +183,7 @@ func TestOrders_StaleHolderIsRefused(t *testing.T) {
 // shipping some orders but before acknowledging them, whose messages
 // another claims.
 func TestOrders_OutboxShipsEachOrderOnce(t *testing.T) {
+	t.Parallel()
 	s, url := newService(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -241,6 +246,9 @@ func TestOrders_OutboxShipsEachOrderOnce(t *testing.T) {
 		return err == nil && pending.Count == 0 && len(read) == 1 && read[0].EntriesRead == n+n/2
 	})
 	cancel()
+	// Consume may be blocked for a second in XREADGROUP, which does not
+	// heed ctx: closing the client ends the read now.
+	p.Close()
 	<-done
 	if !settled {
 		t.Fatal("the consumer did not read and acknowledge every message within 30 s")

@@ -3,8 +3,11 @@ package sqlstore
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 )
+
+var fakeOnce sync.Once
 
 // A DSN names its backend by scheme, or by a form a driver claims; one
 // that names none is refused with the forms that work, and one whose
@@ -12,7 +15,7 @@ import (
 func TestLookup(t *testing.T) {
 	registered := Driver{Name: "fake", Schemes: []string{"fake"}, Bare: func(dsn string) (bool, error) { return strings.HasPrefix(dsn, "k="), nil },
 		Check: func(string) error { return nil }, Open: func(context.Context, string) (*Conn, error) { return nil, nil }}
-	Register(registered)
+	fakeOnce.Do(func() { Register(registered) }) // drivers are process-wide: once under -count
 	for _, tc := range []struct{ dsn, driver, err string }{
 		{"fake://x", "fake", ""},
 		{"k=v", "fake", ""},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/idgen/idgen/segment"
 )
@@ -80,29 +81,33 @@ func TestReserveRetries(t *testing.T) {
 		{"one conflict too many", errConflict, retries + 1, errConflict, retries, retries + 1, segment.Range{}},
 		{"not retryable", errDown, 5, errDown, 0, 1, segment.Range{}},
 	} {
+		// In a synctest bubble: the backoffs, up to 20 of them and 64 ms
+		// each, pass in fake time.
 		t.Run(tc.name, func(t *testing.T) {
-			db := &flakyDB{err: tc.err, failures: tc.failures, maxID: 100}
-			s := New(db, d)
-			var mu sync.Mutex
-			seen := map[string]int{}
-			s.ObserveRetries(func(op string) { mu.Lock(); seen[op]++; mu.Unlock() })
-			r, err := s.Reserve(context.Background(), "t", 10)
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("Reserve err = %v, want %v", err, tc.wantErr)
-			}
-			if r != tc.wantRange {
-				t.Errorf("Reserve = %+v, want %+v", r, tc.wantRange)
-			}
-			if seen["reserve"] != tc.wantRetries || len(seen) > 1 {
-				t.Errorf("retries observed %v, want reserve=%d", seen, tc.wantRetries)
-			}
-			if db.txs != tc.wantTxs {
-				t.Errorf("%d transactions, want %d", db.txs, tc.wantTxs)
-			}
-			// A failed reservation leaves max_id alone; a good one moves it once.
-			if want := 100 + (tc.wantRange.End - tc.wantRange.Start); db.maxID != want {
-				t.Errorf("max_id = %d, want %d", db.maxID, want)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				db := &flakyDB{err: tc.err, failures: tc.failures, maxID: 100}
+				s := New(db, d)
+				var mu sync.Mutex
+				seen := map[string]int{}
+				s.ObserveRetries(func(op string) { mu.Lock(); seen[op]++; mu.Unlock() })
+				r, err := s.Reserve(context.Background(), "t", 10)
+				if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+					t.Fatalf("Reserve err = %v, want %v", err, tc.wantErr)
+				}
+				if r != tc.wantRange {
+					t.Errorf("Reserve = %+v, want %+v", r, tc.wantRange)
+				}
+				if seen["reserve"] != tc.wantRetries || len(seen) > 1 {
+					t.Errorf("retries observed %v, want reserve=%d", seen, tc.wantRetries)
+				}
+				if db.txs != tc.wantTxs {
+					t.Errorf("%d transactions, want %d", db.txs, tc.wantTxs)
+				}
+				// A failed reservation leaves max_id alone; a good one moves it once.
+				if want := 100 + (tc.wantRange.End - tc.wantRange.Start); db.maxID != want {
+					t.Errorf("max_id = %d, want %d", db.maxID, want)
+				}
+			})
 		})
 	}
 }
