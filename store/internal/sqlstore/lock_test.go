@@ -31,7 +31,11 @@ func (f fakeListener) Close() error { return nil }
 
 func TestLocks_ListenerWakesWaitersOfTheName(t *testing.T) {
 	ch := make(chan string)
+	// The listener starts at the first subscribe; it connects once both
+	// waiters are in, or its wake-up could come before b's.
+	both := make(chan struct{})
 	l := NewLocks(nil, Dialect{}, LockStatements{}, nil, func(context.Context, string) (Listener, error) {
+		<-both
 		return fakeListener{ch}, nil
 	})
 	defer l.Close()
@@ -39,12 +43,18 @@ func TestLocks_ListenerWakesWaitersOfTheName(t *testing.T) {
 	defer unsubscribe()
 	other, unsubscribeOther := l.subscribe("b")
 	defer unsubscribeOther()
+	close(both)
 	if !testtime.Until(5*time.Second, time.Millisecond, l.push) {
 		t.Fatal("the listener never listened")
 	}
 	// Connecting woke everyone: anything released before is looked at.
-	<-mine
-	<-other
+	for _, w := range []<-chan struct{}{mine, other} {
+		select {
+		case <-w:
+		case <-time.After(5 * time.Second):
+			t.Fatal("connecting did not wake every waiter")
+		}
+	}
 	ch <- "a"
 	select {
 	case <-mine:
