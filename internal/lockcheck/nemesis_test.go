@@ -70,5 +70,5 @@ func (n *nemesis) kill() {
 // own duration, at least twice the TTL, so that the worker's lease has
 // lapsed by its own clock too when it wakes.
 func stayStopped(stopped time.Time, d time.Duration) {
-	time.Sleep(time.Until(stopped.Add(d)))
+	time.Sleep(time.Until(stopped.Add(d))) // the fault: a pause lasts wall time, since leases lapse on the store's clock
 }

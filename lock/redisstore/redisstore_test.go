@@ -489,17 +489,14 @@ func TestStore_QueueFlag(t *testing.T) {
 		}
 		got <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	if err := testtime.WaitFor(5*time.Second, time.Millisecond, func() error {
 		info, err := st.Describe(ctx, n)
-		if err != nil {
-			t.Fatal(err)
+		if err == nil && len(info.Waiters) != 1 {
+			err = fmt.Errorf("%d waiters; want b queued", len(info.Waiters))
 		}
-		if len(info.Waiters) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("b never queued")
-		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 	flag(true)
 	if err := st.Release(ctx, g); err != nil { // wakes b, which takes and releases
