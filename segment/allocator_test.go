@@ -142,43 +142,49 @@ func TestAllocator_PrefetchHidesStoreLatency(t *testing.T) {
 	})
 }
 
+// Time is the bubble's: a caller answered during the backoff is answered
+// at once exactly, not within a wall-clock guess.
 func TestAllocator_StoreFailureIsUnavailableAndRecovers(t *testing.T) {
-	a, st, tag := newAlloc(t, 10, segment.Options{FixedStep: true, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-	ctx := context.Background()
-	if _, err := a.Next(ctx, tag); err != nil {
-		t.Fatal(err)
-	}
-	cause := errors.New("connection refused")
-	st.SetError(cause)
-	var err error
-	for range 100 { // drain both buffers
-		if _, err = a.Next(ctx, tag); err != nil {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		a, st, tag := newAlloc(t, 10, segment.Options{FixedStep: true, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		ctx := context.Background()
+		if _, err := a.Next(ctx, tag); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, cause) {
-		t.Fatalf("err = %v, want ErrUnavailable wrapping the cause", err)
-	}
-	// During backoff callers are answered at once, without touching the store.
-	calls := st.Calls()
-	start := time.Now()
-	_, err2 := a.Next(ctx, tag)
-	if !errors.Is(err2, segment.ErrUnavailable) {
-		t.Fatalf("second call: err = %v, want ErrUnavailable", err2)
-	}
-	if time.Since(start) > 2*time.Second {
-		t.Fatalf("a failing store made the caller wait %v", time.Since(start))
-	}
-	st.SetError(nil)
-	if err := testtime.WaitFor(5*time.Second, time.Millisecond, func() error {
-		_, err := a.Next(ctx, tag)
-		return err
-	}); err != nil {
-		t.Fatalf("no recovery after the store healed: %v", err)
-	}
-	if st.Calls() <= calls {
-		t.Fatal("the allocator never retried the store")
-	}
+		cause := errors.New("connection refused")
+		st.SetError(cause)
+		var err error
+		for range 100 { // drain both buffers
+			if _, err = a.Next(ctx, tag); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, cause) {
+			t.Fatalf("err = %v, want ErrUnavailable wrapping the cause", err)
+		}
+		// During backoff callers are answered at once, without touching the
+		// store (once the allocator's own loads have settled).
+		synctest.Wait()
+		calls := st.Calls()
+		start := time.Now()
+		_, err2 := a.Next(ctx, tag)
+		if !errors.Is(err2, segment.ErrUnavailable) {
+			t.Fatalf("second call: err = %v, want ErrUnavailable", err2)
+		}
+		if waited := time.Since(start); waited != 0 || st.Calls() != calls {
+			t.Fatalf("a failing store made the caller wait %v and call it %d times", waited, st.Calls()-calls)
+		}
+		st.SetError(nil)
+		if err := testtime.WaitFor(5*time.Second, time.Millisecond, func() error {
+			_, err := a.Next(ctx, tag)
+			return err
+		}); err != nil {
+			t.Fatalf("no recovery after the store healed: %v", err)
+		}
+		if st.Calls() <= calls {
+			t.Fatal("the allocator never retried the store")
+		}
+	})
 }
 
 func TestAllocator_DynamicStep(t *testing.T) {
