@@ -229,7 +229,6 @@ func TestUI_Assets(t *testing.T) {
 // TestUI_Chromium loads the page in a real headless Chromium against a
 // real HTTP server and checks what the JavaScript drew.
 func TestUI_Chromium(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a headless Chromium per case; run without -short")
 	}
