@@ -43,7 +43,11 @@ func newLease(l *Locker, g Grant, sent time.Time, ttl time.Duration) *Lease {
 	rctx, rcancel := context.WithCancel(context.Background())
 	le := &Lease{l: l, lost: make(chan struct{}), ctx: ctx, cause: cause, rctx: rctx, rcancel: rcancel,
 		g: g, ttl: ttl, deadline: sent.Add(ttl)}
+	// renew reads le.timer: holding renewing until it is set orders a
+	// first tick that fires at once (a tiny TTL, a synctest bubble) after it.
+	le.renewing.Lock()
 	le.timer = time.AfterFunc(le.every(), le.renew)
+	le.renewing.Unlock()
 	return le
 }
 
