@@ -199,7 +199,13 @@ func newBump() *cobra.Command {
 		Long: `Move next_id (the NEXT_ID of idgen tag list; max_id in the database)
 up so that no ID handed out before a restore or a lossy failover can be
 handed out again. Never moves it down. How large
---by must be: docs/deploy.md, "Sizing idgen tag bump --by".`,
+--by must be: docs/deploy.md, "Sizing idgen tag bump --by".
+
+--all --by also moves every lock's token up by N, and raises every
+snowflake worker ID's timestamp floor by the fleet's lease TTL and a
+tenth, so that an instance paused through the restore is out of its
+lease before its worker ID stamps again; snowflake routes answer 503
+worker_floor_ahead until then (docs/fencing.md).`,
 		Example: "  idgen tag bump --all --by 100000000\n  idgen tag bump order --to 5000000000",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			all, _ := cmd.Flags().GetBool("all")
@@ -229,6 +235,7 @@ handed out again. Never moves it down. How large
 						out.printf("%s: next_id %d\n", t.Name, t.MaxID)
 					}
 					out.printf("tag floor raised by %d: tags created from now on start that far above their --start\n", by)
+					out.printf("snowflake worker IDs stamp again after the fleet's lease TTL and a tenth (503 worker_floor_ahead until then)\n")
 					return out.err
 				}
 				if all {

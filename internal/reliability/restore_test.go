@@ -340,7 +340,13 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 	}
 
 	bump(t, db.dsn)
-	s4 := phase(restorePhase, none)
+	// The bump raises every worker's timestamp floor a lease TTL and its
+	// margin ahead, as a fence does: snowflake answers 503 until then, so
+	// phase 4 outlasts it.
+	s4 := phase(restorePhase+leaseTTL+leaseTTL/10, only503)
+	if s4.snowflake == 0 {
+		t.Errorf("no snowflake ID in phase 4, %v after `idgen tag bump --all`", restorePhase+leaseTTL+leaseTTL/10)
+	}
 	all := merge(s1, s2, s3, s4)
 	allSeg, allSF := all.duplicates()
 	afterBump := allSeg + allSF - dup
@@ -355,7 +361,7 @@ func restoreRestarted(t *testing.T, began time.Time, db restorable) {
 	row.notes = []string{fmt.Sprintf("undetectable by design (nothing that outlives the restore remembers): %d segment, %d snowflake duplicates; %s", dupSeg, dupSF, note), wall()}
 	recordCluster(t, row)
 	recordCluster(t, clusterResult{test: "TestRestore", scenario: db.name + ", after idgen tag bump",
-		load: restorePhase, faults: fmt.Sprintf("phase 4, after `idgen tag bump --all --by %d`", restoreBump),
+		load: restorePhase + leaseTTL + leaseTTL/10, faults: fmt.Sprintf("phase 4, after `idgen tag bump --all --by %d`", restoreBump),
 		segment: s4.segment, snowflake: s4.snowflake, duplicates: afterBump, regressions: "—", fences: fences, errors: s4.errors})
 }
 

@@ -2,12 +2,15 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/idgen/idgen/lock"
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/segment/segmenttest"
 	"github.com/idgen/idgen/store/fence"
@@ -152,9 +155,46 @@ func FenceFloor(t *testing.T, open func(t *testing.T) Store) {
 		}
 		exec(fmt.Sprintf("UPDATE id_sequence SET max_id = %d WHERE biz_tag = '%s'", int64(math.MaxInt64-by+1), edge))
 		floor, was := record().Floor, maxID(tag)
+		// A worker row the restore kept may belong to a holder paused
+		// through it, whose lease the store no longer shows: after the
+		// bump, no worker stamps before that lease could have lapsed.
+		paused, err := p.s.Leases().Claim(ctx, "bump-paused", time.Now(), FenceTTL, 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = p.s.Leases().Release(ctx, paused, time.Time{}) }()
+		// So may a lock's grant: every token moves up with the tags.
+		held, err := p.s.Locks().Acquire(ctx, segmenttest.UniqueTag("bump-lock"), "bump-paused", FenceTTL, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bumped := time.Now()
 		tags, err := p.s.BumpAll(ctx, by)
 		if err != nil {
 			t.Fatal(err)
+		}
+		workers, err := p.s.Leases().Workers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lapsed := bumped.Add(FenceTTL + FenceTTL/10).Truncate(time.Millisecond)
+		for _, w := range workers {
+			if w.LastTimestamp.Before(lapsed) {
+				t.Errorf("worker %d stamps from %v after bump --all, before %v (TTL + TTL/10 after it)", w.WorkerID, w.LastTimestamp, lapsed)
+			}
+		}
+		if len(workers) == 0 {
+			t.Fatal("no worker row to check")
+		}
+		if _, err := p.s.Locks().Renew(ctx, held, FenceTTL); !errors.Is(err, lock.ErrLost) {
+			t.Fatalf("renewing a grant that bump --all moved: %v, want lock.ErrLost", err)
+		}
+		var token int64
+		if err := p.s.DB().QueryRowContext(ctx, fmt.Sprintf("SELECT token FROM idgen_lock WHERE name = '%s'", held.Name)).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
+		if token != held.Token+by {
+			t.Fatalf("lock token %d after bump --all --by %d, want %d", token, by, held.Token+by)
 		}
 		if got := maxID(edge); got != math.MaxInt64 {
 			t.Fatalf("a tag within %d of the int64 limit: max_id %d after bump --all, want the limit (exhausted)", by, got)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/idgen/idgen/segment"
 	"github.com/idgen/idgen/store/fence"
@@ -80,9 +81,29 @@ func (s *Store) bumpAllTx(ctx context.Context, q Querier, snap fence.Memory, n i
 		if r, err = s.g.read(ctx, q, snap); err != nil {
 			return nil, nil, err
 		}
+		// Snowflake's part of the repair, as a fence's: a process paused
+		// through the restore may wake with a lease the store no longer
+		// shows, still live by its own clock for up to the fleet's TTL. No
+		// worker stamps below this floor, so a new holder of its worker ID
+		// stamps only once that lease has lapsed (clocks within TTL/10).
+		if _, err := s.g.readParams(ctx, q); err != nil {
+			return nil, nil, err
+		}
+		c := s.g.config()
+		if err := (primitives{s.g, q}).Floor(ctx, time.Now().Add(c.LeaseTTL+c.LeaseMargin).UnixMilli()); err != nil {
+			return nil, nil, fmt.Errorf("raise the workers' timestamp floors: %w", err)
+		}
 	}
 	if _, err := q.Exec(ctx, s.d.AdvanceAll, int64(math.MaxInt64)-n, n); err != nil {
 		return nil, nil, err
+	}
+	if s.g != nil {
+		// Lock tokens granted in the lost history are below every token
+		// granted after, as after a fence (lock names the restore lost
+		// start above the raised tag floor).
+		if _, err := q.Exec(ctx, s.g.id.LockBump, int64(math.MaxInt64)-n, n); err != nil {
+			return nil, nil, fmt.Errorf("raise the lock tokens (migration 00016): %w", err)
+		}
 	}
 	rows, err := q.Query(ctx, s.d.ListMax)
 	if err != nil {
