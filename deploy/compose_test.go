@@ -256,16 +256,7 @@ func TestCompose_Stack(t *testing.T) {
 		s.env = append(s.env, fmt.Sprintf("%s=%d", svc.portVar, ports[i]))
 		s.urls[svc.name] = fmt.Sprintf("http://127.0.0.1:%d", ports[i])
 	}
-	t.Cleanup(func() { s.down(t) })
-
-	t0 = time.Now()
-	if _, err := s.compose(ctx, "up", "-d", "--no-build"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.waitHealthy(ctx, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("project %s: 5 containers healthy and /readyz 200 on 3 instances %.1fs after up", s.project, time.Since(t0).Seconds())
+	t.Logf("project %s: 5 containers healthy and /readyz 200 on 3 instances %.1fs after up", s.project, s.up(ctx, t).Seconds())
 
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	defer client.CloseIdleConnections()
@@ -449,15 +440,7 @@ func TestCompose_Stack(t *testing.T) {
 
 	// docker stop: SIGTERM to /idgen as PID 1 must drain and exit 0 well
 	// within stop_grace_period, not be killed at its end.
-	t0 = time.Now()
-	if _, err := s.compose(ctx, "stop", "-t", "15", "idgen-segment"); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Since(t0)
-	state, err := s.inspect(ctx, "idgen-segment", "{{.State.ExitCode}}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	state, stopped := s.stop(ctx, t, "idgen-segment")
 	logs, _ := s.compose(ctx, "logs", "--no-color", "idgen-segment")
 	if state != "0" || stopped >= 15*time.Second || !strings.Contains(logs, "msg=stopped") {
 		t.Errorf("idgen-segment: stop took %v, exit code %s, logged msg=stopped: %v; want a clean SIGTERM exit",
@@ -581,6 +564,37 @@ func (s *stack) inspect(ctx context.Context, service, format string) (string, er
 		return "", fmt.Errorf("docker inspect %s: %w\n%s", service, err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// up starts the stack from its images, and takes it down when the test
+// ends; it returns how long the containers took to be healthy.
+func (s *stack) up(ctx context.Context, t *testing.T) time.Duration {
+	t.Helper()
+	t.Cleanup(func() { s.down(t) })
+	t0 := time.Now()
+	if _, err := s.compose(ctx, "up", "-d", "--no-build"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitHealthy(ctx, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(t0)
+}
+
+// stop stops service as docker stop does (SIGTERM, SIGKILL after 15 s)
+// and returns its exit code and how long it took.
+func (s *stack) stop(ctx context.Context, t *testing.T, service string) (code string, took time.Duration) {
+	t.Helper()
+	t0 := time.Now()
+	if _, err := s.compose(ctx, "stop", "-t", "15", service); err != nil {
+		t.Fatal(err)
+	}
+	took = time.Since(t0)
+	code, err := s.inspect(ctx, service, "{{.State.ExitCode}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, took
 }
 
 // waitHealthy waits until every container reports healthy and every

@@ -126,16 +126,7 @@ func TestOrdersCompose_Stack(t *testing.T) {
 		),
 		urls: map[string]string{"orders": base},
 	}
-	t.Cleanup(func() { s.down(t) })
-
-	t0 = time.Now()
-	if _, err := s.compose(ctx, "up", "-d", "--no-build"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.waitHealthy(ctx, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("project %s: 3 containers healthy and /readyz 200 %.1fs after up", s.project, time.Since(t0).Seconds())
+	t.Logf("project %s: 3 containers healthy and /readyz 200 %.1fs after up", s.project, s.up(ctx, t).Seconds())
 
 	// The health probe must be able to fail, or the container would be
 	// "healthy" whatever it serves.
@@ -243,15 +234,7 @@ func TestOrdersCompose_Stack(t *testing.T) {
 
 	// docker stop: SIGTERM to /orders as PID 1 drains and exits 0 well
 	// within stop_grace_period, not killed at its end.
-	t0 = time.Now()
-	if _, err := s.compose(ctx, "stop", "-t", "15", "orders"); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Since(t0)
-	code, err := s.inspect(ctx, "orders", "{{.State.ExitCode}}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	code, stopped := s.stop(ctx, t, "orders")
 	if code != "0" || stopped >= 15*time.Second {
 		t.Errorf("orders: stop took %v, exit code %s; want a clean SIGTERM exit", stopped.Round(time.Millisecond), code)
 	}
